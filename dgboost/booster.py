@@ -1,0 +1,326 @@
+"""The trained model: prediction, importance, and a versioned, checksummed JSON file."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import math
+import os
+import tempfile
+
+import numpy as np
+
+from ._dtypes import MARGIN_DTYPE
+from ._version import __version__
+from .backend import asarray, get_xp
+from .data import check_feature_names, features, margins as margins_argument
+from .objectives import make_objective
+from .params import TrainParams
+from .predict import Forest, predict_margins
+from .tree import Tree
+
+MODEL_FORMAT = "dgboost-model"
+MODEL_VERSION = 1
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+
+
+class _ClassOrInstanceMethod:
+    """``Booster.load_model(path)`` returns a new Booster; ``booster.load_model(path)``
+    loads into that booster (XGBoost's spelling) and returns it."""
+
+    def __init__(self, function):
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner):
+        return functools.partial(self.function, owner, instance)
+
+
+class Booster:
+    """A gradient-boosted tree ensemble.
+
+    Made by ``dgboost.train`` or ``Booster.load_model``. ``best_iteration`` and
+    ``best_score`` are set by early stopping (None otherwise).
+    """
+
+    def __init__(self, params: TrainParams, n_features: int, feature_names=None, base_margin=None):
+        self.params = params
+        self._objective = make_objective(params)
+        self.num_features = int(n_features)
+        self.feature_names = None if feature_names is None else tuple(feature_names)
+        n_outputs = self._objective.n_outputs
+        self.base_margin = (np.zeros(n_outputs, MARGIN_DTYPE) if base_margin is None
+                            else np.asarray(base_margin, MARGIN_DTYPE).reshape(n_outputs))
+        self.trees: list[Tree] = []
+        self.tree_outputs: list[int] = []
+        self.best_iteration: int | None = None
+        self.best_score: float | None = None
+        self._evals_result: dict = {}
+        self._forests: dict = {}
+
+    # -- growing -----------------------------------------------------------------
+    @property
+    def n_outputs(self) -> int:
+        return self._objective.n_outputs
+
+    def append(self, tree: Tree, output: int) -> None:
+        """Add a tree predicting margin column ``output``."""
+        self.trees.append(tree)
+        self.tree_outputs.append(int(output))
+        self._forests.clear()
+
+    @property
+    def base_score(self) -> float | None:
+        """The starting prediction in output space (None for multiclass: see base_margin)."""
+        if self.n_outputs > 1:
+            return None
+        return float(self._objective.transform(self.base_margin[None, :])[0])
+
+    def record_evals(self, evals_log: dict) -> None:
+        """Keep the evaluation history that ``evals_result`` returns."""
+        self._evals_result = evals_log
+
+    def num_boosted_rounds(self) -> int:
+        return len(self.trees) // self.n_outputs
+
+    def evals_result(self) -> dict:
+        """{eval set name: {metric: [value per round]}} of the training run."""
+        return copy.deepcopy(self._evals_result)
+
+    def __getitem__(self, rounds: slice) -> "Booster":
+        """The model made of the given rounds only (``booster[:best_iteration + 1]``)."""
+        if not isinstance(rounds, slice) or rounds.step not in (None, 1):
+            raise TypeError("index a Booster with a slice of rounds, such as booster[:10]")
+        begin, end, _ = rounds.indices(self.num_boosted_rounds())
+        sliced = copy.copy(self)
+        k = self.n_outputs
+        sliced.trees = self.trees[begin * k:end * k]
+        sliced.tree_outputs = self.tree_outputs[begin * k:end * k]
+        sliced._forests = {}
+        sliced._evals_result = copy.deepcopy(self._evals_result)
+        if self.best_iteration is not None and not begin <= self.best_iteration < end:
+            sliced.best_iteration = sliced.best_score = None
+        elif self.best_iteration is not None:
+            sliced.best_iteration = self.best_iteration - begin
+        return sliced
+
+    # -- prediction ----------------------------------------------------------------
+    def predict(self, X, *, output_margin: bool = False, iteration_range=None, base_margin=None):
+        """Predictions for raw features ``X``, in the array family of ``X``.
+
+        Parameters
+        ----------
+        X : numpy or cupy array (n_rows, n_features), or a pandas DataFrame
+        output_margin : bool
+            Return raw margins instead of the objective's output (probabilities, ...).
+        iteration_range : (begin, end), optional
+            Use rounds ``[begin, end)`` only; ``end == 0`` means all (XGBoost's rule).
+        base_margin : array (n_rows,) or (n_rows, n_outputs), optional
+            Starting margins in place of the model's base score.
+
+        Returns
+        -------
+        array of shape (n_rows,), or (n_rows, num_class) for multi:softprob and for
+        multiclass margins; numpy for numpy or pandas input, cupy for cupy input.
+        """
+        X, names = features(X, missing=self.params.missing)
+        if X.shape[1] != self.num_features:
+            raise ValueError(f"X has {X.shape[1]} features but the model was trained on "
+                             f"{self.num_features}")
+        check_feature_names(self.feature_names, names, "X")
+        xp = get_xp(X)
+        begin, end = self._round_range(iteration_range)
+        if base_margin is None:
+            start = xp.broadcast_to(asarray(xp, self.base_margin), (X.shape[0], self.n_outputs))
+        else:
+            start = margins_argument(base_margin, "base_margin", X.shape[0], self.n_outputs, xp)
+        result = predict_margins(self._forest(xp, begin, end), X, start)
+        if output_margin:
+            return result[:, 0] if self.n_outputs == 1 else result
+        return self._objective.transform(result)
+
+    def _round_range(self, iteration_range):
+        rounds = self.num_boosted_rounds()
+        if iteration_range is None:
+            return 0, rounds
+        try:
+            begin, end = (int(v) for v in iteration_range)
+        except (TypeError, ValueError):
+            raise TypeError(f"iteration_range={iteration_range!r} must be a pair (begin, end)") from None
+        end = rounds if end == 0 else end
+        if not 0 <= begin < end <= rounds:
+            raise ValueError(f"iteration_range={iteration_range!r} must satisfy 0 <= begin < end <= "
+                             f"{rounds} (the model's rounds; end=0 means all)")
+        return begin, end
+
+    def _forest(self, xp, begin: int, end: int) -> Forest:
+        key = (xp.__name__, begin, end)
+        if key not in self._forests:
+            k = self.n_outputs
+            self._forests[key] = Forest.from_trees(self.trees[begin * k:end * k],
+                                                   self.tree_outputs[begin * k:end * k], xp)
+        return self._forests[key]
+
+    # -- importance ------------------------------------------------------------------
+    def get_score(self, importance_type: str = "weight") -> dict[str, float]:
+        """Feature importance by split count, gain or cover, as XGBoost's ``get_score``.
+
+        Features never used in a split are absent. Names are the training
+        DataFrame's columns, else ``f0, f1, ...``.
+        """
+        if importance_type not in IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type={importance_type!r} must be one of {IMPORTANCE_TYPES}")
+        count = np.zeros(self.num_features)
+        gain = np.zeros(self.num_features)
+        cover = np.zeros(self.num_features)
+        for tree in self.trees:
+            split = ~tree.is_leaf
+            np.add.at(count, tree.feature[split], 1)
+            np.add.at(gain, tree.feature[split], tree.gain[split])
+            np.add.at(cover, tree.feature[split], tree.cover[split])
+        value = {"weight": count, "total_gain": gain, "total_cover": cover,
+                 "gain": gain / np.maximum(count, 1), "cover": cover / np.maximum(count, 1)}[importance_type]
+        names = self.feature_names or tuple(f"f{i}" for i in range(self.num_features))
+        return {names[f]: float(value[f]) for f in np.flatnonzero(count)}
+
+    # -- the model file ------------------------------------------------------------------
+    def save_model(self, path) -> None:
+        """Write the model as versioned JSON; the file is replaced atomically."""
+        text = json.dumps(_with_checksum(self._document()), separators=(",", ":"), allow_nan=False)
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+
+    @_ClassOrInstanceMethod
+    def load_model(cls, self, path):
+        """Read a model written by ``save_model``; a damaged or foreign file raises ValueError."""
+        path = os.fspath(path)
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+        loaded = cls._from_document(_parse(text, path), path)
+        if self is None:
+            return loaded
+        self.__dict__.update(loaded.__dict__)
+        return self
+
+    def _document(self) -> dict:
+        best_score = self.best_score
+        if best_score is not None and not math.isfinite(best_score):
+            best_score = None
+        return {
+            "format": MODEL_FORMAT,
+            "version": MODEL_VERSION,
+            "dgboost_version": __version__,
+            "learner": {
+                "objective": self.params.objective,
+                "n_outputs": self.n_outputs,
+                "num_feature": self.num_features,
+                "feature_names": None if self.feature_names is None else list(self.feature_names),
+                "base_margin": self.base_margin.astype(np.float64).tolist(),
+                "base_score": self.base_score,
+                "best_iteration": self.best_iteration,
+                "best_score": best_score,
+                "params": self.params.to_dict(),
+            },
+            "trees": [tree.to_dict() for tree in self.trees],
+            "tree_outputs": list(self.tree_outputs),
+        }
+
+    @classmethod
+    def _from_document(cls, document: dict, path: str) -> "Booster":
+        learner = _field(document, "learner", dict, path)
+        raw_params = dict(_field(learner, "params", dict, path))
+        if raw_params.get("missing") == "nan":
+            raw_params["missing"] = math.nan
+        try:
+            params = TrainParams.from_dict(raw_params)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path}: its parameters are invalid: {error}") from None
+        num_feature = _field(learner, "num_feature", int, path)
+        n_outputs = _field(learner, "n_outputs", int, path)
+        if num_feature < 1 or n_outputs != params.n_outputs:
+            raise ValueError(f"{path}: num_feature or n_outputs does not fit its parameters")
+        names = learner.get("feature_names")
+        if names is not None and (not isinstance(names, list) or len(names) != num_feature
+                                  or not all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{path}: feature_names must be {num_feature} strings")
+        base_margin = _field(learner, "base_margin", list, path)
+        if len(base_margin) != n_outputs or not all(_is_finite_number(v) for v in base_margin):
+            raise ValueError(f"{path}: base_margin must be {n_outputs} finite numbers")
+        booster = cls(params, num_feature, names, base_margin)
+        trees = _field(document, "trees", list, path)
+        outputs = _field(document, "tree_outputs", list, path)
+        if len(outputs) != len(trees) or any(o != i % n_outputs for i, o in enumerate(outputs)):
+            raise ValueError(f"{path}: tree_outputs must give each tree's output, round by round")
+        if len(trees) % n_outputs:
+            raise ValueError(f"{path}: {len(trees)} trees is not a whole number of rounds")
+        for index, (tree, output) in enumerate(zip(trees, outputs)):
+            booster.append(Tree.from_dict(tree, num_feature, f"{path}: trees[{index}]"), output)
+        best_iteration = learner.get("best_iteration")
+        if best_iteration is not None and not (isinstance(best_iteration, int)
+                                               and 0 <= best_iteration < booster.num_boosted_rounds()):
+            raise ValueError(f"{path}: best_iteration={best_iteration!r} is not a round of the model")
+        booster.best_iteration = best_iteration
+        booster.best_score = learner.get("best_score")
+        return booster
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_forests"] = {}  # device copies are rebuilt on demand
+        return state
+
+    def __repr__(self):
+        return (f"Booster(objective={self.params.objective!r}, rounds={self.num_boosted_rounds()}, "
+                f"features={self.num_features})")
+
+
+def _canonical(document: dict) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _with_checksum(document: dict) -> dict:
+    return {**document, "checksum": "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()}
+
+
+def _parse(text: str, path: str) -> dict:
+    """The model document of a file's text, checked for format, version and checksum."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not a complete JSON document ({error.msg} at line {error.lineno}, "
+                         f"column {error.colno}); was it truncated? Save the model again.") from None
+    if not isinstance(document, dict) or document.get("format") != MODEL_FORMAT:
+        foreign = ""
+        if isinstance(document, dict) and "learner" in document and "version" in document:
+            foreign = " It looks like an XGBoost model, which dgboost does not read."
+        raise ValueError(f"{path} is not a dgboost model (no \"format\": \"{MODEL_FORMAT}\").{foreign}")
+    version = document.get("version")
+    if version != MODEL_VERSION:
+        raise ValueError(f"{path} has model format version {version!r}; this dgboost ({__version__}) "
+                         f"reads version {MODEL_VERSION}. Use the dgboost that wrote it, or a newer one.")
+    stored = document.pop("checksum", None)
+    expected = "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
+    if stored != expected:
+        raise ValueError(f"{path} has been modified or damaged: its checksum does not match its "
+                         "content. Save the model again from the training run.")
+    return document
+
+
+def _field(container: dict, key: str, kind: type, path: str):
+    value = container.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"{path}: {key!r} is missing or not a {kind.__name__}")
+    return value
+
+
+def _is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,140 @@
+"""Training callbacks, in XGBoost's shape.
+
+A callback sees the model before training, after every round (with the
+evaluation log so far; returning True stops training) and after training.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import TextIO
+
+from .metrics import HIGHER_IS_BETTER
+
+#: {eval set name: {metric name: [value per round]}}
+EvalsLog = dict[str, dict[str, list[float]]]
+
+
+class TrainingCallback:
+    """Base class: override the hooks you need."""
+
+    def before_training(self, model):
+        return model
+
+    def after_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
+        return False
+
+    def after_training(self, model):
+        return model
+
+
+class CallbackContainer:
+    """Runs callbacks in order; any one may stop training."""
+
+    def __init__(self, callbacks):
+        self.callbacks = list(callbacks)
+
+    def before_training(self, model):
+        for callback in self.callbacks:
+            model = callback.before_training(model)
+        return model
+
+    def after_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
+        # Every callback runs, even after one asks to stop, so all see the last round.
+        return any([callback.after_iteration(model, epoch, evals_log) for callback in self.callbacks])
+
+    def after_training(self, model):
+        for callback in self.callbacks:
+            model = callback.after_training(model)
+        return model
+
+
+class EvaluationMonitor(TrainingCallback):
+    """Prints ``[round]\\tset-metric:value ...`` every ``period`` rounds and at the end."""
+
+    def __init__(self, period: int = 1, file: TextIO | None = None):
+        self.period = period
+        self.file = file
+        self._pending: str | None = None
+
+    def after_iteration(self, model, epoch, evals_log):
+        if not evals_log:
+            return False
+        line = f"[{epoch}]" + "".join(f"\t{name}-{metric}:{values[-1]:.5f}"
+                                      for name, metrics in evals_log.items()
+                                      for metric, values in metrics.items())
+        if epoch % self.period == 0:
+            self._write(line)
+            self._pending = None
+        else:
+            self._pending = line
+        return False
+
+    def after_training(self, model):
+        if self._pending is not None:
+            self._write(self._pending)
+        return model
+
+    def _write(self, line):
+        print(line, file=self.file or sys.stdout, flush=True)
+
+
+class EarlyStopping(TrainingCallback):
+    """Stop when a metric has not improved for ``rounds`` rounds.
+
+    By default it watches the last metric of the last eval set (XGBoost's rule).
+    Sets ``model.best_iteration`` and ``model.best_score``; with ``save_best``
+    the returned model is cut after the best round.
+    """
+
+    def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
+                 maximize: bool | None = None, save_best: bool = False, min_delta: float = 0.0):
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"rounds={rounds!r} must be an integer >= 1")
+        if min_delta < 0:
+            raise ValueError(f"min_delta={min_delta!r} must be >= 0")
+        self.rounds = rounds
+        self.metric_name = metric_name
+        self.data_name = data_name
+        self.maximize = maximize
+        self.save_best = save_best
+        self.min_delta = min_delta
+        self._best_score: float | None = None
+        self._best_iteration = 0
+
+    def before_training(self, model):
+        self._best_score, self._best_iteration = None, 0
+        return model
+
+    def after_iteration(self, model, epoch, evals_log):
+        if not evals_log:
+            raise ValueError("EarlyStopping needs at least one eval set with a metric: pass evals=")
+        data_name = self.data_name or list(evals_log)[-1]
+        if data_name not in evals_log:
+            raise ValueError(f"EarlyStopping data_name={data_name!r} is not an eval set; "
+                             f"the eval sets are {list(evals_log)}")
+        metrics = evals_log[data_name]
+        metric_name = self.metric_name or list(metrics)[-1]
+        if metric_name not in metrics:
+            raise ValueError(f"EarlyStopping metric_name={metric_name!r} is not reported; "
+                             f"the metrics are {list(metrics)}")
+        maximize = self.maximize if self.maximize is not None else metric_name in HIGHER_IS_BETTER
+        score = metrics[metric_name][-1]
+        if self._improves(score, maximize):
+            self._best_score, self._best_iteration = score, epoch
+        model.best_iteration = self._best_iteration
+        model.best_score = self._best_score
+        return epoch - self._best_iteration >= self.rounds
+
+    def _improves(self, score: float, maximize: bool) -> bool:
+        if self._best_score is None or math.isnan(self._best_score):
+            return not math.isnan(score) or self._best_score is None
+        if maximize:
+            return score > self._best_score + self.min_delta
+        return score < self._best_score - self.min_delta
+
+    def after_training(self, model):
+        if self.save_best and model.best_iteration is not None:
+            return model[: model.best_iteration + 1]
+        return model

@@ -1,0 +1,91 @@
+"""The ``dgboost`` command line. Thin: the Python API is primary.
+
+Exit codes: 0 done, 2 bad usage or bad input (a message, no traceback),
+1 any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ._version import __version__
+
+_DEMO_EXAMPLE = """example:
+  dgboost demo                      # 100k rows, 100 rounds, on a GPU if there is one
+  dgboost demo --rows 1000000 --rounds 500 --device cuda
+"""
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except (ValueError, TypeError) as error:
+        print(f"dgboost {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dgboost", description="Gradient-boosted decision trees on GPUs through Dask.")
+    parser.add_argument("--version", action="version", version=f"dgboost {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="train on a generated Higgs-like data set and report test AUC",
+        description="Train on generated Higgs-like data (../shared/BENCHMARKS.md) and report the "
+                    "test AUC, with progress as it trains.",
+        epilog=_DEMO_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--rows", type=_positive, default=100_000, help="training rows (default 100000)")
+    demo.add_argument("--test-rows", type=_positive, default=50_000, help="test rows (default 50000)")
+    demo.add_argument("--rounds", type=_positive, default=100, help="boosting rounds (default 100)")
+    demo.add_argument("--max-depth", type=_positive, default=6, help="tree depth (default 6)")
+    demo.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                      help="where to train; auto picks a CUDA GPU when one is found")
+    demo.add_argument("--quiet", action="store_true", help="print only the final result")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _demo(args) -> int:
+    from . import train
+    from .backend import cuda_device_count
+    from .datasets import make_higgs_like
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if cuda_device_count() else "cpu"
+    say = (lambda *a: None) if args.quiet else print
+    say(f"dgboost {__version__} demo: higgs-like data, {args.rows} training and {args.test_rows} "
+        f"test rows, 28 features, on {device}")
+    X, y = make_higgs_like(args.rows, seed=0)
+    X_test, y_test = make_higgs_like(args.test_rows, seed=1)
+    params = {"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "eta": 0.1,
+              "max_depth": args.max_depth, "device": device}
+    started = time.perf_counter()
+    booster = train(params, X, y, num_boost_round=args.rounds, evals=[(X_test, y_test, "test")],
+                    verbose_eval=False if args.quiet else max(1, args.rounds // 10))
+    seconds = time.perf_counter() - started
+    result = booster.evals_result()["test"]
+    print(f"trained {booster.num_boosted_rounds()} rounds in {seconds:.1f} s; "
+          f"test AUC {result['auc'][-1]:.4f}, logloss {result['logloss'][-1]:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

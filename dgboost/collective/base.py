@@ -1,0 +1,43 @@
+"""The Communicator protocol every training rank talks through.
+
+The training loop and the grower call these few collectives and nothing else,
+so one code path serves a single process (``LocalCommunicator``), CPU workers
+over Dask's comms, and GPU workers over NCCL. Arrays stay on their device:
+a cupy array in gives a cupy array out.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+ReduceOp = Literal["sum", "max", "min"]
+
+
+@runtime_checkable
+class Communicator(Protocol):
+    """Collectives over ``world_size`` ranks; rank 0 is the coordinator.
+
+    Every rank must make the same calls in the same order with arrays of the same
+    shape and dtype (``allgather`` excepted: its first dimension may differ).
+    Results may share memory with the input: treat both as read-only afterwards.
+    """
+
+    @property
+    def rank(self) -> int:
+        """This rank's index in [0, world_size)."""
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks."""
+
+    def allreduce(self, array, op: ReduceOp = "sum"):
+        """The element-wise reduction of ``array`` over all ranks, on every rank."""
+
+    def broadcast(self, array, root: int = 0):
+        """``root``'s ``array`` on every rank (others pass an array of the same shape)."""
+
+    def allgather(self, array) -> list:
+        """Every rank's ``array``, in rank order; first dimensions may differ."""
+
+    def abort(self, reason: str) -> None:
+        """Tear the group down so that no rank waits forever on a failed peer."""

@@ -1,0 +1,28 @@
+"""The world of one: every collective is the identity."""
+
+from __future__ import annotations
+
+from .base import ReduceOp
+
+
+class LocalCommunicator:
+    """A single rank; used by ``dgboost.train`` and by workers of a one-worker job."""
+
+    rank = 0
+    world_size = 1
+
+    def allreduce(self, array, op: ReduceOp = "sum"):
+        if op not in ("sum", "max", "min"):
+            raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
+        return array
+
+    def broadcast(self, array, root: int = 0):
+        if root != 0:
+            raise ValueError(f"root={root} does not exist in a world of one rank")
+        return array
+
+    def allgather(self, array) -> list:
+        return [array]
+
+    def abort(self, reason: str) -> None:
+        """Nothing to tear down: no peer can be waiting."""

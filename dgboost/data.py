@@ -1,0 +1,229 @@
+"""Input adapters and validation: numpy, cupy, pandas, lists.
+
+Everything a user passes is checked here, before any training work, and turned
+into a ``Dataset``: float32 features with NaN for missing, float32 labels,
+weights and margins, all on one device. The user's objects are never modified:
+a value equal to ``missing`` is replaced in dgboost's own copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import ModuleType
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, WEIGHT_DTYPE
+from .backend import asarray, get_xp, is_cupy_array
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """One rank's validated rows.
+
+    Attributes
+    ----------
+    X : array of shape (n_rows, n_features), float32, C-contiguous; NaN is missing
+    label : array of shape (n_rows,), float32, or None
+    weight : array of shape (n_rows,), float32, or None (every row weighs 1)
+    base_margin : array of shape (n_rows, n_outputs), float32, or None
+    feature_names : tuple of str, or None
+    All arrays live on one device.
+    """
+
+    X: Any
+    label: Any = None
+    weight: Any = None
+    base_margin: Any = None
+    feature_names: tuple[str, ...] | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    def to(self, xp: ModuleType) -> "Dataset":
+        """This dataset with every array on ``xp``'s device."""
+        if get_xp(self.X) is xp:
+            return self
+        move = lambda a: None if a is None else asarray(xp, a)  # noqa: E731
+        return dataclasses.replace(self, X=move(self.X), label=move(self.label),
+                                   weight=move(self.weight), base_margin=move(self.base_margin))
+
+
+def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
+                 n_outputs: int = 1, where: str = "", check_finite: bool = True) -> Dataset:
+    """Validate user inputs and gather them into a :class:`Dataset` on X's device.
+
+    ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
+    """
+    X, feature_names = features(X, missing=missing, where=where, check_finite=check_finite)
+    xp = get_xp(X)
+    n_rows = X.shape[0]
+    label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
+    if weight is not None:
+        weight = vector(weight, f"{where}sample_weight", n_rows, xp, WEIGHT_DTYPE)
+        _check_weights(weight, f"{where}sample_weight")
+    if base_margin is not None:
+        base_margin = margins(base_margin, f"{where}base_margin", n_rows, n_outputs, xp)
+    return Dataset(X, label, weight, base_margin, feature_names)
+
+
+def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True):
+    """``X`` as a C-contiguous float32 array (NaN = missing) and its feature names.
+
+    Returns
+    -------
+    (array of shape (n_rows, n_features), float32, on X's device; tuple of str or None)
+    """
+    name = f"{where}X"
+    feature_names = None
+    if _is_dataframe(X):
+        X, feature_names = _dataframe_to_numpy(X, name)
+    elif _is_sparse(X):
+        raise TypeError(f"{name} is a sparse matrix ({type(X).__name__}); sparse input is not "
+                        f"supported yet: pass {name}.toarray(), a dense array")
+    elif isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+    elif not (isinstance(X, np.ndarray) or is_cupy_array(X)):
+        raise TypeError(f"{name} must be a 2-D numpy or cupy array or a pandas DataFrame, "
+                        f"got {type(X).__name__}")
+    if X.ndim != 2:
+        fix = f"; for one feature use {name}.reshape(-1, 1)" if X.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D (n_rows, n_features), got shape {X.shape}{fix}")
+    _check_numeric_dtype(X.dtype, name)
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} has no rows: training and prediction need at least one")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} has no features (shape {X.shape}): give at least one column")
+    xp = get_xp(X)
+    X = xp.ascontiguousarray(X, dtype=FEATURE_DTYPE)
+    if not math.isnan(missing):
+        X = xp.where(X == FEATURE_DTYPE(missing), FEATURE_DTYPE(math.nan), X)
+    if check_finite:
+        _check_no_inf(X, name, feature_names)
+    return X, feature_names
+
+
+def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
+    """A per-row vector: shape (n_rows,) or (n_rows, 1), finite, as ``dtype`` on ``xp``."""
+    values = _as_array(values, name)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be 1-D with one value per row, got shape {values.shape}")
+    if values.shape[0] != n_rows:
+        raise ValueError(f"{name} has {values.shape[0]} rows but X has {n_rows}: give one value per row of X")
+    _check_numeric_dtype(values.dtype, name)
+    values = asarray(xp, values).astype(dtype)
+    _check_finite(values, name)
+    return values
+
+
+def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
+    """Base margins as (n_rows, n_outputs) float32."""
+    values = _as_array(values, name)
+    if values.ndim == 1 and n_outputs == 1:
+        values = values[:, None]
+    if values.ndim != 2 or values.shape != (n_rows, n_outputs):
+        raise ValueError(f"{name} must have shape ({n_rows}, {n_outputs}) (one margin per row and "
+                         f"output), got {values.shape}")
+    _check_numeric_dtype(values.dtype, name)
+    values = asarray(xp, values).astype(MARGIN_DTYPE)
+    _check_finite(values, name)
+    return values
+
+
+def _as_array(values, name):
+    if _is_dataframe(values) or type(values).__name__ == "Series":
+        return values.to_numpy()
+    if isinstance(values, (list, tuple)):
+        return np.asarray(values)
+    if isinstance(values, np.ndarray) or is_cupy_array(values):
+        return values
+    raise TypeError(f"{name} must be a numpy or cupy array, a pandas Series or a list, "
+                    f"got {type(values).__name__}")
+
+
+def _check_numeric_dtype(dtype, name):
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{name} has dtype {dtype}, which is not numeric: convert it to numbers "
+                        f"(float32 is what dgboost uses)")
+
+
+def _first_bad_row(mask) -> int:
+    xp = get_xp(mask)
+    rows = xp.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0]
+    return int(rows[0])
+
+
+def _check_finite(values, name):
+    xp = get_xp(values)
+    bad = ~xp.isfinite(values)
+    if bool(bad.any()):
+        row = _first_bad_row(bad)
+        raise ValueError(f"{name} has a non-finite value ({values[row].tolist()}) at row {row}: "
+                         f"{name} must be finite (no NaN or inf); drop or fix those rows")
+
+
+def _check_weights(weight, name):
+    xp = get_xp(weight)
+    negative = weight < 0
+    if bool(negative.any()):
+        row = _first_bad_row(negative)
+        raise ValueError(f"{name} is negative ({float(weight[row])}) at row {row}: weights must be >= 0")
+    if not bool((weight > 0).any()):
+        raise ValueError(f"{name} is zero for every row: at least one row must weigh more than 0")
+
+
+def _check_no_inf(X, name, feature_names):
+    xp = get_xp(X)
+    inf = xp.isinf(X)
+    if bool(inf.any()):
+        row = _first_bad_row(inf)
+        column = int(xp.nonzero(inf[row])[0][0])
+        label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
+        raise ValueError(f"{name} has an infinite value at row {row}, {label}: replace it with NaN "
+                         f"(missing) or a finite number")
+
+
+def _is_dataframe(obj) -> bool:
+    return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns") and hasattr(obj, "dtypes")
+
+
+def _is_sparse(obj) -> bool:
+    return type(obj).__module__.startswith(("scipy.sparse", "cupyx.scipy.sparse"))
+
+
+def _dataframe_to_numpy(frame, name):
+    """A pandas DataFrame of numeric columns as (float32 array, feature names)."""
+    import pandas as pd
+
+    names = tuple(str(column) for column in frame.columns)
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"{name} has duplicate column names {twice}: rename them so each is unique")
+    for column, dtype in zip(names, frame.dtypes):
+        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+            hint = (" (categorical features are not supported yet: pass its codes, "
+                    f"{name}[{column!r}].cat.codes)") if isinstance(dtype, pd.CategoricalDtype) else ""
+            raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric{hint}; "
+                            "convert it to numbers or drop it")
+    return frame.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan), names
+
+
+def check_feature_names(expected: Sequence[str] | None, got: Sequence[str] | None, where: str):
+    """Columns of a later DataFrame must be the training columns, in order."""
+    if expected is None or got is None or tuple(expected) == tuple(got):
+        return
+    missing_names = [n for n in expected if n not in got]
+    extra = [n for n in got if n not in expected]
+    detail = (f"missing {missing_names}, unexpected {extra}" if missing_names or extra
+              else "same names in another order")
+    raise ValueError(f"{where} columns do not match the training features ({detail}): select "
+                     f"them in training order, {list(expected)}")

@@ -1,0 +1,95 @@
+"""Generated, seeded data sets (nothing is downloaded), as ../shared/BENCHMARKS.md defines them.
+
+Each generator returns ``(X, y)`` as float32 numpy arrays; the same seed gives
+the same rows. Test sets come from another seed of the same generator (the
+hidden coefficients have their own fixed seed, shared by every call).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE
+
+_COEFFICIENT_SEED = 20260101
+_CHUNK_ROWS = 1 << 20
+
+
+def make_higgs_like(n_rows: int, seed: int = 0, missing_fraction: float = 0.05, task: str = "binary"):
+    """Classification with 28 features, in the manner of the Higgs data set.
+
+    ``X ~ N(0, 1)``; ``w`` is 28 standard normals (fixed seed, the same for train
+    and test); the score is
+    ``z = 0.3 (X.w) + sin(x0 x1) + 0.5 x2 x3 - |x4| + 0.3 [x5 > 0.5] x6``; then
+    ``missing_fraction`` of the entries of columns 7, 8 and 9, drawn
+    independently, are set to NaN. The label depends on ``task``:
+
+    - ``"binary"`` (BENCHMARKS.md's set): ``y ~ Bernoulli(sigmoid(z))``;
+    - ``"regression"``: ``y = z + N(0, 0.5**2)``;
+    - ``"multiclass"``: ``y`` = the number of the thresholds (-1, 0, 1) below
+      ``z + Logistic(0, 0.5)`` noise: four classes.
+    """
+    if task not in ("binary", "regression", "multiclass"):
+        raise ValueError(f"task={task!r} must be 'binary', 'regression' or 'multiclass'")
+    weights = np.random.default_rng(_COEFFICIENT_SEED).standard_normal(28)
+    X = np.empty((n_rows, 28), dtype=FEATURE_DTYPE)
+    y = np.empty(n_rows, dtype=LABEL_DTYPE)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_rows, _CHUNK_ROWS):  # chunks bound the float64 temporaries
+        stop = min(start + _CHUNK_ROWS, n_rows)
+        x = rng.standard_normal((stop - start, 28))
+        z = (0.3 * (x @ weights) + np.sin(x[:, 0] * x[:, 1]) + 0.5 * x[:, 2] * x[:, 3]
+             - np.abs(x[:, 4]) + 0.3 * (x[:, 5] > 0.5) * x[:, 6])
+        if task == "binary":
+            y[start:stop] = rng.random(stop - start) < 1.0 / (1.0 + np.exp(-z))
+        elif task == "regression":
+            y[start:stop] = z + 0.5 * rng.standard_normal(stop - start)
+        else:
+            y[start:stop] = np.digitize(z + rng.logistic(0.0, 0.5, stop - start), [-1.0, 0.0, 1.0])
+        x[:, 7:10][rng.random((stop - start, 3)) < missing_fraction] = np.nan
+        X[start:stop] = x
+    return X, y
+
+
+def make_year_like(n_rows: int, seed: int = 0):
+    """Regression with 90 features, in the manner of YearPredictionMSD.
+
+    ``X ~ N(0, 1)`` with columns 45-89 equal to columns 0-44 plus N(0, 0.5)
+    noise (correlated timbre features); ``v`` is 45 normals / sqrt(45) (fixed
+    seed); ``y = 1998 + 6 (X[:, :45].v) + 4 sin(2 x0) + 3 x1 x2 - 2 |x3| + N(0, 4)``.
+    """
+    coefficients = np.random.default_rng(_COEFFICIENT_SEED + 1).standard_normal(45) / np.sqrt(45)
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n_rows, 45))
+    X = np.concatenate([base, base + 0.5 * rng.standard_normal((n_rows, 45))], axis=1)
+    y = (1998 + 6 * (base @ coefficients) + 4 * np.sin(2 * base[:, 0]) + 3 * base[:, 1] * base[:, 2]
+         - 2 * np.abs(base[:, 3]) + 4 * rng.standard_normal(n_rows))
+    return X.astype(FEATURE_DTYPE), y.astype(LABEL_DTYPE)
+
+
+def make_covtype_like(n_rows: int, seed: int = 0):
+    """Seven-class classification with 54 features, in the manner of Covertype.
+
+    Columns 0-9 are ``N(0, 1)`` (terrain), 10-13 a one-hot of 4 areas, 14-53 a
+    one-hot of 40 soil types. Class scores ``s_k = X[:, :10].W_k + b_k +
+    0.8 sin((k + 1) x0) + A[area, k] + S[soil, k]`` with W, A, S normal (fixed
+    seed) and ``b = (1.5, 1.7, 0, -1.5, -1, -0.5, 0)`` (two large classes, as in
+    Covertype); ``y = argmax_k (s_k + Gumbel noise)``, i.e. drawn from softmax(s).
+    """
+    coefficients = np.random.default_rng(_COEFFICIENT_SEED + 2)
+    terrain_weights = coefficients.standard_normal((10, 7))
+    area_effect = coefficients.standard_normal((4, 7))
+    soil_effect = coefficients.standard_normal((40, 7))
+    bias = np.array([1.5, 1.7, 0.0, -1.5, -1.0, -0.5, 0.0])
+    rng = np.random.default_rng(seed)
+    terrain = rng.standard_normal((n_rows, 10))
+    area = rng.integers(0, 4, n_rows)
+    soil = rng.integers(0, 40, n_rows)
+    scores = (terrain @ terrain_weights + bias + 0.8 * np.sin(np.arange(1, 8) * terrain[:, :1])
+              + area_effect[area] + soil_effect[soil])
+    y = np.argmax(scores + rng.gumbel(size=scores.shape), axis=1)
+    X = np.zeros((n_rows, 54), dtype=FEATURE_DTYPE)
+    X[:, :10] = terrain
+    X[np.arange(n_rows), 10 + area] = 1
+    X[np.arange(n_rows), 14 + soil] = 1
+    return X, y.astype(LABEL_DTYPE)

@@ -1,0 +1,183 @@
+"""Depthwise tree growth: one level at a time, one histogram collective per level.
+
+Nodes get ids level by level. A level of ``L`` slots occupies ids
+``[start, start + L)``; the children of its r-th splitting node (in slot order)
+take slots ``2r`` and ``2r + 1`` of the next level, so every level is a list of
+sibling pairs and ids are in breadth-first order::
+
+    level 0:  [0]
+    level 1:  [1 2]            (node 0 split)
+    level 2:  [3 4 | 5 6]      (nodes 1 and 2 split)
+
+Every row carries the id of its node (``positions``). After the last level each
+row sits on its leaf, so the training margins are updated by one gather from a
+table of leaf values: no tree traversal.
+
+On the host, sizes are plain ints and the grower allocates exactly. On a GPU it
+allocates each level for the upper bound (every node splits, padding slots
+inactive) so that a tree is grown without the host reading anything, until the
+bound's histograms would exceed HISTOGRAM_BUDGET_BYTES; then it reads the
+number of splits once per level and allocates exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ._dtypes import GAIN_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
+from .backend import asarray, get_xp
+from .ellpack import EllpackMatrix
+from .fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale, to_fixed
+from .kernels import Regularisation, node_weights
+from .params import TrainParams
+from . import histogram, partition
+from .split import SplitTable, find_splits
+
+#: Largest histogram of one level (bytes) allocated for the upper bound rather
+#: than the exact node count; see the module docstring.
+HISTOGRAM_BUDGET_BYTES = 1 << 28
+
+#: Columns of a finished tree's per-node record, read by the host once per tree.
+RECORD_COLUMNS = ("active", "valid", "feature", "bin", "default_left", "left_child",
+                  "gain", "cover", "value")
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """One level of a tree being grown; arrays of length ``size`` on the device."""
+
+    start: int  # id of slot 0
+    node_sums: object  # (size, 2) int64 fixed point: each node's (gradient, hessian) total
+    active: object  # (size,) bool: the slot holds a node (False: padding)
+    splits: SplitTable
+    left_child: object  # (size,) int32: id of the left child, -1 where the node does not split
+
+    @property
+    def size(self) -> int:
+        return int(self.active.shape[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class GrownTree:
+    """A finished tree on the device.
+
+    Attributes
+    ----------
+    levels : tuple of Level
+    positions : array of shape (n_rows,), int32: each training row's leaf id
+    leaf_value : array of shape (n_ids,), float32: eta * weight of every node id
+    record : array of shape (n_ids, len(RECORD_COLUMNS)), float64: what Tree.from_record reads
+    """
+
+    levels: tuple
+    positions: object
+    leaf_value: object
+    record: object
+
+    def route(self, matrix: EllpackMatrix):
+        """Leaf ids of another matrix's rows (binned with the same cuts)."""
+        xp = get_xp(matrix.packed)
+        positions = xp.zeros(matrix.n_rows, dtype=POSITION_DTYPE)
+        for level in self.levels:
+            positions = partition.apply_level(matrix, positions, level.start, level.splits,
+                                              level.left_child)
+        return positions
+
+
+class TreeGrower:
+    """Grows trees on one rank's rows; every rank of a job grows the same tree."""
+
+    def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm):
+        self.matrix = matrix
+        self.comm = comm
+        self.n_total = n_total
+        self.max_depth = params.max_depth
+        self.eta = params.eta
+        self.rules = Regularisation(params.reg_lambda, params.alpha, params.min_child_weight,
+                                    params.effective_max_delta_step, params.gamma)
+        xp = get_xp(matrix.packed)
+        n_bins = np.diff(np.asarray(asarray(np, matrix.bin_offsets)))
+        self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
+
+    def grow(self, gpair) -> GrownTree:
+        """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
+        xp = get_xp(gpair)
+        comm = self.comm
+        max_abs = comm.allreduce(xp.abs(gpair).max(axis=0).astype(GAIN_DTYPE), "max")
+        scales = power_of_two_scale(max_abs, self.n_total, HISTOGRAM_HEADROOM_BITS)
+        gpair = to_fixed(gpair, scales)
+
+        positions = xp.zeros(self.matrix.n_rows, dtype=POSITION_DTYPE)
+        start, node_sums = 0, comm.allreduce(gpair.sum(axis=0, keepdims=True))
+        active = xp.ones(1, dtype=bool)
+        build_slot, n_build = xp.zeros(1, dtype=POSITION_DTYPE), 1
+        parent_hist = build_left = None
+        levels = []
+        for depth in range(self.max_depth + 1):
+            size = int(active.shape[0])
+            if depth < self.max_depth:
+                built = comm.allreduce(histogram.build(self.matrix, gpair, positions, start,
+                                                       build_slot, n_build))
+                hist = built if parent_hist is None else histogram.children(parent_hist, built, build_left)
+                splits = find_splits(hist, node_sums, active, self.feature_of_bin,
+                                     self.matrix.bin_offsets, scales, self.rules, comm)
+            else:
+                splits = SplitTable.empty(size, xp)
+            valid = splits.valid.astype(POSITION_DTYPE)
+            rank = xp.cumsum(valid) - valid
+            left_child = xp.where(splits.valid, start + size + 2 * rank, -1).astype(POSITION_DTYPE)
+            levels.append(Level(start, node_sums, active, splits, left_child))
+            if depth == self.max_depth:
+                break
+            positions = partition.apply_level(self.matrix, positions, start, splits, left_child)
+            n_parents = self._next_level_parents(splits.valid, hist.shape[1])
+            if n_parents == 0:
+                break
+            # Parents of the next level in slot order: rank r -> its slot in this level.
+            slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
+            slot_of_rank[xp.where(splits.valid, rank, n_parents)] = xp.arange(size, dtype=POSITION_DTYPE)
+            slot_of_rank = slot_of_rank[:n_parents]
+            real = xp.arange(n_parents) < valid.sum()
+            left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
+            right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
+            node_sums = xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2)
+            active = xp.repeat(real, 2)
+            # Build the lighter child of each pair; its sibling comes by subtraction.
+            build_left = left_sum[:, 1] <= right_sum[:, 1]
+            is_left = xp.arange(2 * n_parents) % 2 == 0
+            built_here = (is_left == xp.repeat(build_left, 2)) & active
+            build_slot = xp.where(built_here, xp.arange(2 * n_parents) // 2, -1).astype(POSITION_DTYPE)
+            parent_hist, n_build = hist[slot_of_rank], n_parents
+            start += size
+        return self._finish(levels, positions, scales)
+
+    def _next_level_parents(self, valid, n_bins_total: int) -> int:
+        """Slots for the next level's parents: exact on the host, else the upper bound."""
+        xp = get_xp(valid)
+        bound = int(valid.shape[0])
+        bound_bytes = 2 * bound * n_bins_total * 2 * np.dtype(HIST_DTYPE).itemsize
+        if xp is np or bound_bytes > HISTOGRAM_BUDGET_BYTES:
+            return int(valid.sum())
+        return bound
+
+    def _finish(self, levels, positions, scales) -> GrownTree:
+        xp = get_xp(positions)
+        node_sums = xp.concatenate([level.node_sums for level in levels])
+        gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
+        hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
+        leaf_value = (self.eta * node_weights(gradient, hessian, self.rules)).astype(LEAF_DTYPE)
+        columns = {
+            "active": xp.concatenate([level.active for level in levels]),
+            "valid": xp.concatenate([level.splits.valid for level in levels]),
+            "feature": xp.concatenate([level.splits.feature for level in levels]),
+            "bin": xp.concatenate([level.splits.bin for level in levels]),
+            "default_left": xp.concatenate([level.splits.default_left for level in levels]),
+            "left_child": xp.concatenate([level.left_child for level in levels]),
+            "gain": xp.concatenate([level.splits.gain for level in levels]),
+            "cover": hessian,
+            "value": leaf_value,
+        }
+        record = xp.stack([columns[name].astype(GAIN_DTYPE) for name in RECORD_COLUMNS], axis=1)
+        return GrownTree(tuple(levels), positions, leaf_value, record)

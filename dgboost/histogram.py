@@ -1,0 +1,62 @@
+"""Histograms of one level: build the smaller child of each split, subtract for its sibling.
+
+A level's nodes come in sibling pairs (slots ``2r`` and ``2r + 1`` are the
+children of the r-th parent that split). Only one child per pair is built from
+rows, the one with the smaller hessian sum (a global quantity, so every rank
+makes the same choice); the other is its parent's histogram minus the built one,
+exact in fixed point::
+
+    parent r  ──►  built child  = Σ rows        (build_histograms)
+              └─►  sibling      = parent − built  (no pass over rows)
+"""
+
+from __future__ import annotations
+
+from ._dtypes import POSITION_DTYPE
+from .backend import get_xp
+from .ellpack import EllpackMatrix
+from .kernels import build_histograms
+
+
+def build(matrix: EllpackMatrix, gpair, positions, level_start: int, build_slot, n_slots: int):
+    """Histograms of the rows whose node ``level_start + s`` has ``build_slot[s] >= 0``.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), int64, fixed point
+    positions : array of shape (n_rows,), int32: each row's node id
+    build_slot : array of shape (n_level_nodes,), int32: output slot of each node, -1 to skip
+    n_slots : int, the number of output slots
+
+    Returns
+    -------
+    array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
+    """
+    xp = get_xp(positions)
+    node = positions - level_start
+    in_level = (node >= 0) & (node < build_slot.shape[0])
+    row_slot = xp.where(in_level, build_slot[xp.where(in_level, node, 0)], -1).astype(POSITION_DTYPE)
+    layout = matrix.layout
+    return build_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.n_features,
+                            layout.missing_symbol, matrix.bin_offsets, gpair, row_slot, n_slots)
+
+
+def children(parent, built, build_left):
+    """Full histograms of the children of ``n`` parents, in sibling pairs.
+
+    Parameters
+    ----------
+    parent : array of shape (n, n_bins_total, 2), int64
+    built : array of shape (n, n_bins_total, 2), int64: the built child of each parent
+    build_left : array of shape (n,), bool: whether the built child is the left one
+
+    Returns
+    -------
+    array of shape (2 n, n_bins_total, 2), int64: left and right child of each parent
+    """
+    xp = get_xp(parent)
+    sibling = parent - built
+    flag = build_left[:, None, None]
+    left = xp.where(flag, built, sibling)
+    right = xp.where(flag, sibling, built)
+    return xp.stack([left, right], axis=1).reshape(-1, *parent.shape[1:])

@@ -1,0 +1,374 @@
+"""Training parameters: XGBoost's names, aliases and defaults, validated once.
+
+``TrainParams.from_dict`` is the only place a user's params dict is read. It
+resolves aliases, rejects unknown names with the nearest known one, and checks
+every value against the range documented in ``PARAMETERS``. Everything below
+the public entry points receives a frozen ``TrainParams`` and may trust it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import numbers
+from typing import Any, Callable, Mapping
+
+OBJECTIVES = (
+    "reg:squarederror",
+    "reg:logistic",
+    "reg:pseudohubererror",
+    "binary:logistic",
+    "binary:logitraw",
+    "multi:softmax",
+    "multi:softprob",
+    "count:poisson",
+)
+
+#: The metric each objective reports when ``eval_metric`` is not given (XGBoost's).
+DEFAULT_METRIC = {
+    "reg:squarederror": "rmse",
+    "reg:logistic": "rmse",
+    "reg:pseudohubererror": "mphe",
+    "binary:logistic": "logloss",
+    "binary:logitraw": "logloss",
+    "multi:softmax": "mlogloss",
+    "multi:softprob": "mlogloss",
+    "count:poisson": "poisson-nloglik",
+}
+
+#: Which objectives each metric makes sense for.
+_SINGLE_OUTPUT = tuple(o for o in OBJECTIVES if not o.startswith("multi:"))
+_PROBABILITY = ("reg:logistic", "binary:logistic", "binary:logitraw")
+_MULTICLASS = ("multi:softmax", "multi:softprob")
+METRIC_OBJECTIVES = {
+    "rmse": _SINGLE_OUTPUT,
+    "mae": _SINGLE_OUTPUT,
+    "mphe": _SINGLE_OUTPUT,
+    "logloss": _PROBABILITY,
+    "error": _PROBABILITY,
+    "auc": _PROBABILITY + _MULTICLASS,
+    "mlogloss": _MULTICLASS,
+    "merror": _MULTICLASS,
+    "poisson-nloglik": ("count:poisson",),
+}
+METRICS = tuple(METRIC_OBJECTIVES)
+
+#: XGBoost parameters a user may bring that dgboost does not implement yet: named
+#: apart so the error says "not supported yet" rather than "unknown".
+NOT_YET_SUPPORTED = (
+    "booster",
+    "colsample_bylevel",
+    "colsample_bynode",
+    "colsample_bytree",
+    "enable_categorical",
+    "interaction_constraints",
+    "max_cached_hist_node",
+    "max_cat_to_onehot",
+    "max_leaves",
+    "monotone_constraints",
+    "multi_strategy",
+    "n_jobs",
+    "nthread",
+    "num_parallel_tree",
+    "refresh_leaf",
+    "sampling_method",
+    "updater",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One parameter: its XGBoost name, aliases, default, accepted values and meaning."""
+
+    name: str
+    default: Any
+    check: Callable[[str, Any], Any]  # returns the normalised value or raises
+    range_text: str
+    doc: str
+    aliases: tuple[str, ...] = ()
+
+
+def _number(lo: float, hi: float, *, lo_open=False, hi_open=False, integer=False):
+    """A checker for a real (or integer) value in an interval."""
+    lo_bracket = "(" if lo_open else "["
+    hi_bracket = ")" if hi_open or hi == math.inf else "]"
+    text = f"{lo_bracket}{lo:g}, {'inf' if hi == math.inf else f'{hi:g}'}{hi_bracket}"
+
+    def check(name, value):
+        wanted = numbers.Integral if integer else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, wanted):
+            kind = "an integer" if integer else "a number"
+            raise TypeError(f"{name}={value!r} must be {kind} in {text}")
+        value = int(value) if integer else float(value)
+        below = value <= lo if lo_open else value < lo
+        above = value >= hi if hi_open else value > hi
+        if math.isnan(value) or below or above:
+            raise ValueError(f"{name}={value!r} is out of range: it must be in {text}")
+        return value
+
+    return check, text
+
+
+def _choice(*options: str, later: Mapping[str, str] = {}):
+    """A checker for one of a set of strings; ``later`` names values still to come."""
+    text = ", ".join(repr(o) for o in options)
+
+    def check(name, value):
+        if value in options:
+            return value
+        if value in later:
+            raise ValueError(f"{name}={value!r} is not available yet ({later[value]}); use one of {text}")
+        hint = difflib.get_close_matches(str(value), options, n=1)
+        suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+        raise ValueError(f"{name}={value!r} is not one of {text}.{suggestion}")
+
+    return check, text
+
+
+def _check_device(name, value):
+    if not isinstance(value, str):
+        raise TypeError(f"{name}={value!r} must be a string: 'cpu', 'cuda' or 'cuda:N'")
+    device = value.lower()
+    if device == "gpu":  # XGBoost accepts "gpu" for the default CUDA device
+        device = "cuda"
+    kind, _, ordinal = device.partition(":")
+    if kind == "cpu" and not ordinal:
+        return "cpu"
+    if kind == "cuda" and (not ordinal or ordinal.isdigit()):
+        return device
+    raise ValueError(f"{name}={value!r} is not a device: use 'cpu', 'cuda' or 'cuda:N'")
+
+
+def _check_eval_metric(name, value):
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{name}={value!r} must be a metric name or a list of them")
+    for metric in names:
+        _choice(*METRICS)[0](name, metric)
+    if len(set(names)) != len(names):
+        raise ValueError(f"{name}={value!r} names a metric twice; list each once")
+    return tuple(names)
+
+
+def _check_optional(check):
+    def wrapped(name, value):
+        return None if value is None else check(name, value)
+
+    return wrapped
+
+
+def _check_missing(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}={value!r} must be a number (NaN by default)")
+    return float(value)
+
+
+def _check_bool(name, value):
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise TypeError(f"{name}={value!r} must be True or False")
+    return bool(value)
+
+
+_INF = math.inf
+_CHECKS = {
+    "objective": _choice(*OBJECTIVES),
+    "eta": _number(0, 1),
+    "max_depth": _number(1, _INF, integer=True),
+    "min_child_weight": _number(0, _INF),
+    "lambda": _number(0, _INF),
+    "alpha": _number(0, _INF),
+    "gamma": _number(0, _INF),
+    "max_delta_step": _number(0, _INF),
+    "max_bin": _number(2, 65536, integer=True),
+    "base_score": _number(-_INF, _INF, lo_open=True, hi_open=True),
+    "seed": _number(0, 2**63 - 1, integer=True),
+    "subsample": _number(0, 1, lo_open=True),
+    "num_class": _number(2, 2**31 - 1, integer=True),
+    "huber_slope": _number(0, _INF, lo_open=True),
+    "scale_pos_weight": _number(0, _INF, lo_open=True),
+    "verbosity": _number(0, 3, integer=True),
+    "grow_policy": _choice("depthwise", later={"lossguide": "a later release adds lossguide growth"}),
+    "tree_method": _choice("hist", "auto", later={
+        "approx": "dgboost builds histograms only: use 'hist'",
+        "exact": "dgboost builds histograms only: use 'hist'",
+    }),
+}
+
+PARAMETERS: tuple[Spec, ...] = (
+    Spec("objective", "reg:squarederror", _CHECKS["objective"][0], _CHECKS["objective"][1],
+         "The learning task and its loss."),
+    Spec("eta", 0.3, *_CHECKS["eta"], "Step size shrinkage: every leaf value is multiplied by it.",
+         aliases=("learning_rate",)),
+    Spec("max_depth", 6, *_CHECKS["max_depth"], "Maximum depth of a tree (depthwise growth)."),
+    Spec("min_child_weight", 1.0, *_CHECKS["min_child_weight"],
+         "Minimum sum of hessians in a child for a split to be considered."),
+    Spec("lambda", 1.0, *_CHECKS["lambda"], "L2 regularisation of leaf weights.",
+         aliases=("reg_lambda",)),
+    Spec("alpha", 0.0, *_CHECKS["alpha"], "L1 regularisation of leaf weights.", aliases=("reg_alpha",)),
+    Spec("gamma", 0.0, *_CHECKS["gamma"],
+         "Minimum loss reduction for a split; splits that gain less are not made.",
+         aliases=("min_split_loss",)),
+    Spec("max_delta_step", None, _check_optional(_CHECKS["max_delta_step"][0]),
+         _CHECKS["max_delta_step"][1],
+         "Largest absolute leaf weight before eta (0: no limit). Not given: 0, except 0.7 for "
+         "count:poisson (trees and hessian), as in XGBoost."),
+    Spec("max_bin", 256, *_CHECKS["max_bin"],
+         "Symbols per feature in the compressed matrix, one of them kept for missing values: a "
+         "feature gets at most max_bin - 1 value bins, so the default packs into 8 bits a cell."),
+    Spec("base_score", None, _check_optional(_CHECKS["base_score"][0]), "finite; in (0, 1) for "
+         "reg:logistic and binary:logistic, > 0 for count:poisson",
+         "Initial prediction, in output space (a probability for reg:logistic and "
+         "binary:logistic, a margin for binary:logitraw and multiclass). Not given: estimated "
+         "from the weighted labels (docs/parameters.md says how)."),
+    Spec("seed", 0, *_CHECKS["seed"], "Seed of every random draw (cut sample, row sampling).",
+         aliases=("random_state",)),
+    Spec("subsample", 1.0, *_CHECKS["subsample"],
+         "Fraction of rows drawn (uniformly, per tree) to build each tree."),
+    Spec("eval_metric", None, _check_optional(_check_eval_metric), "one or a list of: "
+         + ", ".join(METRICS), "Metrics reported on every eval set; the last one drives early "
+         "stopping. Not given: the objective's default."),
+    Spec("disable_default_eval_metric", False, _check_bool, "True or False",
+         "Report no metric when eval_metric is not given."),
+    Spec("device", "cpu", _check_device, "'cpu', 'cuda', 'cuda:N' ('gpu' means 'cuda')",
+         "Where training runs. Data on another device is copied there."),
+    Spec("missing", math.nan, _check_missing, "any number",
+         "The feature value that means 'missing'. NaN is always missing."),
+    Spec("num_class", None, _check_optional(_CHECKS["num_class"][0]), _CHECKS["num_class"][1],
+         "Number of classes, required by multi:softmax and multi:softprob."),
+    Spec("grow_policy", "depthwise", *_CHECKS["grow_policy"], "How trees grow."),
+    Spec("tree_method", "hist", *_CHECKS["tree_method"],
+         "Always the histogram method; accepted so XGBoost params dicts carry over."),
+    Spec("huber_slope", 1.0, *_CHECKS["huber_slope"], "The delta of reg:pseudohubererror."),
+    Spec("scale_pos_weight", 1.0, *_CHECKS["scale_pos_weight"],
+         "Weight multiplier of positive rows, for binary objectives."),
+    Spec("verbosity", 1, *_CHECKS["verbosity"],
+         "0 silent, 1 warnings, 2 info, 3 debug: the level of the 'dgboost' logger."),
+)
+
+_BY_NAME = {spec.name: spec for spec in PARAMETERS}
+_ALIASES = {alias: spec.name for spec in PARAMETERS for alias in spec.aliases}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainParams:
+    """Validated training parameters under their canonical XGBoost names."""
+
+    objective: str = "reg:squarederror"
+    eta: float = 0.3
+    max_depth: int = 6
+    min_child_weight: float = 1.0
+    reg_lambda: float = 1.0
+    alpha: float = 0.0
+    gamma: float = 0.0
+    max_delta_step: float | None = None
+    max_bin: int = 256
+    base_score: float | None = None
+    seed: int = 0
+    subsample: float = 1.0
+    eval_metric: tuple[str, ...] | None = None
+    disable_default_eval_metric: bool = False
+    device: str = "cpu"
+    missing: float = math.nan
+    num_class: int | None = None
+    grow_policy: str = "depthwise"
+    tree_method: str = "hist"
+    huber_slope: float = 1.0
+    scale_pos_weight: float = 1.0
+    verbosity: int = 1
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any] | None) -> "TrainParams":
+        """Validate a user's params dict (XGBoost names or aliases)."""
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise TypeError(f"params must be a dict of parameter names to values, got {type(params).__name__}")
+        values: dict[str, Any] = {}
+        given_as: dict[str, str] = {}
+        for key, value in params.items():
+            name = _canonical_name(key)
+            if name in values:
+                raise ValueError(
+                    f"params gives {name!r} twice, as {given_as[name]!r} and {key!r}: keep one")
+            given_as[name] = key
+            values[name] = _BY_NAME[name].check(key, value)
+        _check_together(values)
+        return cls(**{_FIELD_OF.get(name, name): value for name, value in values.items()})
+
+    @property
+    def n_outputs(self) -> int:
+        """Margins per row: num_class for multiclass objectives, else 1."""
+        return self.num_class if self.objective.startswith("multi:") else 1
+
+    @property
+    def effective_max_delta_step(self) -> float:
+        """max_delta_step as trees and count:poisson use it: XGBoost's 0.7 for Poisson."""
+        if self.max_delta_step is not None:
+            return self.max_delta_step
+        return 0.7 if self.objective == "count:poisson" else 0.0
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics to report on eval sets, in order (the last drives early stopping)."""
+        if self.eval_metric is not None:
+            return self.eval_metric
+        if self.disable_default_eval_metric:
+            return ()
+        return (DEFAULT_METRIC[self.objective],)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters under their XGBoost names, JSON-friendly (NaN as the string "nan")."""
+        out = {}
+        for spec in PARAMETERS:
+            value = getattr(self, _FIELD_OF.get(spec.name, spec.name))
+            if isinstance(value, float) and math.isnan(value):
+                value = "nan"
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[spec.name] = value
+        return out
+
+
+# ``lambda`` is a Python keyword, so its dataclass field carries XGBoost's alias.
+_FIELD_OF = {"lambda": "reg_lambda"}
+
+
+def _canonical_name(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"params keys must be strings, got {key!r}")
+    if key in _BY_NAME:
+        return key
+    if key in _ALIASES:
+        return _ALIASES[key]
+    if key in NOT_YET_SUPPORTED:
+        raise ValueError(f"params[{key!r}]: XGBoost's {key!r} is not supported by dgboost yet; remove it")
+    known = sorted(_BY_NAME) + sorted(_ALIASES)
+    hint = difflib.get_close_matches(key, known, n=1)
+    suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+    raise ValueError(f"params[{key!r}] is not a dgboost parameter.{suggestion} "
+                     "docs/parameters.md lists them all.")
+
+
+def _check_together(values: dict[str, Any]) -> None:
+    """Rules that involve more than one parameter."""
+    objective = values.get("objective", _BY_NAME["objective"].default)
+    multiclass = objective.startswith("multi:")
+    num_class = values.get("num_class")
+    if multiclass and num_class is None:
+        raise ValueError(f"objective={objective!r} needs num_class (the number of classes, >= 2)")
+    if not multiclass and num_class is not None:
+        raise ValueError(f"num_class={num_class} is only for multi:softmax and multi:softprob, "
+                         f"not objective={objective!r}; remove it")
+    base_score = values.get("base_score")
+    if base_score is not None:
+        if objective in ("reg:logistic", "binary:logistic") and not 0.0 < base_score < 1.0:
+            raise ValueError(f"base_score={base_score!r} must be a probability in (0, 1) "
+                             f"for objective={objective!r}")
+        if objective == "count:poisson" and base_score <= 0.0:
+            raise ValueError(f"base_score={base_score!r} must be > 0 for count:poisson")
+    for metric in values.get("eval_metric") or ():
+        if objective not in METRIC_OBJECTIVES[metric]:
+            fits = ", ".join(METRIC_OBJECTIVES[metric])
+            raise ValueError(f"eval_metric {metric!r} does not fit objective={objective!r}; "
+                             f"it is for: {fits}")

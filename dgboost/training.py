@@ -1,0 +1,249 @@
+"""The boosting loop, the same for every rank and device, and ``dgboost.train``.
+
+``train`` validates everything a user gives, then calls ``boost`` with a
+world-of-one Communicator. A distributed job calls ``boost`` on every worker
+with its own shard and a real Communicator; nothing below knows the difference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import numbers
+from typing import Sequence
+
+import numpy as np
+
+from ._dtypes import MARGIN_DTYPE
+from .backend import asarray, cuda_device_count, get_xp, to_numpy, xp_for_device
+from .booster import Booster
+from .callback import CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, TrainingCallback
+from .collective import LocalCommunicator
+from .data import Dataset, check_feature_names, make_dataset
+from .ellpack import EllpackMatrix, build_ellpack
+from .grower import TreeGrower
+from .metrics import make_metric
+from .objectives import Objective, make_objective
+from .params import TrainParams
+from .reduce import global_count
+from .sampling import subsample_rows
+from .sketch import Cuts, Sample, compute_cuts, draw_sample
+from .tree import Tree
+
+logger = logging.getLogger("dgboost")
+_LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+@dataclasses.dataclass
+class EvalSet:
+    """One named eval set of a rank. ``is_training`` marks the training data passed
+    again as an eval set: it reuses the training matrix and margins."""
+
+    name: str
+    data: Dataset
+    is_training: bool = False
+
+
+def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sample_weight=None,
+          base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
+          verbose_eval: bool | int = False) -> Booster:
+    """Train a gradient-boosted tree model in this process.
+
+    Parameters
+    ----------
+    params : dict
+        Training parameters under XGBoost's names (docs/parameters.md).
+    X : numpy or cupy array (n_rows, n_features), or a pandas DataFrame of numbers
+        NaN (or ``params["missing"]``) marks a missing value.
+    y : array (n_rows,)
+    num_boost_round : int
+        Boosting rounds (one tree per round, or num_class trees for multiclass).
+    evals : sequence of (X, y, name)
+        Eval sets, binned with the training cuts; metrics are reported for each.
+    sample_weight, base_margin : arrays (n_rows,) / (n_rows, n_outputs), optional
+    early_stopping_rounds : int, optional
+        Stop when the last metric on the last eval set has not improved for this many rounds.
+    callbacks : list of dgboost.callback.TrainingCallback, optional
+    verbose_eval : bool or int
+        Print the metrics every round (True) or every ``verbose_eval`` rounds.
+
+    Returns
+    -------
+    Booster
+    """
+    params = TrainParams.from_dict(params)
+    logger.setLevel(_LOG_LEVELS[params.verbosity])
+    num_boost_round = _count("num_boost_round", num_boost_round, minimum=0)
+    if early_stopping_rounds is not None:
+        early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
+    callbacks = _callbacks(callbacks)
+    period = _period(verbose_eval)
+    objective = make_objective(params)
+    if y is None:
+        raise ValueError("y is required: pass the labels, one per row of X")
+    training = make_dataset(X, y, weight=sample_weight, base_margin=base_margin, missing=params.missing,
+                            n_outputs=objective.n_outputs)
+    objective.check_labels(training.label, "y")
+    eval_sets = _eval_sets(evals, X, y, training, params, objective)
+    if early_stopping_rounds is not None and not eval_sets:
+        raise ValueError("early_stopping_rounds needs an eval set to watch: pass evals=[(X_valid, "
+                         "y_valid, 'valid')]")
+    if early_stopping_rounds is not None and not params.metrics:
+        raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric is set "
+                         "and no eval_metric is given")
+    xp = _device(params.device)
+    training = training.to(xp)
+    for eval_set in eval_sets:
+        eval_set.data = eval_set.data.to(xp)
+    if early_stopping_rounds is not None:
+        callbacks.append(EarlyStopping(early_stopping_rounds))
+    if period:
+        callbacks.append(EvaluationMonitor(period))
+    return boost(params, objective, training, eval_sets, LocalCommunicator(),
+                 num_boost_round=num_boost_round, callbacks=callbacks, row_offset=0)
+
+
+def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
+          *, num_boost_round: int, callbacks: Sequence[TrainingCallback], row_offset: int) -> Booster:
+    """The boosting loop on one rank's rows (all of them in a single process).
+
+    Every rank calls this with its shard; ``row_offset`` is the global index of
+    the shard's first row. Every rank returns the same Booster.
+    """
+    xp = get_xp(training.X)
+    n_total = global_count(training.n_rows, comm, xp)
+    cuts = agree_cuts(training, row_offset, n_total, params.seed, params.max_bin, comm)
+    matrix = build_ellpack(training.X, cuts)
+    logger.info("compressed matrix: %d rows x %d features, %d bits a cell, %d bytes a row",
+                matrix.n_rows, matrix.layout.n_features, matrix.layout.bits, matrix.layout.bytes_per_row)
+    base_margin = objective.base_margin(training.label, training.weight, comm)
+    booster = Booster(params, training.n_features, training.feature_names, base_margin)
+    margins = _start_margins(training, base_margin, xp)
+    evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
+              else _EvalState(e.name, build_ellpack(e.data.X, cuts), e.data,
+                              _start_margins(e.data, base_margin, xp))) for e in eval_sets]
+    metrics = [make_metric(name, params) for name in params.metrics]
+    grower = TreeGrower(matrix, params, n_total, comm)
+    evals_log: EvalsLog = {}
+    container = CallbackContainer(callbacks)
+    booster = container.before_training(booster)
+    for epoch in range(num_boost_round):
+        gpair = objective.gradients(margins, training.label, training.weight)
+        for output in range(objective.n_outputs):
+            tree_index = epoch * objective.n_outputs + output
+            gpair_output = subsample_rows(gpair[:, output], params.subsample, params.seed, tree_index,
+                                          row_offset)
+            grown = grower.grow(gpair_output)
+            booster.append(Tree.from_record(to_numpy(grown.record), cuts), output)
+            margins[:, output] += grown.leaf_value[grown.positions]
+            for state in evals:
+                if state.margins is not margins:
+                    state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
+        _evaluate(evals, metrics, objective, comm, evals_log)
+        booster.record_evals(evals_log)
+        if container.after_iteration(booster, epoch, evals_log):
+            break
+    return container.after_training(booster)
+
+
+@dataclasses.dataclass
+class _EvalState:
+    name: str
+    matrix: EllpackMatrix
+    data: Dataset
+    margins: object
+
+
+def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_bin: int, comm) -> Cuts:
+    """Cuts every rank agrees on: rank 0 computes them from the gathered sample and broadcasts.
+
+    Arrays cross the collective on the data's device; the sample is small.
+    """
+    xp = get_xp(training.X)
+    sample = draw_sample(training.X, training.weight, row_offset, n_total, seed)
+    device = lambda a: asarray(xp, a)  # noqa: E731
+    parts = [comm.allgather(device(a)) for a in (sample.global_index, sample.values, sample.weights)]
+    if comm.rank == 0:
+        merged = Sample.merge([Sample(to_numpy(i), to_numpy(v), to_numpy(w)) for i, v, w in zip(*parts)])
+        cuts = compute_cuts(merged, max_bin)
+        sizes = np.array([len(cuts.values)], dtype=np.int64)
+    else:
+        cuts, sizes = None, np.zeros(1, dtype=np.int64)
+    n_values = int(to_numpy(comm.broadcast(device(sizes)))[0])
+    n_features = training.n_features
+    values = device(cuts.values) if cuts else xp.empty(n_values, dtype=np.float32)
+    offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=np.int64)
+    return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
+
+
+def _start_margins(data: Dataset, base_margin: np.ndarray, xp):
+    """Each row's starting margins: its own base_margin if given, else the model's."""
+    if data.base_margin is not None:
+        return data.base_margin.astype(MARGIN_DTYPE, copy=True)
+    return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))
+
+
+def _evaluate(evals, metrics, objective: Objective, comm, evals_log: EvalsLog) -> None:
+    for state in evals:
+        predictions = objective.eval_transform(state.margins)
+        results = evals_log.setdefault(state.name, {})
+        for metric in metrics:
+            value = metric(state.data.label, predictions, state.data.weight, comm)
+            results.setdefault(metric.name, []).append(value)
+
+
+def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):
+    if not isinstance(evals, (list, tuple)):
+        raise TypeError(f"evals must be a list of (X, y, name) tuples, got {type(evals).__name__}")
+    eval_sets, names = [], set()
+    for index, entry in enumerate(evals):
+        where = f"evals[{index}]"
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not isinstance(entry[2], str):
+            raise TypeError(f"{where} must be a tuple (X, y, name) with a string name, got {entry!r:.80}")
+        eval_X, eval_y, name = entry
+        if name in names:
+            raise ValueError(f"{where} repeats the eval set name {name!r}: give each a unique name")
+        names.add(name)
+        if eval_X is X and eval_y is y:
+            eval_sets.append(EvalSet(name, training, is_training=True))
+            continue
+        data = make_dataset(eval_X, eval_y, missing=params.missing, n_outputs=objective.n_outputs,
+                            where=f"{where} ")
+        if data.n_features != training.n_features:
+            raise ValueError(f"{where} X has {data.n_features} features but the training X has "
+                             f"{training.n_features}")
+        check_feature_names(training.feature_names, data.feature_names, f"{where} X")
+        objective.check_labels(data.label, f"{where} y")
+        eval_sets.append(EvalSet(name, data))
+    return eval_sets
+
+
+def _device(device: str):
+    if device != "cpu":
+        ordinal = int(device.partition(":")[2] or 0)
+        if cuda_device_count() <= ordinal:
+            raise ValueError(f"device={device!r} needs cupy and a CUDA GPU (found "
+                             f"{cuda_device_count()} devices): install dgboost[cuda12] or "
+                             "dgboost[cuda13] on a GPU machine, or use device='cpu'")
+    return xp_for_device(device)
+
+
+def _count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+def _period(verbose_eval) -> int:
+    if isinstance(verbose_eval, bool):
+        return 1 if verbose_eval else 0
+    return _count("verbose_eval", verbose_eval, minimum=1)
+
+
+def _callbacks(callbacks) -> list:
+    callbacks = list(callbacks or ())
+    for index, callback in enumerate(callbacks):
+        if not isinstance(callback, TrainingCallback):
+            raise TypeError(f"callbacks[{index}] is a {type(callback).__name__}, not a "
+                            "dgboost.callback.TrainingCallback")
+    return callbacks

@@ -1,0 +1,168 @@
+"""A finished regression tree on the host, and its JSON form.
+
+Nodes are numbered breadth first (the root is 0, children after parents, a
+right child right after its left sibling), as in XGBoost's JSON model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._dtypes import CUT_DTYPE, GAIN_DTYPE, LEAF_DTYPE, NODE_INDEX_DTYPE
+from .grower import RECORD_COLUMNS
+from .sketch import Cuts
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Tree:
+    """Arrays of shape (n_nodes,), on the host.
+
+    left, right : int32, children ids (-1 at leaves)
+    feature, split_bin : int32, the split (-1 at leaves)
+    threshold : float32, rows with ``x < threshold`` go left (0 at leaves)
+    default_left : bool, where missing values go
+    value : float32, eta * the node's weight: the prediction at a leaf
+    gain : float64, the split's loss reduction (0 at leaves)
+    cover : float64, the node's hessian sum
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    split_bin: np.ndarray
+    threshold: np.ndarray
+    default_left: np.ndarray
+    value: np.ndarray
+    gain: np.ndarray
+    cover: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.left)
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.left < 0
+
+    @property
+    def depth(self) -> int:
+        """Edges on the longest root-to-leaf path."""
+        depth = np.zeros(self.n_nodes, dtype=np.int64)
+        for node in np.flatnonzero(~self.is_leaf):  # parents precede children
+            depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
+        return int(depth.max())
+
+    @classmethod
+    def from_record(cls, record: np.ndarray, cuts: Cuts) -> "Tree":
+        """Build from a grower record (grower.RECORD_COLUMNS), dropping padding slots."""
+        column = dict(zip(RECORD_COLUMNS, record.T))
+        kept = np.flatnonzero(column["active"] != 0)
+        compact = np.full(len(record), -1, dtype=np.int64)
+        compact[kept] = np.arange(len(kept))
+        split = column["valid"][kept] != 0
+        left_id = column["left_child"][kept].astype(np.int64)
+        left = np.where(split, compact[np.where(split, left_id, 0)], -1)
+        feature = np.where(split, column["feature"][kept], -1).astype(NODE_INDEX_DTYPE)
+        split_bin = np.where(split, column["bin"][kept], -1).astype(NODE_INDEX_DTYPE)
+        threshold = np.zeros(len(kept), dtype=CUT_DTYPE)
+        threshold[split] = cuts.threshold(feature[split].astype(np.int64), split_bin[split].astype(np.int64))
+        return cls(
+            left=left.astype(NODE_INDEX_DTYPE),
+            right=np.where(split, left + 1, -1).astype(NODE_INDEX_DTYPE),
+            feature=feature,
+            split_bin=split_bin,
+            threshold=threshold,
+            default_left=split & (column["default_left"][kept] != 0),
+            value=column["value"][kept].astype(LEAF_DTYPE),
+            gain=np.where(split, column["gain"][kept], 0.0).astype(GAIN_DTYPE),
+            cover=column["cover"][kept].astype(GAIN_DTYPE),
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready: lists of Python ints, bools and floats (float32 values exactly)."""
+        return {
+            "left_children": self.left.tolist(),
+            "right_children": self.right.tolist(),
+            "split_indices": self.feature.tolist(),
+            "split_bins": self.split_bin.tolist(),
+            "split_conditions": self.threshold.astype(np.float64).tolist(),
+            "default_left": self.default_left.tolist(),
+            "values": self.value.astype(np.float64).tolist(),
+            "gains": self.gain.tolist(),
+            "covers": self.cover.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data, num_feature: int, where: str) -> "Tree":
+        """Parse and validate a tree written by ``to_dict``; ValueError names what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} is not an object")
+        arrays = {}
+        for key, kind in _FIELDS.items():
+            if key not in data:
+                raise ValueError(f"{where} lacks {key!r}")
+            arrays[key] = _array(data[key], kind, f"{where}.{key}")
+        sizes = {len(a) for a in arrays.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise ValueError(f"{where}: its arrays have different lengths or are empty")
+        n = sizes.pop()
+        left, right = arrays["left_children"], arrays["right_children"]
+        internal = left >= 0
+        if not np.array_equal(internal, right >= 0) or np.any(left[~internal] != -1) \
+                or np.any(right[~internal] != -1):
+            raise ValueError(f"{where}: a node has one child, or a leaf has a child id other than -1")
+        nodes = np.arange(n)
+        if np.any(left[internal] <= nodes[internal]) or np.any(right[internal] <= nodes[internal]):
+            raise ValueError(f"{where}: a child id does not follow its parent's (the tree has a cycle)")
+        children = np.sort(np.concatenate([left[internal], right[internal]]))
+        if not np.array_equal(children, np.arange(1, n)):
+            raise ValueError(f"{where}: every node but the root must be the child of exactly one node")
+        feature = arrays["split_indices"]
+        if np.any((feature[internal] < 0) | (feature[internal] >= num_feature)):
+            raise ValueError(f"{where}: a split feature is outside [0, num_feature={num_feature})")
+        return cls(
+            left=left.astype(NODE_INDEX_DTYPE),
+            right=right.astype(NODE_INDEX_DTYPE),
+            feature=feature.astype(NODE_INDEX_DTYPE),
+            split_bin=arrays["split_bins"].astype(NODE_INDEX_DTYPE),
+            threshold=arrays["split_conditions"].astype(CUT_DTYPE),
+            default_left=arrays["default_left"],
+            value=arrays["values"].astype(LEAF_DTYPE),
+            gain=arrays["gains"],
+            cover=arrays["covers"],
+        )
+
+
+_FIELDS = {
+    "left_children": "int",
+    "right_children": "int",
+    "split_indices": "int",
+    "split_bins": "int",
+    "split_conditions": "float",
+    "default_left": "bool",
+    "values": "float",
+    "gains": "float",
+    "covers": "float",
+}
+
+
+def _array(values, kind: str, where: str) -> np.ndarray:
+    if not isinstance(values, list):
+        raise ValueError(f"{where} is not a list")
+    if kind == "bool":
+        if not all(isinstance(v, bool) for v in values):
+            raise ValueError(f"{where} holds a value that is not true/false")
+        return np.array(values, dtype=bool)
+    if kind == "int":
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"{where} holds a value that is not an integer")
+        if any(not -1 <= v < 2**31 for v in values):
+            raise ValueError(f"{where} holds an integer out of range")
+        return np.array(values, dtype=np.int64)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in values):
+        raise ValueError(f"{where} holds a value that is not a finite number")
+    return np.array(values, dtype=np.float64)

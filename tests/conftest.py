@@ -1,0 +1,29 @@
+"""Shared fixtures; GPU tests skip cleanly where no CUDA device is found."""
+
+import numpy as np
+import pytest
+
+from dgboost.backend import cuda_device_count
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_device_count() > 0:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU with cupy (none found)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def binary_data(rng):
+    """A small binary task with signal in the first features and some missing values."""
+    X = rng.standard_normal((600, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + 0.3 * rng.standard_normal(600) > 0).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    return X, y

@@ -1,0 +1,125 @@
+"""The model file: round trips, and damaged or foreign files refused with clear errors."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+import dgboost
+
+
+@pytest.fixture
+def model(binary_data):
+    X, y = binary_data
+    return dgboost.train({"objective": "binary:logistic", "max_depth": 3}, X, y, num_boost_round=4,
+                         evals=[(X, y, "train")], early_stopping_rounds=2)
+
+
+def test_round_trip_predicts_identically(tmp_path, model, binary_data):
+    X, _ = binary_data
+    path = tmp_path / "model.json"
+    model.save_model(path)
+    loaded = dgboost.Booster.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert loaded.best_iteration == model.best_iteration and loaded.best_score == model.best_score
+    loaded.save_model(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+
+
+def test_load_into_an_existing_booster_as_xgboost_spells_it(tmp_path, model, binary_data):
+    X, _ = binary_data
+    model.save_model(tmp_path / "m.json")
+    other = dgboost.train({}, X[:, :2], np.zeros(len(X)), num_boost_round=1)
+    assert other.load_model(tmp_path / "m.json") is other
+    np.testing.assert_array_equal(other.predict(X), model.predict(X))
+
+
+def test_file_is_versioned_json(tmp_path, model):
+    model.save_model(tmp_path / "m.json")
+    document = json.loads((tmp_path / "m.json").read_text())
+    assert document["format"] == "dgboost-model" and document["version"] == 1
+    assert document["checksum"].startswith("sha256:")
+    assert document["learner"]["objective"] == "binary:logistic"
+
+
+def test_truncated_file(tmp_path, model):
+    model.save_model(tmp_path / "m.json")
+    text = (tmp_path / "m.json").read_text()
+    (tmp_path / "cut.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match="not a complete JSON document.*truncated"):
+        dgboost.Booster.load_model(tmp_path / "cut.json")
+
+
+def test_tampered_file(tmp_path, model):
+    model.save_model(tmp_path / "m.json")
+    document = json.loads((tmp_path / "m.json").read_text())
+    document["trees"][0]["values"][1] += 1.0
+    (tmp_path / "bad.json").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="modified or damaged: its checksum does not match"):
+        dgboost.Booster.load_model(tmp_path / "bad.json")
+
+
+def _resign(document):
+    from dgboost.booster import _with_checksum
+
+    document.pop("checksum")
+    return json.dumps(_with_checksum(document))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d["trees"][0]["left_children"].__setitem__(0, 0), "child id does not follow"),
+    (lambda d: d["trees"][0].__setitem__("split_indices", [99] + d["trees"][0]["split_indices"][1:]),
+     "outside"),
+    (lambda d: d["trees"][0].pop("values"), "lacks 'values'"),
+    (lambda d: d["learner"].__setitem__("base_margin", []), "base_margin"),
+    (lambda d: d["learner"]["params"].__setitem__("eta", 7), "parameters are invalid"),
+    (lambda d: d.__setitem__("tree_outputs", [1] * len(d["tree_outputs"])), "tree_outputs"),
+])
+def test_structurally_invalid_content_is_refused_even_with_a_valid_checksum(tmp_path, model, damage, message):
+    model.save_model(tmp_path / "m.json")
+    document = json.loads((tmp_path / "m.json").read_text())
+    damage(document)
+    (tmp_path / "bad.json").write_text(_resign(document))
+    with pytest.raises(ValueError, match=message):
+        dgboost.Booster.load_model(tmp_path / "bad.json")
+
+
+def test_foreign_and_newer_files(tmp_path):
+    xgboost_like = {"learner": {"gradient_booster": {}}, "version": [3, 0, 0]}
+    (tmp_path / "xgb.json").write_text(json.dumps(xgboost_like))
+    with pytest.raises(ValueError, match="not a dgboost model.*looks like an XGBoost model"):
+        dgboost.Booster.load_model(tmp_path / "xgb.json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a dgboost model"):
+        dgboost.Booster.load_model(tmp_path / "list.json")
+    (tmp_path / "new.json").write_text(json.dumps({"format": "dgboost-model", "version": 9}))
+    with pytest.raises(ValueError, match="format version 9; this dgboost .* reads version 1"):
+        dgboost.Booster.load_model(tmp_path / "new.json")
+
+
+def test_save_is_atomic_and_leaves_no_temporary(tmp_path, model):
+    path = tmp_path / "m.json"
+    path.write_text("previous")
+    model.save_model(path)
+    assert path.read_text().startswith('{"format":"dgboost-model"')
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_pickle(model, binary_data):
+    X, _ = binary_data
+    model.predict(X)  # fills the device-copy cache, which pickling drops
+    clone = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(clone.predict(X), model.predict(X))
+
+
+def test_multiclass_and_feature_names_round_trip(tmp_path, rng):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(rng.standard_normal((200, 3)), columns=["a", "b", "c"])
+    y = rng.integers(0, 3, 200)
+    model = dgboost.train({"objective": "multi:softprob", "num_class": 3}, frame, y, num_boost_round=3)
+    model.save_model(tmp_path / "m.json")
+    loaded = dgboost.Booster.load_model(tmp_path / "m.json")
+    assert loaded.feature_names == ("a", "b", "c") and loaded.n_outputs == 3
+    np.testing.assert_array_equal(loaded.predict(frame), model.predict(frame))
+    assert set(model.get_score()) <= {"a", "b", "c"}

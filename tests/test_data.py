@@ -1,0 +1,193 @@
+"""Input validation: every bad input is refused before any work, naming the argument and the fix."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dgboost
+from dgboost.data import make_dataset
+
+PARAMS = {"objective": "binary:logistic"}
+
+
+def _xy(n=20, f=3):
+    rng = np.random.default_rng(1)
+    return rng.standard_normal((n, f)), (rng.random(n) > 0.5).astype(float)
+
+
+def test_length_mismatch_between_X_and_y():
+    X, y = _xy()
+    with pytest.raises(ValueError, match="y has 19 rows but X has 20"):
+        dgboost.train(PARAMS, X, y[:-1])
+
+
+def test_length_mismatch_of_weights():
+    X, y = _xy()
+    with pytest.raises(ValueError, match="sample_weight has 21 rows but X has 20"):
+        dgboost.train(PARAMS, X, y, sample_weight=np.ones(21))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_labels(bad):
+    X, y = _xy()
+    y[7] = bad
+    with pytest.raises(ValueError, match="y has a non-finite value .* at row 7"):
+        dgboost.train(PARAMS, X, y)
+
+
+def test_negative_weights():
+    X, y = _xy()
+    weight = np.ones(20)
+    weight[3] = -0.5
+    with pytest.raises(ValueError, match=r"sample_weight is negative \(-0.5\) at row 3"):
+        dgboost.train(PARAMS, X, y, sample_weight=weight)
+
+
+def test_all_zero_weights():
+    X, y = _xy()
+    with pytest.raises(ValueError, match="zero for every row"):
+        dgboost.train(PARAMS, X, y, sample_weight=np.zeros(20))
+
+
+def test_binary_labels_outside_zero_one():
+    X, y = _xy()
+    y[4] = 2
+    with pytest.raises(ValueError, match=r"y has 2.0 at row 4: labels must be 0 or 1"):
+        dgboost.train(PARAMS, X, y)
+
+
+def test_reg_logistic_accepts_fractions_but_not_outside_unit_interval():
+    X, y = _xy()
+    y[0] = 0.3
+    dgboost.train({"objective": "reg:logistic"}, X, y, num_boost_round=1)
+    y[1] = 1.2
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 1\]"):
+        dgboost.train({"objective": "reg:logistic"}, X, y)
+
+
+@pytest.mark.parametrize("bad", [3.0, -1.0, 1.5])
+def test_multiclass_labels_outside_range(bad):
+    X, y = _xy()
+    y[5] = bad
+    with pytest.raises(ValueError, match=r"integers in \[0, num_class=3\)"):
+        dgboost.train({"objective": "multi:softmax", "num_class": 3}, X, y)
+
+
+def test_poisson_labels_negative():
+    X, y = _xy()
+    y[2] = -1
+    with pytest.raises(ValueError, match="labels must be >= 0"):
+        dgboost.train({"objective": "count:poisson"}, X, y)
+
+
+def test_no_rows():
+    with pytest.raises(ValueError, match="X has no rows"):
+        dgboost.train(PARAMS, np.zeros((0, 3)), np.zeros(0))
+
+
+def test_no_features():
+    with pytest.raises(ValueError, match=r"X has no features \(shape \(5, 0\)\)"):
+        dgboost.train(PARAMS, np.zeros((5, 0)), np.zeros(5))
+
+
+def test_non_numeric_column_is_named():
+    X, y = _xy()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["b"] = ["x"] * 20
+    with pytest.raises(TypeError, match="X column 'b' has dtype .* not numeric"):
+        dgboost.train(PARAMS, frame, y)
+
+
+def test_categorical_column_says_how_to_fix():
+    X, y = _xy()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["c"] = pd.Categorical(["u", "v"] * 10)
+    with pytest.raises(TypeError, match=r"cat.codes"):
+        dgboost.train(PARAMS, frame, y)
+
+
+def test_inf_in_features_names_row_and_column():
+    X, y = _xy()
+    X[6, 2] = -np.inf
+    with pytest.raises(ValueError, match="X has an infinite value at row 6, column 2"):
+        dgboost.train(PARAMS, X, y)
+
+
+def test_one_dimensional_X_says_reshape():
+    with pytest.raises(ValueError, match=r"reshape\(-1, 1\)"):
+        dgboost.train(PARAMS, np.zeros(5), np.zeros(5))
+
+
+def test_sparse_input_says_toarray():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="toarray"):
+        dgboost.train(PARAMS, scipy_sparse.csr_matrix(np.eye(3)), np.zeros(3))
+
+
+def test_object_array_is_refused():
+    with pytest.raises(TypeError, match="not numeric"):
+        dgboost.train(PARAMS, np.array([["a"], ["b"]], dtype=object), np.zeros(2))
+
+
+def test_eval_set_shape_and_name_errors():
+    X, y = _xy()
+    with pytest.raises(ValueError, match=r"evals\[0\] X has 2 features but the training X has 3"):
+        dgboost.train(PARAMS, X, y, evals=[(X[:, :2], y, "valid")])
+    with pytest.raises(TypeError, match=r"evals\[0\] must be a tuple \(X, y, name\)"):
+        dgboost.train(PARAMS, X, y, evals=[(X, y)])
+    with pytest.raises(ValueError, match="repeats the eval set name 'v'"):
+        dgboost.train(PARAMS, X, y, evals=[(X, y, "v"), (X[:5], y[:5], "v")])
+    bad = y.copy()
+    bad[0] = 3
+    with pytest.raises(ValueError, match=r"evals\[0\] y has 3.0 at row 0"):
+        dgboost.train(PARAMS, X, y, evals=[(X, bad, "v")])
+
+
+def test_training_arguments_are_checked():
+    X, y = _xy()
+    with pytest.raises(ValueError, match="num_boost_round=-1 must be an integer >= 0"):
+        dgboost.train(PARAMS, X, y, num_boost_round=-1)
+    with pytest.raises(ValueError, match="early_stopping_rounds needs an eval set"):
+        dgboost.train(PARAMS, X, y, early_stopping_rounds=3)
+    with pytest.raises(TypeError, match="callbacks\\[0\\] is a str"):
+        dgboost.train(PARAMS, X, y, callbacks=["print"])
+    with pytest.raises(ValueError, match="y is required"):
+        dgboost.train(PARAMS, X, None)
+
+
+def test_base_margin_shape_is_checked():
+    X, y = _xy()
+    with pytest.raises(ValueError, match=r"base_margin must have shape \(20, 3\)"):
+        dgboost.train({"objective": "multi:softprob", "num_class": 3}, X, y % 3,
+                      base_margin=np.zeros(20))
+
+
+def test_missing_value_parameter_marks_missing_without_touching_user_data():
+    X = np.array([[1.0, -999.0], [2.0, 3.0]])
+    before = X.copy()
+    data = make_dataset(X, np.array([0.0, 1.0]), missing=-999.0)
+    assert np.isnan(data.X[0, 1]) and data.X[1, 1] == 3.0
+    np.testing.assert_array_equal(X, before)
+
+
+def test_dataframe_keeps_feature_names_and_nullable_values():
+    frame = pd.DataFrame({"age": pd.array([1, None, 3], dtype="Int64"), "flag": [True, False, True]})
+    data = make_dataset(frame, [0, 1, 0])
+    assert data.feature_names == ("age", "flag")
+    assert np.isnan(data.X[1, 0]) and data.X.dtype == np.float32
+
+
+def test_lists_are_accepted():
+    data = make_dataset([[1, 2], [3, 4]], [0, 1])
+    assert data.X.shape == (2, 2) and data.label.dtype == np.float32
+
+
+def test_predict_checks_features():
+    X, y = _xy()
+    booster = dgboost.train(PARAMS, pd.DataFrame(X, columns=["a", "b", "c"]), y, num_boost_round=2)
+    with pytest.raises(ValueError, match="X has 2 features but the model was trained on 3"):
+        booster.predict(X[:, :2])
+    with pytest.raises(ValueError, match="same names in another order"):
+        booster.predict(pd.DataFrame(X, columns=["c", "b", "a"]))
+    with pytest.raises(ValueError, match=r"iteration_range=\(0, 5\) must satisfy"):
+        booster.predict(X, iteration_range=(0, 5))

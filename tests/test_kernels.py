@@ -1,0 +1,183 @@
+"""Kernels: hand-computed exact cases, then properties on random data.
+
+These run on numpy everywhere; tests/test_gpu.py runs the same checks on cupy.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from dgboost import histogram
+from dgboost.kernels import (Regularisation, build_histograms, evaluate_splits, node_gains,
+                             node_weights, quantise_and_pack, update_positions)
+
+NO_REG = Regularisation(reg_lambda=0.0, alpha=0.0, min_child_weight=0.0, max_delta_step=0.0, gamma=0.0)
+
+
+def _packed(bins, missing_symbol=3, bits=2):
+    """Pack small bin matrices exactly: cuts at k + 0.5."""
+    bins = np.asarray(bins)
+    n_features = bins.shape[1]
+    X = np.where(bins == missing_symbol, np.nan, bins).astype(np.float32)
+    cuts = np.tile(np.arange(missing_symbol - 1, dtype=np.float32) + 0.5, n_features)
+    offsets = (np.arange(n_features + 1) * (missing_symbol - 1)).tolist()
+    cpw = 32 // bits
+    return quantise_and_pack(X, cuts, offsets, bits, cpw, -(-n_features // cpw), missing_symbol)
+
+
+def _hist(packed, bin_offsets, gpair, row_slot, n_slots, n_features=2, missing_symbol=3, bits=2):
+    return build_histograms(packed, bits, 32 // bits, n_features, missing_symbol,
+                            np.asarray(bin_offsets, np.int64), np.asarray(gpair, np.int64),
+                            np.asarray(row_slot, np.int32), n_slots)
+
+
+def test_histogram_by_hand():
+    # 4 rows, 2 features of 3 bins each; symbol 3 is missing.
+    bins = [[0, 2], [1, 3], [0, 1], [2, 2]]
+    gpair = [[1, 10], [2, 20], [4, 40], [8, 80]]
+    hist = _hist(_packed(bins), [0, 3, 6], gpair, [0, 0, 1, 0], n_slots=2)
+    # slot 0 holds rows 0, 1, 3; slot 1 holds row 2.
+    expected_g = [[1 + 0, 2, 8, 0, 0, 1 + 8], [4, 0, 0, 0, 4, 0]]
+    np.testing.assert_array_equal(hist[..., 0], expected_g)
+    np.testing.assert_array_equal(hist[..., 1], np.array(expected_g) * 10)
+
+
+def test_skipped_rows_and_missing_cells_add_nothing():
+    hist = _hist(_packed([[3, 3], [0, 0]]), [0, 3, 6], [[5, 5], [7, 7]], [0, -1], n_slots=1)
+    assert hist.sum() == 0
+
+
+def test_gain_and_weight_by_hand():
+    rules = Regularisation(reg_lambda=1.0, alpha=0.0, min_child_weight=0.0, max_delta_step=0.0, gamma=0.0)
+    g, h = np.array([3.0, -2.0]), np.array([2.0, 4.0])
+    np.testing.assert_allclose(node_gains(g, h, rules), [9 / 3, 4 / 5])
+    np.testing.assert_allclose(node_weights(g, h, rules), [-1.0, 0.4])
+    l1 = rules._replace(alpha=1.0)  # soft threshold: |G| - alpha
+    np.testing.assert_allclose(node_gains(g, h, l1), [4 / 3, 1 / 5])
+    np.testing.assert_allclose(node_weights(g, h, l1), [-2 / 3, 0.2])
+    clipped = rules._replace(max_delta_step=0.5)  # w clipped to -0.5: -(2 G w + (H + l) w^2)
+    np.testing.assert_allclose(node_weights(g, h, clipped), [-0.5, 0.4])
+    np.testing.assert_allclose(node_gains(g, h, clipped), [-(2 * 3 * -0.5 + 3 * 0.25), 4 / 5])
+    both = rules._replace(max_delta_step=0.5, alpha=1.0)  # w = -T(3)/3 = -2/3, clipped to -0.5
+    np.testing.assert_allclose(node_gains(g[:1], h[:1], both), [-(2 * 3 * -0.5 + 3 * 0.25 + 2 * 1.0 * 0.5)])
+    heavy = rules._replace(min_child_weight=3.0)
+    np.testing.assert_allclose(node_weights(g, h, heavy), [0.0, 0.4])
+
+
+def _evaluate(hist, node_sums, rules=NO_REG, bin_offsets=(0, 3, 6), scales=(1.0, 1.0)):
+    hist = np.asarray(hist, np.int64)
+    bin_offsets = np.asarray(bin_offsets, np.int64)
+    feature_of_bin = np.repeat(np.arange(len(bin_offsets) - 1), np.diff(bin_offsets)).astype(np.int32)
+    return evaluate_splits(hist, np.asarray(node_sums, np.int64), np.ones(len(hist), bool),
+                           feature_of_bin, bin_offsets, np.asarray(scales, np.float64), rules)
+
+
+def test_one_split_by_hand():
+    # Feature 0 separates g = +1 (bins 0, 1) from g = -1 (bin 2); feature 1 is noise.
+    hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
+    out = _evaluate(hist, [[0, 8]])
+    assert out["valid"][0] and out["feature"][0] == 0 and out["bin"][0] == 1
+    # gain = 4^2/4 + (-4)^2/4 - 0 = 8
+    assert out["gain"][0] == 8.0
+    np.testing.assert_array_equal(out["left_sum"][0], [4, 4])
+    np.testing.assert_array_equal(out["right_sum"][0], [-4, 4])
+
+
+def test_missing_values_go_the_better_way():
+    # Feature 0: bins hold g = +2 | -1 | -1, and missing rows (node total minus bins) hold g = +3.
+    hist = [[[2, 1], [-1, 1], [-1, 1], [0, 0], [0, 0], [0, 0]]]
+    out = _evaluate(hist, [[3, 5]])  # missing: g = 3, h = 2
+    # Best: {bin 0, missing} vs {bins 1, 2}: missing goes left with bin 0.
+    assert out["feature"][0] == 0 and out["bin"][0] == 0 and out["default_left"][0]
+    np.testing.assert_array_equal(out["left_sum"][0], [5, 3])
+    # Mirror the missing gradient: now missing belongs with bins 1 and 2, on the right.
+    out = _evaluate(hist, [[-3, 5]])
+    assert out["bin"][0] == 0 and not out["default_left"][0]
+    np.testing.assert_array_equal(out["right_sum"][0], [-5, 4])
+
+
+def test_split_on_missingness_alone():
+    # One bin of values (g = -1 each) and missing rows (g = +1 each): the only split
+    # sends every value left and the missing values right.
+    hist = [[[-2, 2], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0]]]
+    out = _evaluate(hist, [[2, 6]], bin_offsets=(0, 1, 6))
+    assert out["valid"][0] and out["feature"][0] == 0 and out["bin"][0] == 0
+    assert not out["default_left"][0]
+
+
+def test_ties_go_to_lowest_feature_then_bin_then_missing_right():
+    # Two identical features: the split on feature 0 wins; no missing values, so both
+    # directions tie and missing goes right (as XGBoost sends it).
+    column = [[1, 1], [-1, 1], [0, 0]]
+    out = _evaluate([column + column], [[0, 2]])
+    assert out["feature"][0] == 0 and out["bin"][0] == 0 and not out["default_left"][0]
+
+
+def test_no_split_below_gamma_or_min_child_weight():
+    hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
+    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=8.5))["valid"][0]
+    assert _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=7.5))["valid"][0]
+    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(min_child_weight=4.5))["valid"][0]
+
+
+def test_fixed_point_scale_is_applied():
+    hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
+    out = _evaluate(hist, [[0, 8]], scales=(2.0, 4.0))  # real g halves, real h quarters
+    assert out["gain"][0] == (2**2 / 1) * 2
+
+
+def test_update_positions_by_hand():
+    packed = _packed([[0, 2], [2, 3], [1, 0], [2, 1]])
+    positions = np.array([1, 1, 2, 0], np.int32)  # level of nodes 1, 2; row 3 is elsewhere
+    moved = update_positions(packed, 2, 16, 3, positions, 1,
+                             split_feature=np.array([1, 0], np.int32), split_bin=np.array([1, 0], np.int32),
+                             default_left=np.array([True, False]), left_child=np.array([3, -1], np.int32))
+    # Node 1 splits on feature 1 at bin 1: row 0 (bin 2) right, row 1 (missing) left.
+    np.testing.assert_array_equal(moved, [4, 3, 2, 0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 6), st.integers(1, 4), st.randoms(use_true_random=False))
+def test_subtraction_equals_direct_build(n_rows, n_features, n_parents, random):
+    rng = np.random.default_rng(random.randint(0, 2**32 - 1))
+    bins = rng.integers(0, 4, size=(n_rows, n_features))  # 3 is missing
+    packed = _packed(bins)
+    offsets = np.arange(n_features + 1) * 3
+    gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
+    child = rng.integers(0, 2 * n_parents, size=n_rows).astype(np.int32)  # each row's child slot
+    parent = _hist(packed, offsets, gpair, child // 2, n_parents, n_features)
+    direct = _hist(packed, offsets, gpair, child, 2 * n_parents, n_features)
+    build_left = rng.random(n_parents) < 0.5
+    built_slot = np.where((child % 2 == 0) == build_left[child // 2], child // 2, -1)
+    built = _hist(packed, offsets, gpair, built_slot, n_parents, n_features)
+    np.testing.assert_array_equal(histogram.children(parent, built, build_left), direct)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 300), st.randoms(use_true_random=False))
+def test_row_order_does_not_change_histograms(n_rows, random):
+    rng = np.random.default_rng(random.randint(0, 2**32 - 1))
+    bins = rng.integers(0, 4, size=(n_rows, 3))
+    gpair = rng.integers(-2**45, 2**45, size=(n_rows, 2))
+    slot = rng.integers(-1, 2, size=n_rows)
+    order = rng.permutation(n_rows)
+    offsets = [0, 3, 6, 9]
+    first = _hist(_packed(bins), offsets, gpair, slot, 2, 3)
+    second = _hist(_packed(bins[order]), offsets, gpair[order], slot[order], 2, 3)
+    np.testing.assert_array_equal(first, second)
+    expected = np.zeros((2, 9, 2), np.int64)
+    for row in range(n_rows):
+        for feature in range(3):
+            if slot[row] >= 0 and bins[row, feature] != 3:
+                expected[slot[row], 3 * feature + bins[row, feature]] += gpair[row]
+    np.testing.assert_array_equal(first, expected)
+
+
+@pytest.mark.parametrize("n_rows", [1, 7, 1000])
+def test_histogram_of_awkward_sizes(n_rows):
+    rng = np.random.default_rng(n_rows)
+    bins = rng.integers(0, 4, size=(n_rows, 2))
+    gpair = rng.integers(-100, 100, size=(n_rows, 2))
+    hist = _hist(_packed(bins), [0, 3, 6], gpair, np.zeros(n_rows), 1)
+    present = bins[:, 0] != 3
+    assert hist[0, :3, 0].sum() == gpair[present, 0].sum()

@@ -1,0 +1,89 @@
+"""Metrics against scikit-learn's definitions, with weights and ties."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn import metrics as sk
+
+from dgboost.collective import LocalCommunicator
+from dgboost.metrics import make_metric
+from dgboost.params import TrainParams
+
+COMM = LocalCommunicator()
+
+
+def _metric(name, **params):
+    return make_metric(name, TrainParams.from_dict(params))
+
+
+@pytest.fixture
+def binary(rng):
+    y = (rng.random(500) < 0.4).astype(np.float32)
+    p = np.clip(0.3 * y + 0.7 * rng.random(500), 0.001, 0.999).astype(np.float32)
+    p[:50] = 0.5  # ties across classes
+    w = rng.random(500).astype(np.float32) + 0.1
+    return y, p, w
+
+
+def test_rmse_mae(binary):
+    y, p, w = binary
+    assert _metric("rmse")(y, p, w, COMM) == pytest.approx(math.sqrt(sk.mean_squared_error(y, p, sample_weight=w)))
+    assert _metric("mae")(y, p, None, COMM) == pytest.approx(sk.mean_absolute_error(y, p))
+
+
+def test_logloss_and_error(binary):
+    y, p, w = binary
+    metric = _metric("logloss", objective="binary:logistic")
+    # sklearn takes the log of float32 inputs in float32; dgboost works in float64.
+    assert metric(y, p, w, COMM) == pytest.approx(sk.log_loss(y, p, sample_weight=w), rel=1e-6)
+    error = _metric("error", objective="binary:logistic")(y, p, w, COMM)
+    assert error == pytest.approx(np.average((p > 0.5) != y, weights=w))
+
+
+def test_auc_with_ties_and_weights(binary):
+    y, p, w = binary
+    auc = _metric("auc", objective="binary:logistic")
+    assert auc(y, p, w, COMM) == pytest.approx(sk.roc_auc_score(y, p, sample_weight=w), rel=1e-12)
+    assert auc(y, p, None, COMM) == pytest.approx(sk.roc_auc_score(y, p), rel=1e-12)
+
+
+def test_auc_of_a_single_class_is_nan():
+    auc = _metric("auc", objective="binary:logistic")
+    assert math.isnan(auc(np.ones(5, np.float32), np.linspace(0, 1, 5), None, COMM))
+
+
+def test_multiclass_metrics(rng):
+    y = rng.integers(0, 3, 400).astype(np.float32)
+    logits = rng.standard_normal((400, 3)) + 1.5 * np.eye(3)[y.astype(int)]
+    p = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(np.float32)
+    w = rng.random(400) + 0.5
+    params = {"objective": "multi:softprob", "num_class": 3}
+    assert _metric("mlogloss", **params)(y, p, w, COMM) == pytest.approx(
+        sk.log_loss(y, p, sample_weight=w), rel=1e-6)
+    assert _metric("merror", **params)(y, p, None, COMM) == pytest.approx(1 - sk.accuracy_score(y, p.argmax(1)))
+    # One-vs-rest AUC weighted by class prevalence (sklearn: average="weighted").
+    assert _metric("auc", **params)(y, p, None, COMM) == pytest.approx(
+        sk.roc_auc_score(y, p, multi_class="ovr", average="weighted"), rel=1e-9)
+
+
+def test_poisson_nloglik(rng):
+    y = rng.poisson(3.0, 300).astype(np.float32)
+    p = rng.random(300) * 5 + 0.1
+    expected = np.mean([math.lgamma(v + 1) + q - v * math.log(q) for v, q in zip(y, p)])
+    assert _metric("poisson-nloglik", objective="count:poisson")(y, p, None, COMM) == pytest.approx(expected)
+
+
+def test_mphe():
+    y = np.array([0.0, 0.0], np.float32)
+    p = np.array([0.0, 2.0])
+    # delta = 1: (sqrt(1 + 4) - 1) / 2 for the mean over two rows
+    assert _metric("mphe")(y, p, None, COMM) == pytest.approx((math.sqrt(5) - 1) / 2)
+
+
+def test_sums_do_not_depend_on_row_order(binary):
+    y, p, w = binary
+    order = np.random.default_rng(9).permutation(len(y))
+    for name in ("rmse", "logloss", "auc"):
+        metric = _metric(name, objective="binary:logistic") if name != "rmse" else _metric(name)
+        assert metric(y, p, w, COMM) == metric(y[order], p[order], w[order], COMM)

@@ -1,0 +1,235 @@
+"""The boosting loop: exact small cases, determinism, objectives and training control."""
+
+import io
+
+import numpy as np
+import pytest
+
+import dgboost
+from dgboost.callback import EarlyStopping, EvaluationMonitor, TrainingCallback
+from dgboost.collective import LocalCommunicator
+from dgboost.metrics import make_metric
+
+
+def test_one_split_tree_by_hand():
+    # g = pred - y = (0.5, 0.5, -0.5, -0.5), h = 1: the split x < 2 separates them exactly.
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    y = np.array([0.0, 0.0, 1.0, 1.0])
+    params = {"base_score": 0.5, "lambda": 0.0, "eta": 1.0, "max_depth": 1, "min_child_weight": 0}
+    booster = dgboost.train(params, X, y, num_boost_round=1)
+    tree = booster.trees[0]
+    assert tree.left.tolist() == [1, -1, -1] and tree.right.tolist() == [2, -1, -1]
+    assert tree.feature[0] == 0 and tree.threshold[0] == 2.0 and tree.split_bin[0] == 1
+    assert tree.value[1:].tolist() == [-0.5, 0.5]
+    assert tree.gain[0] == 1.0 and tree.cover.tolist() == [4.0, 2.0, 2.0]
+    np.testing.assert_array_equal(booster.predict(X), y)
+
+
+def test_missing_rows_follow_the_learned_direction():
+    X = np.array([[0.0], [1.0], [np.nan], [np.nan]])
+    y = np.array([0.0, 1.0, 1.0, 1.0])
+    params = {"base_score": 0.5, "lambda": 0.0, "eta": 1.0, "max_depth": 1, "min_child_weight": 0}
+    tree = dgboost.train(params, X, y, num_boost_round=1).trees[0]
+    assert tree.threshold[0] == 1.0 and not tree.default_left[0]
+    booster = dgboost.train(params, X, 1 - y, num_boost_round=1)
+    np.testing.assert_array_equal(booster.predict(np.array([[np.nan], [5.0], [-5.0]])), [0.0, 0.0, 1.0])
+
+
+def test_same_seed_gives_a_byte_identical_model(tmp_path, binary_data):
+    X, y = binary_data
+    params = {"objective": "binary:logistic", "subsample": 0.8, "seed": 3, "max_depth": 4}
+    for name in ("a.json", "b.json"):
+        dgboost.train(params, X, y, num_boost_round=8).save_model(tmp_path / name)
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    dgboost.train({**params, "seed": 4}, X, y, num_boost_round=8).save_model(tmp_path / "c.json")
+    assert (tmp_path / "c.json").read_bytes() != (tmp_path / "a.json").read_bytes()
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "reg:squarederror"])
+def test_row_order_does_not_change_the_model(tmp_path, binary_data, objective):
+    """Every row is in the cut sample at this size, so the model must not change."""
+    X, y = binary_data
+    order = np.random.default_rng(5).permutation(len(y))
+    params = {"objective": objective, "max_depth": 5}
+    dgboost.train(params, X, y, num_boost_round=10).save_model(tmp_path / "a.json")
+    dgboost.train(params, X[order], y[order], num_boost_round=10).save_model(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_training_margins_equal_prediction_margins(binary_data):
+    """The loop's margins (leaf gathers by row position, and binned routing of an eval
+    copy) and prediction from raw values (tree traversal) hold the same float32 numbers:
+    the metric computed from each is bit-for-bit equal."""
+    X, y = binary_data
+    booster = dgboost.train({"eval_metric": ["rmse", "mae"]}, X, y, num_boost_round=7,
+                            evals=[(X, y, "train"), (X.copy(), y.copy(), "copy")])
+    result = booster.evals_result()
+    prediction = booster.predict(X)
+    for name in ("rmse", "mae"):
+        from_prediction = make_metric(name, booster.params)(y.astype(np.float32), prediction, None,
+                                                            LocalCommunicator())
+        assert result["train"][name][-1] == result["copy"][name][-1] == from_prediction
+
+
+@pytest.mark.parametrize("objective, extra", [
+    ("reg:squarederror", {}), ("reg:logistic", {}), ("reg:pseudohubererror", {}),
+    ("binary:logistic", {}), ("binary:logitraw", {}), ("count:poisson", {}),
+    ("multi:softmax", {"num_class": 3}), ("multi:softprob", {"num_class": 3}),
+])
+def test_every_objective_learns(objective, extra, rng):
+    X = rng.standard_normal((800, 4)).astype(np.float32)
+    signal = X[:, 0] + 0.5 * X[:, 1]
+    if objective.startswith("multi"):
+        y = np.digitize(signal, [-0.5, 0.5])
+    elif objective == "count:poisson":
+        y = rng.poisson(np.exp(0.5 * signal))
+    elif objective.startswith(("binary", "reg:logistic")):
+        y = (signal > 0).astype(float)
+    else:
+        y = signal
+    params = {"objective": objective, **extra}
+    booster = dgboost.train(params, X, y, num_boost_round=20, evals=[(X, y, "train")])
+    history = booster.evals_result()["train"]
+    (metric, values), = history.items()
+    assert len(values) == 20 and values[-1] < values[0], (metric, values[0], values[-1])
+    prediction = booster.predict(X)
+    expected_shape = (800, 3) if objective == "multi:softprob" else (800,)
+    assert prediction.shape == expected_shape and prediction.dtype == np.float32
+    if objective == "multi:softprob":
+        np.testing.assert_allclose(prediction.sum(axis=1), 1.0, rtol=1e-5)
+    if objective == "multi:softmax":
+        assert set(np.unique(prediction)) <= {0.0, 1.0, 2.0}
+    if objective in ("binary:logistic", "reg:logistic"):
+        assert prediction.min() > 0 and prediction.max() < 1
+    margin = booster.predict(X, output_margin=True)
+    assert margin.shape == ((800, 3) if objective.startswith("multi") else (800,))
+
+
+def test_multiclass_grows_one_tree_per_class_per_round(rng):
+    X = rng.standard_normal((300, 3))
+    y = rng.integers(0, 4, 300)
+    booster = dgboost.train({"objective": "multi:softprob", "num_class": 4}, X, y, num_boost_round=3)
+    assert len(booster.trees) == 12 and booster.tree_outputs == [0, 1, 2, 3] * 3
+    assert booster.num_boosted_rounds() == 3
+
+
+def test_base_score_is_estimated_from_weighted_labels(rng):
+    X = rng.standard_normal((1000, 2))
+    y = (rng.random(1000) < 0.2).astype(float)
+    weight = np.where(y == 1, 4.0, 1.0)  # weighted positive share: 0.5
+    booster = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=0,
+                            sample_weight=weight)
+    expected = np.sum(weight * y) / np.sum(weight)
+    assert booster.base_score == pytest.approx(expected, rel=1e-6)
+    spw = dgboost.train({"objective": "binary:logistic", "scale_pos_weight": 4.0}, X, y, num_boost_round=0)
+    assert spw.base_score == pytest.approx(expected, rel=1e-6)
+    reg = dgboost.train({}, X, 3 * y + 1, num_boost_round=0)
+    assert reg.base_score == pytest.approx(np.mean(3 * y + 1), rel=1e-6)
+    given = dgboost.train({"objective": "binary:logistic", "base_score": 0.3}, X, y, num_boost_round=0)
+    assert given.base_score == pytest.approx(0.3, rel=1e-6)
+    np.testing.assert_allclose(given.predict(X[:3]), 0.3, rtol=1e-6)
+
+
+def test_base_margin_replaces_the_base_score(binary_data):
+    X, y = binary_data
+    offset = np.full(len(y), 2.0)
+    booster = dgboost.train({"objective": "binary:logistic", "base_score": 0.5}, X, y,
+                            num_boost_round=3, base_margin=offset)
+    with_offset = booster.predict(X, output_margin=True, base_margin=offset)
+    np.testing.assert_allclose(with_offset - booster.predict(X, output_margin=True), 2.0, atol=1e-5)
+
+
+def test_evals_and_early_stopping(binary_data):
+    X, y = binary_data
+    X_valid, y_valid = X[:200], 1 - y[:200]  # the opposite labels: validation gets worse
+    booster = dgboost.train({"objective": "binary:logistic", "eval_metric": ["logloss", "error"]}, X, y,
+                            num_boost_round=50, evals=[(X, y, "train"), (X_valid, y_valid, "valid")],
+                            early_stopping_rounds=3)
+    result = booster.evals_result()
+    assert list(result) == ["train", "valid"] and list(result["valid"]) == ["logloss", "error"]
+    rounds = booster.num_boosted_rounds()
+    assert rounds < 50 and len(result["valid"]["error"]) == rounds
+    errors = result["valid"]["error"]
+    assert booster.best_iteration == int(np.argmin(errors)) and booster.best_score == min(errors)
+    assert rounds == booster.best_iteration + 4
+
+
+def test_early_stopping_maximises_auc(binary_data):
+    X, y = binary_data
+    stopper = EarlyStopping(2, metric_name="auc", save_best=True)
+    booster = dgboost.train({"objective": "binary:logistic", "eval_metric": ["auc", "logloss"]}, X, y,
+                            num_boost_round=200, evals=[(X[:300], y[:300], "valid")], callbacks=[stopper])
+    aucs = booster.evals_result()["valid"]["auc"]
+    assert booster.best_score == max(aucs[: booster.best_iteration + 1])
+    assert booster.num_boosted_rounds() == booster.best_iteration + 1  # save_best cut the rest
+
+
+def test_evaluation_monitor_prints_xgboost_style_lines(binary_data):
+    X, y = binary_data
+    out = io.StringIO()
+    dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5, evals=[(X, y, "train")],
+                  callbacks=[EvaluationMonitor(period=2, file=out)])
+    lines = out.getvalue().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["[0]", "[2]", "[4]"]
+    assert lines[0].startswith("[0]\ttrain-logloss:0.")
+
+
+def test_a_callback_can_stop_training(binary_data):
+    class StopAtThree(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            return epoch == 2
+
+    X, y = binary_data
+    booster = dgboost.train({}, X, y, num_boost_round=10, callbacks=[StopAtThree()])
+    assert booster.num_boosted_rounds() == 3
+
+
+def test_training_set_as_eval_matches_a_separate_copy(binary_data):
+    X, y = binary_data
+    same = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5, evals=[(X, y, "t")])
+    copy = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5,
+                         evals=[(X.copy(), y.copy(), "t")])
+    assert same.evals_result() == copy.evals_result()
+
+
+def test_iteration_range_uses_the_first_rounds(binary_data):
+    X, y = binary_data
+    booster = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=6)
+    short = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=3)
+    np.testing.assert_array_equal(booster.predict(X, iteration_range=(0, 3)), short.predict(X))
+    np.testing.assert_array_equal(booster.predict(X, iteration_range=(0, 0)), booster.predict(X))
+    np.testing.assert_array_equal(booster[:3].predict(X), short.predict(X))
+
+
+def test_subsample_changes_trees_and_still_learns(binary_data):
+    X, y = binary_data
+    full = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5)
+    half = dgboost.train({"objective": "binary:logistic", "subsample": 0.5}, X, y, num_boost_round=5,
+                         evals=[(X, y, "train")])
+    assert not np.array_equal(full.predict(X), half.predict(X))
+    losses = half.evals_result()["train"]["logloss"]
+    assert losses[-1] < losses[0]
+
+
+def test_deep_trees_and_tiny_data():
+    X = np.arange(10, dtype=float)[:, None]
+    booster = dgboost.train({"max_depth": 12, "min_child_weight": 0, "lambda": 0, "eta": 1}, X,
+                            np.arange(10.0), num_boost_round=1)
+    np.testing.assert_allclose(booster.predict(X), np.arange(10.0), atol=1e-5)
+    one_row = dgboost.train({}, np.ones((1, 2)), np.array([3.0]), num_boost_round=2)
+    assert one_row.predict(np.ones((1, 2)))[0] == pytest.approx(3.0)
+
+
+def test_get_score(binary_data):
+    X, y = binary_data
+    booster = dgboost.train({"objective": "binary:logistic", "max_depth": 3}, X, y, num_boost_round=5)
+    weight = booster.get_score("weight")
+    total_gain = booster.get_score("total_gain")
+    gain = booster.get_score("gain")
+    splits = sum(int((~t.is_leaf).sum()) for t in booster.trees)
+    assert sum(weight.values()) == splits and set(weight) <= {f"f{i}" for i in range(5)}
+    assert max(total_gain, key=total_gain.get) == "f0"  # the strongest signal
+    for name in weight:
+        assert gain[name] == pytest.approx(total_gain[name] / weight[name])
+    with pytest.raises(ValueError, match="importance_type='split'"):
+        booster.get_score("split")
