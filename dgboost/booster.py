@@ -21,6 +21,9 @@ from .params import TrainParams
 from .predict import Forest, predict_margins
 from .tree import Tree
 
+#: Settings of a training run, not of the model: left out of the file, so a model
+#: trained on a GPU and one trained on the CPU can be byte-identical.
+RUN_SETTINGS = ("device", "verbosity")
 MODEL_FORMAT = "dgboost-model"
 MODEL_VERSION = 1
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
@@ -229,7 +232,7 @@ class Booster:
                 "base_score": self.base_score,
                 "best_iteration": self.best_iteration,
                 "best_score": best_score,
-                "params": self.params.to_dict(),
+                "params": {k: v for k, v in self.params.to_dict().items() if k not in RUN_SETTINGS},
             },
             "trees": [tree.to_dict() for tree in self.trees],
             "tree_outputs": list(self.tree_outputs),
