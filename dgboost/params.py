@@ -93,7 +93,8 @@ def _number(lo: float, hi: float, *, lo_open=False, hi_open=False, integer=False
     """A checker for a real (or integer) value in an interval."""
     lo_bracket = "(" if lo_open else "["
     hi_bracket = ")" if hi_open or hi == math.inf else "]"
-    text = f"{lo_bracket}{lo:g}, {'inf' if hi == math.inf else f'{hi:g}'}{hi_bracket}"
+    show = (lambda v: str(int(v))) if integer else (lambda v: f"{v:g}")  # noqa: E731
+    text = f"{lo_bracket}{show(lo)}, {'inf' if hi == math.inf else show(hi)}{hi_bracket}"
 
     def check(name, value):
         wanted = numbers.Integral if integer else numbers.Real
