@@ -128,8 +128,10 @@ class EarlyStopping(TrainingCallback):
         return epoch - self._best_iteration >= self.rounds
 
     def _improves(self, score: float, maximize: bool) -> bool:
-        if self._best_score is None or math.isnan(self._best_score):
-            return not math.isnan(score) or self._best_score is None
+        if self._best_score is None:  # the first round is the best so far
+            return True
+        if math.isnan(self._best_score):  # any number beats NaN; NaN never improves
+            return not math.isnan(score)
         if maximize:
             return score > self._best_score + self.min_delta
         return score < self._best_score - self.min_delta

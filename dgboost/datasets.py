@@ -93,3 +93,31 @@ def make_covtype_like(n_rows: int, seed: int = 0):
     X[np.arange(n_rows), 10 + area] = 1
     X[np.arange(n_rows), 14 + soil] = 1
     return X, y.astype(LABEL_DTYPE)
+
+
+def make_wide(n_rows: int, seed: int = 0):
+    """Binary classification with 500 features, in the manner of scikit-learn's
+    ``make_classification`` (the out-of-core paper's shape).
+
+    Columns 0-49 are informative: each row's class ``c`` is a fair coin, its
+    cluster one of two per class, at a vertex of the hypercube ``{-1, 1}**50``
+    (fixed seed), plus ``N(0, 1)`` noise. Columns 50-99 are redundant: the
+    informative columns times a fixed normal 50 x 50 matrix / sqrt(50). Columns
+    100-499 are ``N(0, 1)`` noise. 1% of the labels are flipped.
+    """
+    coefficients = np.random.default_rng(_COEFFICIENT_SEED + 3)
+    vertices = coefficients.choice([-1.0, 1.0], size=(4, 50))  # clusters 0, 1: class 0; 2, 3: class 1
+    mixing = coefficients.standard_normal((50, 50)) / np.sqrt(50)
+    X = np.empty((n_rows, 500), dtype=FEATURE_DTYPE)
+    y = np.empty(n_rows, dtype=LABEL_DTYPE)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_rows, _CHUNK_ROWS // 8):
+        stop = min(start + _CHUNK_ROWS // 8, n_rows)
+        rows = stop - start
+        label = rng.integers(0, 2, rows)
+        informative = vertices[2 * label + rng.integers(0, 2, rows)] + rng.standard_normal((rows, 50))
+        X[start:stop, :50] = informative
+        X[start:stop, 50:100] = informative @ mixing
+        X[start:stop, 100:] = rng.standard_normal((rows, 400))
+        y[start:stop] = np.where(rng.random(rows) < 0.01, 1 - label, label)
+    return X, y

@@ -1,0 +1,48 @@
+"""The benchmark data sets of ../shared/BENCHMARKS.md, and how each is scored.
+
+The generators live in ``dgboost.datasets`` (the demo uses them too); their
+docstrings give the formulas. Airline-like (categorical) and ranking sets come
+with the issues that add categorical splits and ranking objectives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dgboost.datasets import make_covtype_like, make_higgs_like, make_wide, make_year_like
+
+
+def _auc(y, p):
+    from sklearn.metrics import roc_auc_score
+
+    return "AUC", float(roc_auc_score(y, p))
+
+
+def _rmse(y, p):
+    return "RMSE", float(np.sqrt(np.mean((np.asarray(p) - y) ** 2)))
+
+
+def _accuracy(y, p):
+    return "accuracy", float(np.mean(np.asarray(p).argmax(axis=1) == y))
+
+
+#: name -> (objective, extra params, number of features, scorer)
+TASKS = {
+    "higgs": ("binary:logistic", {}, 28, _auc),
+    "wide": ("binary:logistic", {}, 500, _auc),
+    "year": ("reg:squarederror", {}, 90, _rmse),
+    "covtype": ("multi:softprob", {"num_class": 7}, 54, _accuracy),
+}
+_GENERATORS = {"higgs": make_higgs_like, "wide": make_wide, "year": make_year_like,
+               "covtype": make_covtype_like}
+
+
+def load(name: str, rows: int, test_rows: int, device: str = "cpu"):
+    """(X, y, X_test, y_test); on the GPU as cupy arrays when ``device == "cuda"``."""
+    X, y = _GENERATORS[name](rows, seed=0)
+    X_test, y_test = _GENERATORS[name](test_rows, seed=1)
+    if device == "cuda":
+        import cupy
+
+        X, y, X_test = cupy.asarray(X), cupy.asarray(y), cupy.asarray(X_test)
+    return X, y, X_test, y_test

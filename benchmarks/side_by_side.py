@@ -1,0 +1,279 @@
+"""dgboost and XGBoost side by side on one machine, same data, same parameters.
+
+    python benchmarks/side_by_side.py --dataset higgs --rows 200000 --rounds 100 --depth 6 --device cpu
+
+Each system runs in its own subprocess (so its peak memory is its own) and
+reports, as ../shared/BENCHMARKS.md asks: data-load time, matrix-build time,
+training time (after a warm-up run on a slice), prediction time, the test
+metric, peak memory. The parent prints the environment, a markdown table with
+the dgboost / XGBoost ratios, and the bandwidth floor of the run, and writes
+everything as JSON to --out.
+
+How each phase is timed:
+- dgboost: matrix build = ``train(num_boost_round=0)`` (cuts, compression,
+  intercept); training = ``train(rounds)`` minus that build time.
+- XGBoost: matrix build = ``QuantileDMatrix`` construction; training = ``xgb.train``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from benchmarks.datasets import TASKS, load  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=sorted(TASKS), default="higgs")
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--eta", type=float, default=0.1)
+    parser.add_argument("--max-bin", type=int, default=256)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--kind", default="", help="the machine kind, for the record (e.g. nvidia-h100-x1)")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
+    parser.add_argument("--system", choices=("dgboost", "xgboost"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.system:
+        print(json.dumps(_run_system(args)))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {"environment": _environment(args), "config": _config(args), "systems": {}}
+    for system in ("dgboost", "xgboost"):
+        command = [sys.executable, __file__, *(argv or sys.argv[1:]), "--system", system]
+        completed = subprocess.run(command, capture_output=True, text=True)
+        if completed.returncode != 0:
+            print(completed.stderr, file=sys.stderr)
+            results["systems"][system] = {"error": completed.stderr.strip().splitlines()[-1:]}
+            continue
+        results["systems"][system] = json.loads(completed.stdout.strip().splitlines()[-1])
+    results["floor"] = _floor(args, results)
+    name = f"{args.dataset}-{args.rows}-{args.device}.json"
+    (args.out / name).write_text(json.dumps(results, indent=2))
+    print(_table(results))
+    return 0
+
+
+def _config(args):
+    return {k: getattr(args, k) for k in ("dataset", "rows", "test_rows", "rounds", "depth", "eta",
+                                           "max_bin", "device", "kind")}
+
+
+def _params(args):
+    objective, extra, _, _ = TASKS[args.dataset]
+    return {"objective": objective, "max_depth": args.depth, "eta": args.eta, "max_bin": args.max_bin,
+            **extra}
+
+
+def _run_system(args) -> dict:
+    started = time.perf_counter()
+    X, y, X_test, y_test = load(args.dataset, args.rows, args.test_rows, args.device)
+    load_seconds = time.perf_counter() - started
+    params = _params(args)
+    with _PeakDeviceMemory(args.device) as device_memory:
+        if args.system == "dgboost":
+            timings, predictions = _dgboost(params, args, X, y, X_test)
+        else:
+            timings, predictions = _xgboost(params, args, X, y, X_test)
+    metric_name, metric = TASKS[args.dataset][3](y_test, predictions)
+    return {"load_s": load_seconds, **timings, "metric": metric_name, "value": metric,
+            "peak_host_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_device_mib": device_memory.peak_mib}
+
+
+def _dgboost(params, args, X, y, X_test):
+    import dgboost
+
+    params = {**params, "device": args.device}
+    warm = slice(0, min(len(y), 10_000))
+    dgboost.train(params, X[warm], y[warm], num_boost_round=2)  # warm-up: imports, caches, kernels
+    started = time.perf_counter()
+    dgboost.train(params, X, y, num_boost_round=0)
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    booster = dgboost.train(params, X, y, num_boost_round=args.rounds)
+    total = time.perf_counter() - started
+    started = time.perf_counter()
+    predictions = booster.predict(X_test)
+    _synchronise(args.device)
+    predict = time.perf_counter() - started
+    return {"build_s": build, "train_s": total - build, "predict_s": predict}, _host(predictions)
+
+
+def _xgboost(params, args, X, y, X_test):
+    import xgboost as xgb
+
+    params = {**params, "device": args.device, "tree_method": "hist"}
+    warm = slice(0, min(len(y), 10_000))
+    xgb.train(params, xgb.QuantileDMatrix(X[warm], y[warm], max_bin=args.max_bin), 2)
+    started = time.perf_counter()
+    matrix = xgb.QuantileDMatrix(X, y, max_bin=args.max_bin)
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    booster = xgb.train(params, matrix, args.rounds)
+    train = time.perf_counter() - started
+    started = time.perf_counter()
+    predictions = booster.inplace_predict(X_test)
+    _synchronise(args.device)
+    predict = time.perf_counter() - started
+    return {"build_s": build, "train_s": train, "predict_s": predict}, _host(predictions)
+
+
+def _host(array):
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+def _synchronise(device):
+    if device == "cuda":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+class _PeakDeviceMemory:
+    """Peak GPU memory in use by this process's device, sampled through NVML every 5 ms."""
+
+    def __init__(self, device):
+        self.device = device
+        self.peak_mib = None
+
+    def __enter__(self):
+        if self.device != "cuda":
+            return self
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        baseline = pynvml.nvmlDeviceGetMemoryInfo(handle).used
+        self._stop = threading.Event()
+
+        def sample():
+            peak = 0
+            while not self._stop.is_set():
+                peak = max(peak, pynvml.nvmlDeviceGetMemoryInfo(handle).used - baseline)
+                time.sleep(0.005)
+            self.peak_mib = peak / 2**20
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device == "cuda":
+            self._stop.set()
+            self._thread.join()
+
+
+def _environment(args) -> dict:
+    environment = {"python": platform.python_version(), "machine": platform.machine(),
+                   "cpus": os.cpu_count(), "kind": args.kind, "numpy": np.__version__}
+    for name in ("dgboost", "xgboost", "cupy"):
+        try:
+            environment[name] = __import__(name).__version__
+        except ImportError:
+            environment[name] = None
+    if args.device == "cuda":
+        environment["gpus"] = _command(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"])
+        environment["topology"] = _command(["nvidia-smi", "topo", "-m"])
+    return environment
+
+
+def _command(command):
+    try:
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as error:
+        return f"unavailable: {error}"
+
+
+def _floor(args, results) -> dict:
+    """Seconds of memory traffic a training run cannot avoid, at the measured copy bandwidth.
+
+    Per tree: the compressed matrix and the fixed-point gradient pairs (16 bytes) are read
+    for every row at the root and for about half the rows (the smaller children) at each
+    deeper level; positions are read and written (8 bytes a row) at every level; margins,
+    labels and gradients are touched once (16 bytes a row).
+    """
+    _, extra, n_features, _ = TASKS[args.dataset]
+    trees = args.rounds * extra.get("num_class", 1)
+    bytes_per_row = _packed_bytes_per_row(n_features, args.max_bin)
+    built_rows = args.rows * (1 + (args.depth - 1) / 2)
+    per_tree = built_rows * (bytes_per_row + 16) + args.rows * (8 * args.depth + 16)
+    bandwidth = _copy_bandwidth(args.device)
+    seconds = trees * per_tree / bandwidth
+    train = results["systems"].get("dgboost", {}).get("train_s")
+    return {"bytes_per_tree": per_tree, "copy_bandwidth_gb_s": bandwidth / 1e9, "floor_s": seconds,
+            "dgboost_train_over_floor": None if train is None else train / seconds}
+
+
+def _packed_bytes_per_row(n_features: int, max_bin: int) -> int:
+    bits = max(1, int(np.ceil(np.log2(max_bin))))
+    per_word = 32 // bits
+    return 4 * -(-n_features // per_word)
+
+
+def _copy_bandwidth(device) -> float:
+    """Bytes read plus written per second by a large array copy, best of five."""
+    if device == "cuda":
+        import cupy as xp
+    else:
+        xp = np
+    source = xp.ones(1 << 27, dtype=np.float32)  # 512 MiB
+    target = xp.empty_like(source)
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        xp.copyto(target, source)
+        if device == "cuda":
+            xp.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - started)
+    return 2 * source.nbytes / best
+
+
+def _table(results) -> str:
+    systems = results["systems"]
+    ours, theirs = systems.get("dgboost", {}), systems.get("xgboost", {})
+    rows = [("data load (s)", "load_s"), ("matrix build (s)", "build_s"), ("training (s)", "train_s"),
+            ("prediction (s)", "predict_s"), (f"test {ours.get('metric', 'metric')}", "value"),
+            ("peak host RSS (MiB)", "peak_host_rss_mib"), ("peak device memory (MiB)", "peak_device_mib")]
+    lines = ["| | dgboost | XGBoost | dgboost / XGBoost |", "|---|---|---|---|"]
+    for label, key in rows:
+        a, b = ours.get(key), theirs.get(key)
+        ratio = f"{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else "-"
+        if key == "value" and isinstance(a, float) and isinstance(b, float):
+            ratio = f"difference {a - b:+.4f}"
+        lines.append(f"| {label} | {_show(a)} | {_show(b)} | {ratio} |")
+    floor = results["floor"]
+    lines.append(f"\nbandwidth floor: {floor['floor_s']:.3f} s of training at "
+                 f"{floor['copy_bandwidth_gb_s']:.0f} GB/s copy bandwidth; dgboost's training time is "
+                 f"{_show(floor['dgboost_train_over_floor'])} x the floor")
+    config = results["config"]
+    lines.insert(0, f"{config['dataset']}: {config['rows']} rows, {config['rounds']} rounds, depth "
+                    f"{config['depth']}, eta {config['eta']}, max_bin {config['max_bin']}, on "
+                    f"{config['device']} {config['kind']}\n")
+    return "\n".join(lines)
+
+
+def _show(value):
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) and value < 10 else f"{value:.1f}" \
+        if isinstance(value, float) else str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
