@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     parser.add_argument("--eta", type=float, default=0.1)
     parser.add_argument("--max-bin", type=int, default=256)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--kind", default="", help="the machine kind, for the record (e.g. nvidia-h100-x1)")
+    parser.add_argument("--kind", default="", help="the machine kind, for the record (the table also "
+                        "names the GPU nvidia-smi reports)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     parser.add_argument("--system", choices=("dgboost", "xgboost"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -262,9 +263,10 @@ def _table(results) -> str:
                  f"{floor['copy_bandwidth_gb_s']:.0f} GB/s copy bandwidth; dgboost's training time is "
                  f"{_show(floor['dgboost_train_over_floor'])} x the floor")
     config = results["config"]
+    seen = results["environment"].get("gpus") or f"{results['environment']['cpus']} CPU cores"
     lines.insert(0, f"{config['dataset']}: {config['rows']} rows, {config['rounds']} rounds, depth "
                     f"{config['depth']}, eta {config['eta']}, max_bin {config['max_bin']}, on "
-                    f"{config['device']} {config['kind']}\n")
+                    f"{config['device']} ({seen}; kind given: {config['kind'] or 'none'})\n")
     return "\n".join(lines)
 
 
