@@ -76,7 +76,7 @@ def _demo(args) -> int:
     X, y = make_higgs_like(args.rows, seed=0)
     X_test, y_test = make_higgs_like(args.test_rows, seed=1)
     params = {"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "eta": 0.1,
-              "max_depth": args.max_depth, "device": device}
+              "max_depth": args.max_depth, "device": device, "verbosity": 1 if args.quiet else 2}
     started = time.perf_counter()
     booster = train(params, X, y, num_boost_round=args.rounds, evals=[(X_test, y_test, "test")],
                     verbose_eval=False if args.quiet else max(1, args.rounds // 10))

@@ -72,7 +72,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     Booster
     """
     params = TrainParams.from_dict(params)
-    logger.setLevel(_LOG_LEVELS[params.verbosity])
+    _configure_logging(params.verbosity)
     num_boost_round = _count("num_boost_round", num_boost_round, minimum=0)
     if early_stopping_rounds is not None:
         early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
@@ -216,6 +216,16 @@ def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: O
         objective.check_labels(data.label, f"{where} y")
         eval_sets.append(EvalSet(name, data))
     return eval_sets
+
+
+def _configure_logging(verbosity: int) -> None:
+    """The 'dgboost' logger at the level ``verbosity`` names; shown on stderr when the
+    application has configured no logging of its own (as XGBoost prints its messages)."""
+    logger.setLevel(_LOG_LEVELS[verbosity])
+    if verbosity >= 2 and not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[dgboost] %(message)s"))
+        logger.addHandler(handler)
 
 
 def _device(device: str):

@@ -1,6 +1,8 @@
 """The boosting loop: exact small cases, determinism, objectives and training control."""
 
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -233,3 +235,19 @@ def test_get_score(binary_data):
         assert gain[name] == pytest.approx(total_gain[name] / weight[name])
     with pytest.raises(ValueError, match="importance_type='split'"):
         booster.get_score("split")
+
+
+def test_verbosity_2_reports_the_compressed_matrix(binary_data, caplog):
+    X, y = binary_data
+    dgboost.train({"verbosity": 2}, X, y, num_boost_round=1)
+    assert "compressed matrix: 600 rows x 5 features, 8 bits a cell, 8 bytes a row" in caplog.messages
+    caplog.clear()
+    dgboost.train({"verbosity": 0}, X, y, num_boost_round=1)
+    assert caplog.messages == []
+
+
+def test_verbosity_2_prints_to_stderr_when_logging_is_not_configured(binary_data):
+    code = ("import numpy as np, dgboost; X = np.random.default_rng(0).random((50, 3)); "
+            "dgboost.train({'verbosity': 2}, X, X[:, 0], num_boost_round=1)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.startswith("[dgboost] compressed matrix: 50 rows x 3 features")
