@@ -62,3 +62,16 @@ HASH_DTYPE = np.uint64
 #: Exact reductions of floating-point statistics (metrics, base score) go through
 #: fixed point in this type; see fixed_point.py.
 EXACT_SUM_DTYPE = np.int64
+
+#: Statistics: metric sums, quantile weights, fixed-point scales, uniform draws.
+#: Their sums need more than float32's 24 bits.
+STAT_DTYPE = np.float64
+
+#: Host-side index arithmetic and sizes (tree building, node offsets).
+INDEX_DTYPE = np.int64
+
+#: Exponents handed to ldexp (what numpy and cupy accept there).
+EXPONENT_DTYPE = np.int32
+
+#: Byte-aligned cells read straight from packed words, by cell width in bits.
+CELL_VIEW_DTYPES = {8: np.uint8, 16: np.uint16}

@@ -8,7 +8,7 @@ splitmix64 (Steele, Lea & Flood 2014), whose output passes BigCrush.
 
 from __future__ import annotations
 
-from ._dtypes import HASH_DTYPE, ROW_INDEX_DTYPE
+from ._dtypes import HASH_DTYPE, ROW_INDEX_DTYPE, STAT_DTYPE
 from .backend import get_xp
 
 _MASK64 = (1 << 64) - 1
@@ -53,4 +53,4 @@ def uniform(global_index, key: int):
     z = (z ^ (z >> HASH_DTYPE(27))) * HASH_DTYPE(_MIX2)
     z = z ^ (z >> HASH_DTYPE(31))
     # The top 53 bits scaled by 2**-53: exactly representable, so the same on every device.
-    return (z >> HASH_DTYPE(11)).astype(xp.float64) * (2.0**-53)
+    return (z >> HASH_DTYPE(11)).astype(STAT_DTYPE) * (2.0**-53)

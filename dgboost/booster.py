@@ -228,7 +228,7 @@ class Booster:
                 "n_outputs": self.n_outputs,
                 "num_feature": self.num_features,
                 "feature_names": None if self.feature_names is None else list(self.feature_names),
-                "base_margin": self.base_margin.astype(np.float64).tolist(),
+                "base_margin": self.base_margin.tolist(),
                 "base_score": self.base_score,
                 "best_iteration": self.best_iteration,
                 "best_score": best_score,

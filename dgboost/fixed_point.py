@@ -17,7 +17,7 @@ data set below 2**28 rows.
 
 from __future__ import annotations
 
-from ._dtypes import EXACT_SUM_DTYPE
+from ._dtypes import EXACT_SUM_DTYPE, EXPONENT_DTYPE, INDEX_DTYPE, STAT_DTYPE
 from .backend import get_xp
 
 #: Headroom of histogram sums: exact in int64 and in float64 (see above).
@@ -42,22 +42,22 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     array of shape (k,), float64, on ``max_abs``'s device: powers of two.
     """
     xp = get_xp(max_abs)
-    bound = max_abs.astype(xp.float64) * float(max(n_total, 1))
+    bound = max_abs.astype(STAT_DTYPE) * float(max(n_total, 1))
     # frexp: bound = m * 2**e with m in [0.5, 1), so bound < 2**e and
     # bound * 2**(headroom - e) < 2**headroom. The product's own rounding is
     # covered by that strict inequality's slack of at least one ulp.
     _, exponent = xp.frexp(bound)
-    exponent = xp.clip(headroom_bits - exponent.astype(xp.int64) - 1, -1000, 1000)
-    return xp.ldexp(xp.ones_like(bound), exponent.astype(xp.int32))
+    exponent = xp.clip(headroom_bits - exponent.astype(INDEX_DTYPE) - 1, -1000, 1000)
+    return xp.ldexp(xp.ones_like(bound), exponent.astype(EXPONENT_DTYPE))
 
 
 def to_fixed(values, scale):
     """``rint(values * scale)`` as int64; ``scale`` broadcasts against ``values``."""
     xp = get_xp(values)
-    return xp.rint(values.astype(xp.float64) * scale).astype(EXACT_SUM_DTYPE)
+    return xp.rint(values.astype(STAT_DTYPE) * scale).astype(EXACT_SUM_DTYPE)
 
 
 def from_fixed(integers, scale):
     """The real values of fixed-point ``integers`` (float64)."""
     xp = get_xp(integers)
-    return integers.astype(xp.float64) / scale
+    return integers.astype(STAT_DTYPE) / scale

@@ -86,6 +86,72 @@ class GrownTree:
         return positions
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frontier:
+    """The level about to be split: its nodes, and which histograms to build from rows.
+
+    Its slots come in sibling pairs, one pair per parent that split (the root
+    level excepted); ``build_slot`` sends each row of a node to be built to its
+    parent's slot in the built histogram, and ``-1`` marks the sibling that comes
+    by subtraction from ``parent_hist``.
+    """
+
+    start: int  # id of slot 0
+    node_sums: object  # (size, 2) int64
+    active: object  # (size,) bool: False for padding slots
+    build_slot: object  # (size,) int32
+    parent_hist: object  # (size // 2, n_bins_total, 2) int64; None at the root
+    build_left: object  # (size // 2,) bool: the built child of each pair is the left one
+
+    @classmethod
+    def root(cls, node_sums) -> "_Frontier":
+        xp = get_xp(node_sums)
+        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE), None, None)
+
+    @property
+    def size(self) -> int:
+        return int(self.active.shape[0])
+
+    def histograms(self, matrix, gpair, positions, comm):
+        """Every node's histogram, summed over all ranks: (size, n_bins_total, 2) int64."""
+        n_built = max(1, self.size // 2)
+        built = comm.allreduce(histogram.build(matrix, gpair, positions, self.start, self.build_slot, n_built))
+        return built if self.parent_hist is None else histogram.children(self.parent_hist, built, self.build_left)
+
+    def level(self, splits: SplitTable) -> Level:
+        """This level with its splits; children of the r-th split node get ids 2r, 2r + 1 below."""
+        xp = get_xp(self.active)
+        valid = splits.valid.astype(POSITION_DTYPE)
+        rank = xp.cumsum(valid) - valid
+        left_child = xp.where(splits.valid, self.start + self.size + 2 * rank, -1).astype(POSITION_DTYPE)
+        return Level(self.start, self.node_sums, self.active, splits, left_child)
+
+    def children(self, level: Level, hist, n_parents: int) -> "_Frontier":
+        """The next level, with room for ``n_parents`` splitting nodes."""
+        xp = get_xp(hist)
+        splits = level.splits
+        next_start = self.start + self.size
+        rank = (level.left_child - next_start) // 2  # meaningful where the node splits
+        # The r-th splitting node's slot here; ranks past the last split point at a dump slot.
+        slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
+        slot_of_rank[xp.where(splits.valid, rank, n_parents)] = xp.arange(self.size, dtype=POSITION_DTYPE)
+        slot_of_rank = slot_of_rank[:n_parents]
+        real = xp.arange(n_parents) < splits.valid.sum()
+        left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
+        right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
+        active = xp.repeat(real, 2)
+        # Build the lighter child of each pair (a global choice); its sibling comes by subtraction.
+        build_left = left_sum[:, 1] <= right_sum[:, 1]
+        slot = xp.arange(2 * n_parents)
+        built_here = ((slot % 2 == 0) == xp.repeat(build_left, 2)) & active
+        return _Frontier(start=next_start,
+                         node_sums=xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2),
+                         active=active,
+                         build_slot=xp.where(built_here, slot // 2, -1).astype(POSITION_DTYPE),
+                         parent_hist=hist[slot_of_rank],
+                         build_left=build_left)
+
+
 class TreeGrower:
     """Grows trees on one rank's rows; every rank of a job grows the same tree."""
 
@@ -104,53 +170,28 @@ class TreeGrower:
     def grow(self, gpair) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
         xp = get_xp(gpair)
-        comm = self.comm
-        max_abs = comm.allreduce(xp.abs(gpair).max(axis=0).astype(GAIN_DTYPE), "max")
+        max_abs = self.comm.allreduce(xp.abs(gpair).max(axis=0).astype(GAIN_DTYPE), "max")
         scales = power_of_two_scale(max_abs, self.n_total, HISTOGRAM_HEADROOM_BITS)
         gpair = to_fixed(gpair, scales)
-
         positions = xp.zeros(self.matrix.n_rows, dtype=POSITION_DTYPE)
-        start, node_sums = 0, comm.allreduce(gpair.sum(axis=0, keepdims=True))
-        active = xp.ones(1, dtype=bool)
-        build_slot, n_build = xp.zeros(1, dtype=POSITION_DTYPE), 1
-        parent_hist = build_left = None
+        frontier = _Frontier.root(self.comm.allreduce(gpair.sum(axis=0, keepdims=True)))
         levels = []
         for depth in range(self.max_depth + 1):
-            size = int(active.shape[0])
             if depth < self.max_depth:
-                built = comm.allreduce(histogram.build(self.matrix, gpair, positions, start,
-                                                       build_slot, n_build))
-                hist = built if parent_hist is None else histogram.children(parent_hist, built, build_left)
-                splits = find_splits(hist, node_sums, active, self.feature_of_bin,
-                                     self.matrix.bin_offsets, scales, self.rules, comm)
+                hist = frontier.histograms(self.matrix, gpair, positions, self.comm)
+                splits = find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
+                                     self.matrix.bin_offsets, scales, self.rules, self.comm)
             else:
-                splits = SplitTable.empty(size, xp)
-            valid = splits.valid.astype(POSITION_DTYPE)
-            rank = xp.cumsum(valid) - valid
-            left_child = xp.where(splits.valid, start + size + 2 * rank, -1).astype(POSITION_DTYPE)
-            levels.append(Level(start, node_sums, active, splits, left_child))
+                splits = SplitTable.empty(frontier.size, xp)
+            level = frontier.level(splits)
+            levels.append(level)
             if depth == self.max_depth:
                 break
-            positions = partition.apply_level(self.matrix, positions, start, splits, left_child)
+            positions = partition.apply_level(self.matrix, positions, level.start, splits, level.left_child)
             n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             if n_parents == 0:
                 break
-            # Parents of the next level in slot order: rank r -> its slot in this level.
-            slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
-            slot_of_rank[xp.where(splits.valid, rank, n_parents)] = xp.arange(size, dtype=POSITION_DTYPE)
-            slot_of_rank = slot_of_rank[:n_parents]
-            real = xp.arange(n_parents) < valid.sum()
-            left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
-            right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
-            node_sums = xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2)
-            active = xp.repeat(real, 2)
-            # Build the lighter child of each pair; its sibling comes by subtraction.
-            build_left = left_sum[:, 1] <= right_sum[:, 1]
-            is_left = xp.arange(2 * n_parents) % 2 == 0
-            built_here = (is_left == xp.repeat(build_left, 2)) & active
-            build_slot = xp.where(built_here, xp.arange(2 * n_parents) // 2, -1).astype(POSITION_DTYPE)
-            parent_hist, n_build = hist[slot_of_rank], n_parents
-            start += size
+            frontier = frontier.children(level, hist, n_parents)
         return self._finish(levels, positions, scales)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:

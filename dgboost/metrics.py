@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ._dtypes import INDEX_DTYPE, STAT_DTYPE
 from .backend import get_xp, to_numpy
 from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from .params import TrainParams
@@ -39,8 +40,8 @@ class _WeightedMean(Metric):
 
     def __call__(self, label, predictions, weight, comm):
         xp = get_xp(predictions)
-        loss = self._loss(label.astype(xp.float64), predictions.astype(xp.float64), xp)
-        weight = xp.ones(label.shape[0]) if weight is None else weight.astype(xp.float64)
+        loss = self._loss(label.astype(STAT_DTYPE), predictions.astype(STAT_DTYPE), xp)
+        weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         sum_loss, sum_weight = exact_sums(xp.stack([loss * weight, weight], axis=1), comm)
         return self._finish(sum_loss / sum_weight)
 
@@ -86,14 +87,14 @@ class BinaryError(_WeightedMean):
     name = "error"
 
     def _loss(self, label, prediction, xp):
-        return ((prediction > 0.5) != (label > 0.5)).astype(xp.float64)
+        return ((prediction > 0.5) != (label > 0.5)).astype(STAT_DTYPE)
 
 
 class MultiLogLoss(_WeightedMean):
     name = "mlogloss"
 
     def _loss(self, label, prediction, xp):
-        chosen = xp.take_along_axis(prediction, label.astype(xp.int64)[:, None], axis=1)[:, 0]
+        chosen = xp.take_along_axis(prediction, label.astype(INDEX_DTYPE)[:, None], axis=1)[:, 0]
         return -xp.log(xp.clip(chosen, _EPS, 1.0))
 
 
@@ -101,7 +102,7 @@ class MultiError(_WeightedMean):
     name = "merror"
 
     def _loss(self, label, prediction, xp):
-        return (xp.argmax(prediction, axis=1) != label.astype(xp.int64)).astype(xp.float64)
+        return (xp.argmax(prediction, axis=1) != label.astype(INDEX_DTYPE)).astype(STAT_DTYPE)
 
 
 class PoissonNegLogLik(_WeightedMean):
@@ -125,7 +126,7 @@ class AUC(Metric):
 
     def __call__(self, label, predictions, weight, comm):
         xp = get_xp(predictions)
-        weight = xp.ones(label.shape[0]) if weight is None else weight.astype(xp.float64)
+        weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         max_weight = comm.allreduce(weight.max(keepdims=True) if weight.size else xp.zeros(1), "max")
         scale = power_of_two_scale(max_weight, global_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
         if predictions.ndim == 1:

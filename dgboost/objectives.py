@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE
+from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
 from .backend import get_xp
 from .params import TrainParams
 from .reduce import exact_sums
@@ -178,7 +178,7 @@ class Softmax(Objective):
         xp = get_xp(label)
         weight = _weights_of(label, weight)
         onehot = label[:, None] == xp.arange(self.n_outputs, dtype=label.dtype)[None, :]
-        sums = exact_sums(onehot * weight[:, None].astype(xp.float64), comm)
+        sums = exact_sums(onehot * weight[:, None].astype(STAT_DTYPE), comm)
         log_prior = np.log(np.maximum(sums / sums.sum(), _MIN_PROBABILITY))
         return (log_prior - log_prior.mean()).astype(MARGIN_DTYPE)
 
@@ -260,7 +260,7 @@ def _weights_of(label, weight):
 
 def _columns(*vectors):
     xp = get_xp(vectors[0])
-    return xp.stack([v.astype(xp.float64) for v in vectors], axis=1)
+    return xp.stack([v.astype(STAT_DTYPE) for v in vectors], axis=1)
 
 
 def _raise_for_first(bad, label, name, rule, xp):

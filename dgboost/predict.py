@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import CUT_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
+from ._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
 from .backend import asarray
 from .kernels import predict_leaves
 
@@ -37,7 +37,7 @@ class Forest:
 
     @classmethod
     def from_trees(cls, trees, outputs, xp) -> "Forest":
-        sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
+        sizes = np.array([t.n_nodes for t in trees], dtype=INDEX_DTYPE)
         roots = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(NODE_INDEX_DTYPE)
 
         def joined(name, dtype):
@@ -58,7 +58,7 @@ class Forest:
             default_left=device(joined("default_left", bool)),
             value=device(joined("value", LEAF_DTYPE)),
             roots=device(roots),
-            outputs=np.asarray(outputs, dtype=np.int64),
+            outputs=np.asarray(outputs, dtype=INDEX_DTYPE),
             depth=max((t.depth for t in trees), default=0),
         )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import EXACT_SUM_DTYPE
+from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
 from .backend import get_xp, to_numpy
 from .fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
 
@@ -32,7 +32,7 @@ def exact_sums(columns, comm) -> np.ndarray:
     """
     xp = get_xp(columns)
     n_local, k = columns.shape
-    max_abs = xp.abs(columns).max(axis=0) if n_local else xp.zeros(k, dtype=xp.float64)
+    max_abs = xp.abs(columns).max(axis=0) if n_local else xp.zeros(k, dtype=STAT_DTYPE)
     max_abs = comm.allreduce(max_abs, "max")
     n_total = global_count(n_local, comm, xp)
     if not bool(xp.isfinite(max_abs).all()):

@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, FEATURE_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
+from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, FEATURE_DTYPE, ROW_INDEX_DTYPE, STAT_DTYPE, WEIGHT_DTYPE
 from ._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
 from .backend import get_xp, to_numpy
 
@@ -133,7 +133,7 @@ def _feature_cuts(column: np.ndarray, weights: np.ndarray, max_value_bins: int) 
     # Stable: tied values keep global-index order, so their weights are summed in
     # one fixed order on every run.
     order = np.argsort(column, kind="stable")
-    column, weights = column[order], weights[order].astype(np.float64)
+    column, weights = column[order], weights[order].astype(STAT_DTYPE)
     starts = np.flatnonzero(np.concatenate([[True], column[1:] != column[:-1]]))
     distinct = column[starts]
     if len(distinct) <= max_value_bins:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._dtypes import MARGIN_DTYPE
+from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
 from .backend import asarray, cuda_device_count, get_xp, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, TrainingCallback
@@ -166,13 +166,13 @@ def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_
     if comm.rank == 0:
         merged = Sample.merge([Sample(to_numpy(i), to_numpy(v), to_numpy(w)) for i, v, w in zip(*parts)])
         cuts = compute_cuts(merged, max_bin)
-        sizes = np.array([len(cuts.values)], dtype=np.int64)
+        sizes = np.array([len(cuts.values)], dtype=INDEX_DTYPE)
     else:
-        cuts, sizes = None, np.zeros(1, dtype=np.int64)
+        cuts, sizes = None, np.zeros(1, dtype=INDEX_DTYPE)
     n_values = int(to_numpy(comm.broadcast(device(sizes)))[0])
     n_features = training.n_features
-    values = device(cuts.values) if cuts else xp.empty(n_values, dtype=np.float32)
-    offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=np.int64)
+    values = device(cuts.values) if cuts else xp.empty(n_values, dtype=CUT_DTYPE)
+    offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=BIN_OFFSET_DTYPE)
     return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
 
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._dtypes import CUT_DTYPE, GAIN_DTYPE, LEAF_DTYPE, NODE_INDEX_DTYPE
+from ._dtypes import CUT_DTYPE, GAIN_DTYPE, INDEX_DTYPE, LEAF_DTYPE, NODE_INDEX_DTYPE
 from .grower import RECORD_COLUMNS
 from .sketch import Cuts
 
@@ -50,7 +50,7 @@ class Tree:
     @property
     def depth(self) -> int:
         """Edges on the longest root-to-leaf path."""
-        depth = np.zeros(self.n_nodes, dtype=np.int64)
+        depth = np.zeros(self.n_nodes, dtype=INDEX_DTYPE)
         for node in np.flatnonzero(~self.is_leaf):  # parents precede children
             depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
         return int(depth.max())
@@ -60,15 +60,15 @@ class Tree:
         """Build from a grower record (grower.RECORD_COLUMNS), dropping padding slots."""
         column = dict(zip(RECORD_COLUMNS, record.T))
         kept = np.flatnonzero(column["active"] != 0)
-        compact = np.full(len(record), -1, dtype=np.int64)
+        compact = np.full(len(record), -1, dtype=INDEX_DTYPE)
         compact[kept] = np.arange(len(kept))
         split = column["valid"][kept] != 0
-        left_id = column["left_child"][kept].astype(np.int64)
+        left_id = column["left_child"][kept].astype(INDEX_DTYPE)
         left = np.where(split, compact[np.where(split, left_id, 0)], -1)
         feature = np.where(split, column["feature"][kept], -1).astype(NODE_INDEX_DTYPE)
         split_bin = np.where(split, column["bin"][kept], -1).astype(NODE_INDEX_DTYPE)
         threshold = np.zeros(len(kept), dtype=CUT_DTYPE)
-        threshold[split] = cuts.threshold(feature[split].astype(np.int64), split_bin[split].astype(np.int64))
+        threshold[split] = cuts.threshold(feature[split].astype(INDEX_DTYPE), split_bin[split].astype(INDEX_DTYPE))
         return cls(
             left=left.astype(NODE_INDEX_DTYPE),
             right=np.where(split, left + 1, -1).astype(NODE_INDEX_DTYPE),
@@ -88,9 +88,9 @@ class Tree:
             "right_children": self.right.tolist(),
             "split_indices": self.feature.tolist(),
             "split_bins": self.split_bin.tolist(),
-            "split_conditions": self.threshold.astype(np.float64).tolist(),
+            "split_conditions": self.threshold.tolist(),
             "default_left": self.default_left.tolist(),
-            "values": self.value.astype(np.float64).tolist(),
+            "values": self.value.tolist(),
             "gains": self.gain.tolist(),
             "covers": self.cover.tolist(),
         }
@@ -161,8 +161,8 @@ def _array(values, kind: str, where: str) -> np.ndarray:
             raise ValueError(f"{where} holds a value that is not an integer")
         if any(not -1 <= v < 2**31 for v in values):
             raise ValueError(f"{where} holds an integer out of range")
-        return np.array(values, dtype=np.int64)
+        return np.array(values, dtype=INDEX_DTYPE)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                for v in values):
         raise ValueError(f"{where} holds a value that is not a finite number")
-    return np.array(values, dtype=np.float64)
+    return np.array(values, dtype=GAIN_DTYPE)

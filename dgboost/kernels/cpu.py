@@ -15,7 +15,7 @@ import contextlib
 import sys
 from typing import NamedTuple
 
-from .._dtypes import BIN_DTYPE, GAIN_DTYPE, HIST_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE
+from .._dtypes import BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, HIST_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE
 from ..backend import get_xp
 
 #: Cells (rows x features) unpacked at once while building histograms: small
@@ -70,7 +70,7 @@ def unpack(packed, bits, cells_per_word, n_features):
     xp = get_xp(packed)
     if bits in (8, 16) and sys.byteorder == "little":
         # Byte-aligned cells of little-endian words sit in memory in cell order.
-        cells = xp.ascontiguousarray(packed).view(xp.uint8 if bits == 8 else xp.uint16)
+        cells = xp.ascontiguousarray(packed).view(CELL_VIEW_DTYPES[bits])
         return cells[:, :n_features].astype(BIN_DTYPE)
     shifts = xp.arange(cells_per_word, dtype=PACKED_WORD_DTYPE) * PACKED_WORD_DTYPE(bits)
     mask = PACKED_WORD_DTYPE((1 << bits) - 1)
