@@ -178,8 +178,9 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     For each node, feature and bin ``b`` two candidates are scored: missing values
     sent left (``default_left``) or right, with bins ``<= b`` left. The best is the
     largest gain; ties go to the lowest feature, then the lowest bin, then missing
-    right (XGBoost's choice where a node has no missing values). A split is made only if its gain exceeds MIN_SPLIT_GAIN and gamma, and
-    both children have hessian > 0 and >= min_child_weight.
+    right (XGBoost's choice where a node has no missing values). A split is made
+    only if its gain exceeds MIN_SPLIT_GAIN and gamma, and both children have
+    hessian > 0 and >= min_child_weight.
 
     Parameters
     ----------
