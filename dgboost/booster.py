@@ -44,11 +44,14 @@ class _ClassOrInstanceMethod:
 class Booster:
     """A gradient-boosted tree ensemble.
 
-    Made by ``dgboost.train`` or ``Booster.load_model``. ``best_iteration`` and
-    ``best_score`` are set by early stopping (None otherwise).
+    Made by ``dgboost.train`` or ``Booster.load_model``; ``Booster()`` is an empty
+    model to load into, as in XGBoost. ``best_iteration`` and ``best_score`` are set
+    by early stopping (None otherwise).
     """
 
-    def __init__(self, params: TrainParams, n_features: int, feature_names=None, base_margin=None):
+    def __init__(self, params: TrainParams | None = None, n_features: int = 0, feature_names=None,
+                 base_margin=None):
+        params = TrainParams() if params is None else params
         self.params = params
         self._objective = make_objective(params)
         self.num_features = int(n_features)

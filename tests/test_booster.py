@@ -33,6 +33,9 @@ def test_load_into_an_existing_booster_as_xgboost_spells_it(tmp_path, model, bin
     other = dgboost.train({}, X[:, :2], np.zeros(len(X)), num_boost_round=1)
     assert other.load_model(tmp_path / "m.json") is other
     np.testing.assert_array_equal(other.predict(X), model.predict(X))
+    empty = dgboost.Booster()
+    empty.load_model(tmp_path / "m.json")
+    np.testing.assert_array_equal(empty.predict(X), model.predict(X))
 
 
 def test_file_is_versioned_json(tmp_path, model):
