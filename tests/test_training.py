@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import dgboost
 from dgboost.callback import EarlyStopping, EvaluationMonitor, TrainingCallback
@@ -267,3 +268,22 @@ def test_upper_bound_allocation_grows_the_same_trees(tmp_path, binary_data, monk
     monkeypatch.setattr(TreeGrower, "_next_level_parents", lambda self, valid, n_bins: int(valid.shape[0]))
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "padded.json")
     assert (tmp_path / "exact.json").read_bytes() == (tmp_path / "padded.json").read_bytes()
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 300), st.integers(1, 4), st.randoms(use_true_random=False))
+def test_model_does_not_depend_on_row_order_property(n_rows, n_features, random):
+    """Every row is in the cut sample below 2**18 rows, so any permutation of the rows
+    must give the same trees (integer weights keep tied cut weights exact). No row
+    sampling here: its draws are keyed by row index, which a permutation changes."""
+    rng = np.random.default_rng(random.randint(0, 2**32 - 1))
+    X = rng.integers(0, 6, size=(n_rows, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (rng.random(n_rows) < 0.5).astype(np.float32)
+    weight = rng.integers(1, 4, n_rows).astype(np.float32)
+    order = rng.permutation(n_rows)
+    params = {"objective": "binary:logistic", "max_depth": 3, "min_child_weight": 0.5}
+    first = dgboost.train(params, X, y, sample_weight=weight, num_boost_round=3)
+    second = dgboost.train(params, X[order], y[order], sample_weight=weight[order], num_boost_round=3)
+    assert first.base_score == second.base_score
+    assert [t.to_dict() for t in first.trees] == [t.to_dict() for t in second.trees]
