@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks.datasets import TASKS, load  # noqa: E402
+from dgboost.backend import to_numpy  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -113,7 +114,7 @@ def _dgboost(params, args, X, y, X_test):
     predictions = booster.predict(X_test)
     _synchronise(args.device)
     predict = time.perf_counter() - started
-    return {"build_s": build, "train_s": total - build, "predict_s": predict}, _host(predictions)
+    return {"build_s": build, "train_s": total - build, "predict_s": predict}, to_numpy(predictions)
 
 
 def _xgboost(params, args, X, y, X_test):
@@ -132,11 +133,7 @@ def _xgboost(params, args, X, y, X_test):
     predictions = booster.inplace_predict(X_test)
     _synchronise(args.device)
     predict = time.perf_counter() - started
-    return {"build_s": build, "train_s": train, "predict_s": predict}, _host(predictions)
-
-
-def _host(array):
-    return array.get() if hasattr(array, "get") else np.asarray(array)
+    return {"build_s": build, "train_s": train, "predict_s": predict}, to_numpy(predictions)
 
 
 def _synchronise(device):
@@ -271,11 +268,12 @@ def _table(results) -> str:
 
 
 def _show(value):
+    """A table cell: four decimals below 10, one above, as-is for anything else."""
     if value is None:
         return "-"
-    return f"{value:.4f}" if isinstance(value, float) and value < 10 else f"{value:.1f}" \
-        if isinstance(value, float) else str(value)
-
+    if isinstance(value, float):
+        return f"{value:.4f}" if value < 10 else f"{value:.1f}"
+    return str(value)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -68,7 +68,8 @@ class Tree:
         feature = np.where(split, column["feature"][kept], -1).astype(NODE_INDEX_DTYPE)
         split_bin = np.where(split, column["bin"][kept], -1).astype(NODE_INDEX_DTYPE)
         threshold = np.zeros(len(kept), dtype=CUT_DTYPE)
-        threshold[split] = cuts.threshold(feature[split].astype(INDEX_DTYPE), split_bin[split].astype(INDEX_DTYPE))
+        threshold[split] = cuts.threshold(feature[split].astype(INDEX_DTYPE),
+                                          split_bin[split].astype(INDEX_DTYPE))
         return cls(
             left=left.astype(NODE_INDEX_DTYPE),
             right=np.where(split, left + 1, -1).astype(NODE_INDEX_DTYPE),

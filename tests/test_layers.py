@@ -38,7 +38,7 @@ def _imports(path):
     """(kind, name, at module level) of every import: dgboost modules by their top-level
     name under dgboost/, other packages by their top-level name."""
     parts = ("dgboost",) + path.relative_to(PACKAGE).with_suffix("").parts
-    package = parts[:-1] if path.name != "__init__.py" else parts[:-1]
+    package = parts[:-1]  # the package a relative import starts from, also for __init__.py
     tree = ast.parse(path.read_text())
     top_level = {id(node) for node in tree.body}
     for node in ast.walk(tree):
