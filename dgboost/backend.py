@@ -7,6 +7,7 @@ dgboost without it. Everything above this module receives arrays and asks
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from types import ModuleType
 
@@ -49,11 +50,49 @@ def xp_for_device(device: str) -> ModuleType:
     return cupy
 
 
+_host_reads = 0
+
+#: Entered around every device-to-host read; a test swaps in
+#: ``cupyx.allow_synchronize(True)`` to forbid every other synchronisation.
+read_guard = contextlib.nullcontext
+
+
+def host_reads() -> int:
+    """How many device-to-host reads ``to_numpy`` has made in this process (a debug
+    counter: a training round's reads are counted in tests/test_gpu.py)."""
+    return _host_reads
+
+
 def to_numpy(array) -> np.ndarray:
-    """A host numpy copy (or view) of a numpy or cupy array."""
+    """A host numpy copy (or view) of a numpy or cupy array.
+
+    The only sanctioned device-to-host read: it is counted (``host_reads``) and
+    allowed even inside ``cupyx.allow_synchronize(False)``.
+    """
     if is_cupy_array(array):
-        return array.get()
+        global _host_reads
+        _host_reads += 1
+        with read_guard():
+            return array.get()
     return np.asarray(array)
+
+
+def to_numpy_many(arrays) -> list:
+    """Host copies of several arrays of 8-byte dtypes in one device-to-host read.
+
+    Device arrays are viewed as int64, laid end to end, read once, and cut apart
+    again with their own dtypes and shapes.
+    """
+    arrays = list(arrays)
+    if not arrays or not any(is_cupy_array(a) for a in arrays):
+        return [to_numpy(a) for a in arrays]
+    xp = get_xp(next(a for a in arrays if is_cupy_array(a)))
+    if any(a.dtype.itemsize != 8 for a in arrays):
+        raise TypeError("to_numpy_many reads 8-byte dtypes only; cast the others first")
+    flat = to_numpy(xp.concatenate([xp.ascontiguousarray(asarray(xp, a)).reshape(-1).view(np.int64)
+                                    for a in arrays]))
+    pieces = np.split(flat, np.cumsum([a.size for a in arrays])[:-1])
+    return [piece.view(a.dtype).reshape(a.shape) for piece, a in zip(pieces, arrays)]
 
 
 def asarray(xp: ModuleType, array, dtype=None):

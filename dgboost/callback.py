@@ -1,6 +1,6 @@
 """Training callbacks, in XGBoost's shape.
 
-A callback sees the model before training, after every round (with the
+A callback sees the model before training, before and after every round (with the
 evaluation log so far; returning True stops training) and after training.
 """
 
@@ -22,6 +22,9 @@ class TrainingCallback:
     def before_training(self, model):
         return model
 
+    def before_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
+        return False
+
     def after_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
         return False
 
@@ -39,6 +42,9 @@ class CallbackContainer:
         for callback in self.callbacks:
             model = callback.before_training(model)
         return model
+
+    def before_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
+        return any([callback.before_iteration(model, epoch, evals_log) for callback in self.callbacks])
 
     def after_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:
         # Every callback runs, even after one asks to stop, so all see the last round.

@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ._dtypes import BIN_OFFSET_DTYPE
 from .backend import asarray, get_xp
 from .kernels import quantise_and_pack, unpack
@@ -67,11 +69,13 @@ class EllpackMatrix:
     layout : EllpackLayout
     bin_offsets : array of shape (n_features + 1,), int64, on ``packed``'s device
         Start of each feature's bins in a histogram row (from the cuts).
+    host_bin_offsets : numpy array, the same on the host (sizes for kernel launches)
     """
 
     packed: object
     layout: EllpackLayout
     bin_offsets: object
+    host_bin_offsets: np.ndarray
 
     @property
     def n_rows(self) -> int:
@@ -79,7 +83,7 @@ class EllpackMatrix:
 
     @property
     def n_bins_total(self) -> int:
-        return int(self.bin_offsets[-1])
+        return int(self.host_bin_offsets[-1])
 
     @property
     def nbytes(self) -> int:
@@ -99,4 +103,5 @@ def build_ellpack(X, cuts: Cuts) -> EllpackMatrix:
     layout = EllpackLayout.for_cuts(cuts)
     packed = quantise_and_pack(X, asarray(xp, cuts.values), cuts.offsets.tolist(), layout.bits,
                                layout.cells_per_word, layout.n_words, layout.missing_symbol)
-    return EllpackMatrix(packed, layout, asarray(xp, cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE))
+    host_bin_offsets = np.asarray(cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE)
+    return EllpackMatrix(packed, layout, asarray(xp, host_bin_offsets), host_bin_offsets)

@@ -33,7 +33,7 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     ----------
     max_abs : array of shape (k,), float64
         The global maximum absolute value of each of k quantities.
-    n_total : int
+    n_total : int, or an int array of shape (1,) on ``max_abs``'s device
         Global number of values summed.
     headroom_bits : int
 
@@ -42,7 +42,7 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     array of shape (k,), float64, on ``max_abs``'s device: powers of two.
     """
     xp = get_xp(max_abs)
-    bound = max_abs.astype(STAT_DTYPE) * float(max(n_total, 1))
+    bound = max_abs.astype(STAT_DTYPE) * xp.maximum(xp.asarray(n_total, dtype=STAT_DTYPE), 1.0)
     # frexp: bound = m * 2**e with m in [0.5, 1), so bound < 2**e and
     # bound * 2**(headroom - e) < 2**headroom. The product's own rounding is
     # covered by that strict inequality's slack of at least one ulp.

@@ -9,9 +9,12 @@ sibling pairs and ids are in breadth-first order::
     level 1:  [1 2]            (node 0 split)
     level 2:  [3 4 | 5 6]      (nodes 1 and 2 split)
 
-Every row carries the id of its node (``positions``). After the last level each
-row sits on its leaf, so the training margins are updated by one gather from a
-table of leaf values: no tree traversal.
+Every row carries the id of its node (``positions``), and the rows are kept
+grouped by node in ``ridx``: the rows of slot ``s`` of a level are
+``ridx[seg_begin[s]:seg_end[s]]``, so a histogram reads only the rows of the
+nodes it builds. Splitting a node splits its range in place (stably: left rows
+first). After the last level each row sits on its leaf, so the training margins
+are updated by one gather from a table of leaf values: no tree traversal.
 
 On the host, sizes are plain ints and the grower allocates exactly. On a GPU it
 allocates each level for the upper bound (every node splits, padding slots
@@ -79,44 +82,49 @@ class GrownTree:
     def route(self, matrix: EllpackMatrix):
         """Leaf ids of another matrix's rows (binned with the same cuts)."""
         xp = get_xp(matrix.packed)
-        positions = xp.zeros(matrix.n_rows, dtype=POSITION_DTYPE)
-        for level in self.levels:
-            positions = partition.apply_level(matrix, positions, level.start, level.splits,
-                                              level.left_child)
-        return positions
+        joined = [xp.concatenate([getattr(level.splits, name) for level in self.levels])
+                  for name in ("feature", "bin", "default_left")]
+        left_child = xp.concatenate([level.left_child for level in self.levels])
+        return partition.route(matrix, *joined, left_child, depth=len(self.levels) - 1)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Frontier:
-    """The level about to be split: its nodes, and which histograms to build from rows.
+    """The level about to be split: its nodes, their rows, and which histograms to build.
 
     Its slots come in sibling pairs, one pair per parent that split (the root
-    level excepted); ``build_slot`` sends each row of a node to be built to its
-    parent's slot in the built histogram, and ``-1`` marks the sibling that comes
-    by subtraction from ``parent_hist``.
+    level excepted). Of each pair one child is built from its rows
+    (``build_left`` says which); its sibling comes by subtraction from
+    ``parent_hist``.
     """
 
     start: int  # id of slot 0
     node_sums: object  # (size, 2) int64
     active: object  # (size,) bool: False for padding slots
-    build_slot: object  # (size,) int32
+    seg_begin: object  # (size,) int32: each slot's rows are ridx[seg_begin:seg_end]
+    seg_end: object  # (size,) int32
     parent_hist: object  # (size // 2, n_bins_total, 2) int64; None at the root
     build_left: object  # (size // 2,) bool: the built child of each pair is the left one
 
     @classmethod
-    def root(cls, node_sums) -> "_Frontier":
+    def root(cls, node_sums, n_rows: int) -> "_Frontier":
         xp = get_xp(node_sums)
-        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE), None, None)
+        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
+                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None)
 
     @property
     def size(self) -> int:
         return int(self.active.shape[0])
 
-    def histograms(self, matrix, gpair, positions, comm):
+    def histograms(self, matrix, gpair, ridx, comm):
         """Every node's histogram, summed over all ranks: (size, n_bins_total, 2) int64."""
-        n_built = max(1, self.size // 2)
-        built = comm.allreduce(histogram.build(matrix, gpair, positions, self.start, self.build_slot, n_built))
-        return built if self.parent_hist is None else histogram.children(self.parent_hist, built, self.build_left)
+        if self.parent_hist is None:
+            return comm.allreduce(histogram.build(matrix, gpair, ridx, self.seg_begin, self.seg_end))
+        xp = get_xp(ridx)
+        pairs = lambda a: a.reshape(-1, 2)  # noqa: E731
+        pick = lambda a: xp.where(self.build_left, pairs(a)[:, 0], pairs(a)[:, 1])  # noqa: E731
+        built = comm.allreduce(histogram.build(matrix, gpair, ridx, pick(self.seg_begin), pick(self.seg_end)))
+        return histogram.children(self.parent_hist, built, self.build_left)
 
     def level(self, splits: SplitTable) -> Level:
         """This level with its splits; children of the r-th split node get ids 2r, 2r + 1 below."""
@@ -126,8 +134,9 @@ class _Frontier:
         left_child = xp.where(splits.valid, self.start + self.size + 2 * rank, -1).astype(POSITION_DTYPE)
         return Level(self.start, self.node_sums, self.active, splits, left_child)
 
-    def children(self, level: Level, hist, n_parents: int) -> "_Frontier":
-        """The next level, with room for ``n_parents`` splitting nodes."""
+    def children(self, level: Level, hist, n_left, n_parents: int) -> "_Frontier":
+        """The next level, with room for ``n_parents`` splitting nodes; ``n_left`` is each
+        slot's number of this rank's rows sent left."""
         xp = get_xp(hist)
         splits = level.splits
         next_start = self.start + self.size
@@ -139,15 +148,17 @@ class _Frontier:
         real = xp.arange(n_parents) < splits.valid.sum()
         left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
         right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
-        active = xp.repeat(real, 2)
+        begin = xp.where(real, self.seg_begin[slot_of_rank], 0)
+        middle = xp.where(real, begin + n_left[slot_of_rank], 0)
+        end = xp.where(real, self.seg_end[slot_of_rank], 0)
         # Build the lighter child of each pair (a global choice); its sibling comes by subtraction.
         build_left = left_sum[:, 1] <= right_sum[:, 1]
-        slot = xp.arange(2 * n_parents)
-        built_here = ((slot % 2 == 0) == xp.repeat(build_left, 2)) & active
+        interleave = lambda a, b: xp.stack([a, b], axis=1).reshape(-1)  # noqa: E731
         return _Frontier(start=next_start,
                          node_sums=xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2),
-                         active=active,
-                         build_slot=xp.where(built_here, slot // 2, -1).astype(POSITION_DTYPE),
+                         active=xp.repeat(real, 2),
+                         seg_begin=interleave(begin, middle).astype(POSITION_DTYPE),
+                         seg_end=interleave(middle, end).astype(POSITION_DTYPE),
                          parent_hist=hist[slot_of_rank],
                          build_left=build_left)
 
@@ -164,7 +175,7 @@ class TreeGrower:
         self.rules = Regularisation(params.reg_lambda, params.alpha, params.min_child_weight,
                                     params.effective_max_delta_step, params.gamma)
         xp = get_xp(matrix.packed)
-        n_bins = np.diff(np.asarray(asarray(np, matrix.bin_offsets)))
+        n_bins = np.diff(matrix.host_bin_offsets)
         self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
 
     def grow(self, gpair) -> GrownTree:
@@ -173,12 +184,14 @@ class TreeGrower:
         max_abs = self.comm.allreduce(xp.abs(gpair).max(axis=0).astype(GAIN_DTYPE), "max")
         scales = power_of_two_scale(max_abs, self.n_total, HISTOGRAM_HEADROOM_BITS)
         gpair = to_fixed(gpair, scales)
-        positions = xp.zeros(self.matrix.n_rows, dtype=POSITION_DTYPE)
-        frontier = _Frontier.root(self.comm.allreduce(gpair.sum(axis=0, keepdims=True)))
+        n_rows = self.matrix.n_rows
+        positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+        ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
+        frontier = _Frontier.root(self.comm.allreduce(gpair.sum(axis=0, keepdims=True)), n_rows)
         levels = []
         for depth in range(self.max_depth + 1):
             if depth < self.max_depth:
-                hist = frontier.histograms(self.matrix, gpair, positions, self.comm)
+                hist = frontier.histograms(self.matrix, gpair, ridx, self.comm)
                 splits = find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                                      self.matrix.bin_offsets, scales, self.rules, self.comm)
             else:
@@ -187,11 +200,12 @@ class TreeGrower:
             levels.append(level)
             if depth == self.max_depth:
                 break
-            positions = partition.apply_level(self.matrix, positions, level.start, splits, level.left_child)
+            ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
+                                                 frontier.seg_end, splits, level.left_child)
             n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, n_parents)
+            frontier = frontier.children(level, hist, n_left, n_parents)
         return self._finish(levels, positions, scales)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:

@@ -12,33 +12,27 @@ exact in fixed point::
 
 from __future__ import annotations
 
-from ._dtypes import POSITION_DTYPE
 from .backend import get_xp
 from .ellpack import EllpackMatrix
 from .kernels import build_histograms
 
 
-def build(matrix: EllpackMatrix, gpair, positions, level_start: int, build_slot, n_slots: int):
-    """Histograms of the rows whose node ``level_start + s`` has ``build_slot[s] >= 0``.
+def build(matrix: EllpackMatrix, gpair, ridx, seg_begin, seg_end):
+    """Histograms of the rows ``ridx[seg_begin[s]:seg_end[s]]`` of each slot ``s``.
 
     Parameters
     ----------
     gpair : array of shape (n_rows, 2), int64, fixed point
-    positions : array of shape (n_rows,), int32: each row's node id
-    build_slot : array of shape (n_level_nodes,), int32: output slot of each node, -1 to skip
-    n_slots : int, the number of output slots
+    ridx : array of shape (n_rows,), int32: rows grouped by node
+    seg_begin, seg_end : arrays of shape (n_slots,), int32
 
     Returns
     -------
     array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
     """
-    xp = get_xp(positions)
-    node = positions - level_start
-    in_level = (node >= 0) & (node < build_slot.shape[0])
-    row_slot = xp.where(in_level, build_slot[xp.where(in_level, node, 0)], -1).astype(POSITION_DTYPE)
     layout = matrix.layout
     return build_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.n_features,
-                            layout.missing_symbol, matrix.bin_offsets, gpair, row_slot, n_slots)
+                            layout.missing_symbol, matrix.host_bin_offsets, gpair, ridx, seg_begin, seg_end)
 
 
 def children(parent, built, build_left):

@@ -4,6 +4,10 @@ Each metric reduces per-rank partial sums (in fixed point, so the value does
 not depend on how rows are split) or, for AUC, per-rank groups of tied
 predictions that the coordinator merges: the global AUC, not a mean of
 per-rank AUCs. Predictions arrive in output space (``eval_transform``).
+
+A metric works in two halves so that a round reads the device once for all
+its metrics: ``partial`` runs the collectives and leaves arrays of 8-byte
+dtypes on the device; ``finish`` turns their host copies into the value.
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ import math
 import numpy as np
 
 from ._dtypes import INDEX_DTYPE, STAT_DTYPE
-from .backend import get_xp, to_numpy
+from .backend import get_xp, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from .params import TrainParams
-from .reduce import exact_sums, global_count
+from .reduce import device_count, exact_sums_partial, finish_exact_sums
 
 #: Probabilities are clipped to [eps, 1 - eps] inside logarithms (XGBoost's 1e-16).
 _EPS = 1e-16
@@ -29,6 +33,14 @@ class Metric:
     maximize = False
 
     def __call__(self, label, predictions, weight, comm) -> float:
+        return self.finish(to_numpy_many(self.partial(label, predictions, weight, comm)))
+
+    def partial(self, label, predictions, weight, comm) -> list:
+        """Device arrays (8-byte dtypes), reduced over all ranks, that ``finish`` needs."""
+        raise NotImplementedError
+
+    def finish(self, parts) -> float:
+        """The metric from host copies of ``partial``'s arrays."""
         raise NotImplementedError
 
 
@@ -38,11 +50,14 @@ class _WeightedMean(Metric):
     def __init__(self, params: TrainParams):
         self.params = params
 
-    def __call__(self, label, predictions, weight, comm):
+    def partial(self, label, predictions, weight, comm):
         xp = get_xp(predictions)
         loss = self._loss(label.astype(STAT_DTYPE), predictions.astype(STAT_DTYPE), xp)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
-        sum_loss, sum_weight = exact_sums(xp.stack([loss * weight, weight], axis=1), comm)
+        return exact_sums_partial(xp.stack([loss * weight, weight], axis=1), comm)
+
+    def finish(self, parts):
+        sum_loss, sum_weight = finish_exact_sums(parts)
         return self._finish(sum_loss / sum_weight)
 
     def _finish(self, mean):
@@ -108,9 +123,18 @@ class MultiError(_WeightedMean):
 class PoissonNegLogLik(_WeightedMean):
     name = "poisson-nloglik"
 
+    def __init__(self, params: TrainParams):
+        super().__init__(params)
+        self._label_terms = (None, None)  # (label, lgamma(label + 1)): an eval set's labels do not change
+
+    def partial(self, label, predictions, weight, comm):
+        if self._label_terms[0] is not label:
+            self._label_terms = (label, _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
+        return super().partial(label, predictions, weight, comm)
+
     def _loss(self, label, prediction, xp):
         p = xp.maximum(prediction, _EPS)
-        return _log_factorial(label, xp) + p - label * xp.log(p)
+        return self._label_terms[1] + p - label * xp.log(p)
 
 
 class AUC(Metric):
@@ -124,15 +148,27 @@ class AUC(Metric):
     def __init__(self, params: TrainParams):
         self.params = params
 
-    def __call__(self, label, predictions, weight, comm):
+    def partial(self, label, predictions, weight, comm):
         xp = get_xp(predictions)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         max_weight = comm.allreduce(weight.max(keepdims=True) if weight.size else xp.zeros(1), "max")
-        scale = power_of_two_scale(max_weight, global_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
-        if predictions.ndim == 1:
-            return _binary_auc(label == 1, predictions, weight, scale, comm)[0]
-        areas, class_weights = zip(*(_binary_auc(label == k, predictions[:, k], weight, scale, comm)
-                                     for k in range(predictions.shape[1])))
+        scale = power_of_two_scale(max_weight, device_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
+        weight_fixed = to_fixed(weight, scale)
+        columns = [predictions[:, None]] if predictions.ndim == 1 else \
+            [predictions[:, [k]] for k in range(predictions.shape[1])]
+        parts = []
+        for k, score in enumerate(columns):
+            positive = label == (1 if predictions.ndim == 1 else k)
+            parts += _sorted_weights(score[:, 0], xp.where(positive, weight_fixed, 0),
+                                     xp.where(positive, 0, weight_fixed), comm)
+        return parts
+
+    def finish(self, parts):
+        if not parts:  # a rank other than the coordinator
+            return math.nan
+        areas, class_weights = zip(*(_binary_auc(*parts[k:k + 3]) for k in range(0, len(parts), 3)))
+        if len(areas) == 1:
+            return areas[0]
         areas, class_weights = np.array(areas), np.array(class_weights)
         present = class_weights > 0
         if not present.any():
@@ -140,21 +176,20 @@ class AUC(Metric):
         return float(np.sum(areas[present] * class_weights[present]) / class_weights[present].sum())
 
 
-def _binary_auc(positive, score, weight, scale, comm):
-    """(AUC, total positive weight) of one positive class, exact over ranks."""
+def _sorted_weights(score, positive_weight, negative_weight, comm) -> list:
+    """Every rank's (score, positive weight, negative weight) rows, gathered on the
+    coordinator (as float64, int64, int64), each rank's sorted by score; [] elsewhere."""
     xp = get_xp(score)
     order = xp.argsort(score)
-    score = score[order]
-    weight_fixed = to_fixed(weight[order], scale)
-    positive = positive[order]
-    groups = _group_sums(score, [xp.where(positive, weight_fixed, 0),
-                                 xp.where(positive, 0, weight_fixed)], xp)
-    # The coordinator merges every rank's groups; with one rank this is the identity.
-    gathered = [comm.allgather(group) for group in groups]
+    columns = (score[order].astype(STAT_DTYPE), positive_weight[order], negative_weight[order])
+    gathered = [comm.allgather(column) for column in columns]
     if comm.rank != 0:
-        return math.nan, 0.0
-    score, positive_weight, negative_weight = (np.concatenate([to_numpy(g) for g in part])
-                                               for part in gathered)
+        return []
+    return [xp.concatenate(part) for part in gathered]
+
+
+def _binary_auc(score, positive_weight, negative_weight):
+    """(AUC, total positive weight) of one positive class from all ranks' rows (host arrays)."""
     order = np.argsort(score, kind="stable")
     _, positive_weight, negative_weight = _group_sums(score[order], [positive_weight[order],
                                                                      negative_weight[order]], np)

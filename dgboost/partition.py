@@ -1,18 +1,27 @@
-"""Row partitioning: each row's node id after a level's splits."""
+"""Row partitioning: rows grouped by node (``ridx``), and each row's node id."""
 
 from __future__ import annotations
 
 from .ellpack import EllpackMatrix
-from .kernels import update_positions
+from .kernels import partition_rows, route_rows
 
 
-def apply_level(matrix: EllpackMatrix, positions, level_start: int, split_table, left_child):
-    """Positions after sending the rows of each split node of a level to a child.
+def apply_level(matrix: EllpackMatrix, ridx, positions, level_start: int, seg_begin, seg_end, split_table,
+                left_child):
+    """Send the rows of each split node of a level to a child.
 
     ``left_child`` (n_level_nodes,) int32 holds each node's left child id, -1 where
-    the node does not split; the right child is ``left_child + 1``.
+    the node does not split; the right child is ``left_child + 1``. ``positions``
+    is updated in place. Returns the new ridx, and each node's rows sent left.
     """
     layout = matrix.layout
-    return update_positions(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
-                            positions, level_start, split_table.feature, split_table.bin,
-                            split_table.default_left, left_child)
+    return partition_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
+                          positions, level_start, seg_begin, seg_end, split_table.feature, split_table.bin,
+                          split_table.default_left, left_child)
+
+
+def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int):
+    """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows)."""
+    layout = matrix.layout
+    return route_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, split_feature,
+                      split_bin, default_left, left_child, depth)

@@ -2,6 +2,10 @@
 
 Sums of real values go through fixed point (fixed_point.py), so a metric or an
 estimated base score is bit-for-bit the same on one worker or ten.
+
+``exact_sums_partial`` does the collectives and leaves its results on the
+device, so that a caller can read many reductions in one transfer
+(backend.to_numpy_many) and finish them on the host with ``finish_exact_sums``.
 """
 
 from __future__ import annotations
@@ -9,13 +13,49 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
-from .backend import get_xp, to_numpy
+from .backend import get_xp, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
 
 
 def global_count(n_local: int, comm, xp=np) -> int:
     """The number of rows over all ranks."""
-    return int(to_numpy(comm.allreduce(xp.asarray([n_local], dtype=EXACT_SUM_DTYPE), "sum"))[0])
+    return int(to_numpy(device_count(n_local, comm, xp))[0])
+
+
+def device_count(n_local: int, comm, xp=np):
+    """The number of rows over all ranks, as an int64 array of shape (1,) on ``xp``'s device."""
+    return comm.allreduce(xp.asarray([n_local], dtype=EXACT_SUM_DTYPE), "sum")
+
+
+def exact_sums_partial(columns, comm) -> list:
+    """The device half of exact_sums: [fixed-point sums, scales, plain sums, finite flag].
+
+    Parameters
+    ----------
+    columns : array of shape (n_rows, k), float64, on any device
+
+    Returns
+    -------
+    list of arrays on ``columns``' device, every rank's rows reduced: int64 (k,),
+    float64 (k,), float64 (k,), float64 (1,).
+    """
+    xp = get_xp(columns)
+    n_local, k = columns.shape
+    max_abs = xp.abs(columns).max(axis=0) if n_local else xp.zeros(k, dtype=STAT_DTYPE)
+    max_abs = comm.allreduce(max_abs, "max")
+    finite = xp.isfinite(max_abs).all(keepdims=True)
+    # Non-finite columns are summed in floating point (the result is non-finite anyway).
+    safe = xp.where(finite, max_abs, 1.0)
+    scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
+    fixed = to_fixed(xp.where(finite, columns, 0.0), scale)
+    return [comm.allreduce(fixed.sum(axis=0), "sum"), scale, comm.allreduce(columns.sum(axis=0), "sum"),
+            finite.astype(STAT_DTYPE)]
+
+
+def finish_exact_sums(parts) -> np.ndarray:
+    """exact_sums' result from the host copies of exact_sums_partial's arrays."""
+    fixed, scale, plain, finite = parts
+    return from_fixed(fixed, scale) if finite[0] else np.asarray(plain, dtype=STAT_DTYPE)
 
 
 def exact_sums(columns, comm) -> np.ndarray:
@@ -30,13 +70,4 @@ def exact_sums(columns, comm) -> np.ndarray:
     -------
     array of shape (k,), float64, on the host. Non-finite inputs give non-finite sums.
     """
-    xp = get_xp(columns)
-    n_local, k = columns.shape
-    max_abs = xp.abs(columns).max(axis=0) if n_local else xp.zeros(k, dtype=STAT_DTYPE)
-    max_abs = comm.allreduce(max_abs, "max")
-    n_total = global_count(n_local, comm, xp)
-    if not bool(xp.isfinite(max_abs).all()):
-        return to_numpy(comm.allreduce(columns.sum(axis=0), "sum"))
-    scale = power_of_two_scale(max_abs, n_total, SUM_HEADROOM_BITS)
-    sums = comm.allreduce(to_fixed(columns, scale).sum(axis=0), "sum")
-    return to_numpy(from_fixed(sums, scale))
+    return finish_exact_sums(to_numpy_many(exact_sums_partial(columns, comm)))

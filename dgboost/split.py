@@ -11,9 +11,9 @@ import dataclasses
 
 from ._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from .backend import get_xp
-from .kernels import Regularisation, evaluate_splits
+from .kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
 
-_COLUMNS = 9  # valid, feature, bin, default_left, gain bits, left (g, h), right (g, h)
+_COLUMNS = len(SPLIT_TABLE_COLUMNS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,14 +42,6 @@ class SplitTable:
         """A table where no node splits (the level at max_depth)."""
         return cls.unpack(xp.zeros((n_nodes, _COLUMNS), dtype=HIST_DTYPE))
 
-    def pack(self):
-        """(n_nodes, 9) int64: the whole table in one array for one collective."""
-        xp = get_xp(self.gain)
-        flat = [self.valid, self.feature, self.bin, self.default_left,
-                xp.ascontiguousarray(self.gain, dtype=GAIN_DTYPE).view(HIST_DTYPE)]
-        return xp.concatenate([xp.stack([f.astype(HIST_DTYPE) for f in flat], axis=1),
-                               self.left_sum, self.right_sum], axis=1)
-
     @classmethod
     def unpack(cls, packed) -> "SplitTable":
         return cls(valid=packed[:, 0] != 0, feature=packed[:, 1].astype(POSITION_DTYPE),
@@ -63,8 +55,7 @@ def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
     """The coordinator's best split of every node, as every rank receives it."""
     xp = get_xp(hist)
     if comm.rank == 0:
-        packed = SplitTable(**evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets,
-                                              scales, rules)).pack()
+        packed = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules)
     else:
         packed = xp.empty((hist.shape[0], _COLUMNS), dtype=HIST_DTYPE)
     return SplitTable.unpack(comm.broadcast(packed, root=0))

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
-from .backend import asarray, cuda_device_count, get_xp, to_numpy, xp_for_device
+from .backend import asarray, cuda_device_count, get_xp, to_numpy, to_numpy_many, xp_for_device
 from .booster import Booster
 from .callback import CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, TrainingCallback
 from .collective import LocalCommunicator
@@ -128,17 +128,22 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     container = CallbackContainer(callbacks)
     booster = container.before_training(booster)
     for epoch in range(num_boost_round):
+        if container.before_iteration(booster, epoch, evals_log):
+            break
         gpair = objective.gradients(margins, training.label, training.weight)
+        records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
             gpair_output = subsample_rows(gpair[:, output], params.subsample, params.seed, tree_index,
                                           row_offset)
             grown = grower.grow(gpair_output)
-            booster.append(Tree.from_record(to_numpy(grown.record), cuts), output)
+            records.append(grown.record)
             margins[:, output] += grown.leaf_value[grown.positions]
             for state in evals:
                 if state.margins is not margins:
                     state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
+        for output, record in enumerate(_read_records(records)):
+            booster.append(Tree.from_record(record, cuts), output)
         _evaluate(evals, metrics, objective, comm, evals_log)
         booster.record_evals(evals_log)
         if container.after_iteration(booster, epoch, evals_log):
@@ -176,6 +181,14 @@ def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_
     return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
 
 
+def _read_records(records) -> list:
+    """The round's tree records on the host, read in one transfer (the round's one
+    device-to-host read when no eval set is watched)."""
+    xp = get_xp(records[0])
+    host = to_numpy(xp.concatenate(records))
+    return np.split(host, np.cumsum([len(r) for r in records])[:-1])
+
+
 def _start_margins(data: Dataset, base_margin: np.ndarray, xp):
     """Each row's starting margins: its own base_margin if given, else the model's."""
     if data.base_margin is not None:
@@ -184,12 +197,17 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp):
 
 
 def _evaluate(evals, metrics, objective: Objective, comm, evals_log: EvalsLog) -> None:
+    """Every metric of every eval set, read from the device in one transfer."""
+    pending = []
     for state in evals:
         predictions = objective.eval_transform(state.margins)
-        results = evals_log.setdefault(state.name, {})
         for metric in metrics:
-            value = metric(state.data.label, predictions, state.data.weight, comm)
-            results.setdefault(metric.name, []).append(value)
+            pending.append((state.name, metric, metric.partial(state.data.label, predictions,
+                                                               state.data.weight, comm)))
+    host = iter(to_numpy_many([part for _, _, parts in pending for part in parts]))
+    for name, metric, parts in pending:
+        value = metric.finish([next(host) for _ in parts])
+        evals_log.setdefault(name, {}).setdefault(metric.name, []).append(value)
 
 
 def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 import dgboost
-from dgboost import kernels
+from dgboost import backend, kernels
+from dgboost.callback import TrainingCallback
+from dgboost.kernels import cpu, cuda
+from dgboost.predict import Forest
 from dgboost.datasets import make_higgs_like
 from dgboost.ellpack import build_ellpack
 from dgboost.sketch import Sample, compute_cuts
@@ -25,8 +28,23 @@ def _matrix_inputs(n_rows, n_features, max_bin, seed):
     return X, cuts, rng
 
 
-# Awkward sizes: one row, rows not a multiple of a block, 28 and 500 features, 2 to 256 bins.
-CASES = [(1, 28, 256), (1000, 28, 256), (777, 500, 64), (3000, 5, 2), (4099, 28, 256)]
+# Awkward sizes: one row, rows not a multiple of a block, 28 and 500 features, 2 to 256 bins,
+# and a row count past one histogram block.
+CASES = [(1, 28, 256), (1000, 28, 256), (777, 500, 64), (3000, 5, 2), (4099, 28, 256), (70_001, 28, 256),
+         (5_000, 500, 256)]
+RULES = [
+    kernels.Regularisation(1.0, 0.0, 1.0, 0.0, 0.0),
+    kernels.Regularisation(0.5, 2.0, 0.0, 0.0, 0.1),  # alpha
+    kernels.Regularisation(1.0, 0.0, 3.0, 0.7, 0.0),  # max_delta_step
+    kernels.Regularisation(0.0, 1.5, 0.5, 0.7, 0.0),  # both
+]
+
+
+def _grouped(row_slot, n_slots):
+    ridx = np.argsort(np.where(row_slot < 0, n_slots, row_slot), kind="stable").astype(np.int32)
+    counts = np.bincount(row_slot[row_slot >= 0], minlength=n_slots)
+    end = np.cumsum(counts).astype(np.int32)
+    return ridx, (end - counts).astype(np.int32), end
 
 
 @pytest.mark.parametrize("n_rows, n_features, max_bin", CASES)
@@ -36,38 +54,99 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     device = build_ellpack(cp.asarray(X), cuts)
     np.testing.assert_array_equal(device.packed.get(), host.packed)
     np.testing.assert_array_equal(device.unpack().get(), host.unpack())
-
     layout = host.layout
+    on = lambda arrays: tuple(cp.asarray(a) for a in arrays)  # noqa: E731
+
+    # Histograms of 4 nodes (one empty), rows of a fifth node left out; exact integers.
     gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
     gpair[:, 1] = np.abs(gpair[:, 1])
-    slot = rng.integers(-1, 4, size=n_rows).astype(np.int32)
-    args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol)
-    hist = kernels.build_histograms(host.packed, *args, host.bin_offsets, gpair, slot, 4)
-    hist_gpu = kernels.build_histograms(device.packed, *args, device.bin_offsets, cp.asarray(gpair),
-                                        cp.asarray(slot), 4)
+    slot = rng.choice([-1, 0, 1, 3], size=n_rows).astype(np.int32)
+    grouped = _grouped(slot, 4)
+    args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
+    hist = cpu.build_histograms(host.packed, *args, gpair, *grouped)
+    hist_gpu = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), *on(grouped))
     np.testing.assert_array_equal(hist_gpu.get(), hist)
 
-    n_bins = np.diff(host.bin_offsets)
+    # Split tables: equal bits, under every kind of regularisation.
+    n_bins = np.diff(host.host_bin_offsets)
     feature_of_bin = np.repeat(np.arange(n_features), n_bins).astype(np.int32)
-    node_sums = hist.sum(axis=1) + rng.integers(0, 2**30, size=(4, 2))  # some missing mass
+    node_sums = hist.sum(axis=1) // n_features + rng.integers(0, 2**30, size=(4, 2))  # some missing mass
     active = np.array([True, True, False, True])
     scales = np.array([2.0**20, 2.0**21])
-    rules = kernels.Regularisation(1.0, 0.0, 1.0, 0.0, 0.0)
-    table = kernels.evaluate_splits(hist, node_sums, active, feature_of_bin, host.bin_offsets, scales, rules)
-    table_gpu = kernels.evaluate_splits(cp.asarray(hist), cp.asarray(node_sums), cp.asarray(active),
-                                        cp.asarray(feature_of_bin), device.bin_offsets, cp.asarray(scales), rules)
-    for name, value in table.items():
-        np.testing.assert_array_equal(table_gpu[name].get(), value, err_msg=name)
+    for rules in RULES:
+        table = cpu.evaluate_splits(hist, node_sums, active, feature_of_bin, host.host_bin_offsets, scales, rules)
+        table_gpu = cuda.evaluate_splits(*on((hist, node_sums, active, feature_of_bin)), device.bin_offsets,
+                                         cp.asarray(scales), rules)
+        np.testing.assert_array_equal(table_gpu.get(), table, err_msg=str(rules))
 
-    positions = rng.integers(1, 3, size=n_rows).astype(np.int32)
-    split = (np.array([2, 3], np.int32), np.array([0, 1], np.int32), np.array([True, False]),
-             np.array([3, 5], np.int32))
-    moved = kernels.update_positions(host.packed, layout.bits, layout.cells_per_word,
-                                     layout.missing_symbol, positions, 1, *split)
-    moved_gpu = kernels.update_positions(device.packed, layout.bits, layout.cells_per_word,
-                                         layout.missing_symbol, cp.asarray(positions), 1,
-                                         *(cp.asarray(a) for a in split))
-    np.testing.assert_array_equal(moved_gpu.get(), moved)
+    # Partitioning (stable, positions in place) and routing.
+    positions = (1 + np.maximum(slot, 0)).astype(np.int32)  # nodes 1..4 of a level starting at 1
+    ridx, seg_begin, seg_end = _grouped(np.maximum(slot, 0), 4)
+    split = (rng.integers(0, n_features, 4).astype(np.int32), rng.integers(0, max_bin, 4).astype(np.int32),
+             rng.random(4) < 0.5, np.array([5, -1, 7, 9], np.int32))
+    positions_gpu = cp.asarray(positions)
+    new_ridx, n_left = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word,
+                                          layout.missing_symbol, ridx, positions, 1, seg_begin, seg_end, *split)
+    new_ridx_gpu, n_left_gpu = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word,
+                                                   layout.missing_symbol, *on((ridx,)), positions_gpu, 1,
+                                                   *on((seg_begin, seg_end) + split))
+    np.testing.assert_array_equal(new_ridx_gpu.get(), new_ridx)
+    np.testing.assert_array_equal(positions_gpu.get(), positions)
+    np.testing.assert_array_equal(n_left_gpu.get(), n_left)
+    n_nodes = 15
+    tree = (rng.integers(0, n_features, n_nodes).astype(np.int32), rng.integers(0, max_bin, n_nodes).astype(np.int32),
+            rng.random(n_nodes) < 0.5, np.where(np.arange(n_nodes) < 7, 2 * np.arange(n_nodes) + 1, -1).astype(np.int32))
+    leaf = cpu.route_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, *tree, depth=3)
+    leaf_gpu = cuda.route_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
+                               *on(tree), depth=3)
+    np.testing.assert_array_equal(leaf_gpu.get(), leaf)
+
+
+def test_prediction_kernel_equals_its_twin():
+    X, y = make_higgs_like(3_001, seed=3, missing_fraction=0.1, task="multiclass")
+    booster = dgboost.train({"objective": "multi:softprob", "num_class": 4, "max_depth": 4}, X, y,
+                            num_boost_round=7)
+    host = Forest.from_trees(booster.trees, booster.tree_outputs, np)
+    device = Forest.from_trees(booster.trees, booster.tree_outputs, cp)
+    start = np.random.default_rng(0).standard_normal((len(X), 4)).astype(np.float32)
+    fields = ("left", "right", "feature", "threshold", "default_left", "value", "roots", "outputs_device")
+    expected = cpu.predict_margins(X, *(getattr(host, f) for f in fields[:-1]), host.outputs_device,
+                                   host.depth, start.copy())
+    got = cuda.predict_margins(cp.asarray(X), *(getattr(device, f) for f in fields), device.depth,
+                               cp.asarray(start))
+    np.testing.assert_array_equal(got.get(), expected)
+
+
+def test_a_round_reads_the_device_at_most_twice(monkeypatch):
+    """Inside a round nothing synchronises but the explicit reads through backend.to_numpy:
+    cupyx.allow_synchronize(False) turns any other synchronisation into an error."""
+    import cupyx
+
+    monkeypatch.setattr(backend, "read_guard", lambda: cupyx.allow_synchronize(True))
+
+    class Watch(TrainingCallback):
+        def __init__(self):
+            self.reads = []
+
+        def before_iteration(self, model, epoch, evals_log):
+            self.guard = cupyx.allow_synchronize(False)
+            self.guard.__enter__()
+            self.start = backend.host_reads()
+            return False
+
+        def after_iteration(self, model, epoch, evals_log):
+            self.reads.append(backend.host_reads() - self.start)
+            self.guard.__exit__(None, None, None)
+            return False
+
+    X, y = make_higgs_like(50_000, seed=0, missing_fraction=0.05)
+    X_valid, y_valid = make_higgs_like(10_000, seed=1)
+    for evals, limit in [((), 1), ([(cp.asarray(X_valid), cp.asarray(y_valid), "valid")], 2)]:
+        watch = Watch()
+        dgboost.train({"objective": "binary:logistic", "max_depth": 8, "device": "cuda", "subsample": 0.9,
+                       "eval_metric": ["logloss", "auc", "error"]},
+                      cp.asarray(X), cp.asarray(y), num_boost_round=5, evals=evals, callbacks=[watch])
+        assert len(watch.reads) == 5 and max(watch.reads) <= limit, watch.reads
 
 
 def test_squarederror_model_file_is_identical_to_the_cpus(tmp_path):

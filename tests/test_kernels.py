@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dgboost import histogram
-from dgboost.kernels import (Regularisation, build_histograms, evaluate_splits, node_gains,
-                             node_weights, quantise_and_pack, update_positions)
+from dgboost.kernels import (Regularisation, build_histograms, evaluate_splits, node_gains, node_weights,
+                             partition_rows, quantise_and_pack, route_rows)
+from dgboost.split import SplitTable
 
 NO_REG = Regularisation(reg_lambda=0.0, alpha=0.0, min_child_weight=0.0, max_delta_step=0.0, gamma=0.0)
 
@@ -25,10 +26,19 @@ def _packed(bins, missing_symbol=3, bits=2):
     return quantise_and_pack(X, cuts, offsets, bits, cpw, -(-n_features // cpw), missing_symbol)
 
 
+def grouped(row_slot, n_slots):
+    """(ridx, seg_begin, seg_end) holding the rows of each slot; -1 rows are left out."""
+    row_slot = np.asarray(row_slot, np.int64)
+    ridx = np.argsort(np.where(row_slot < 0, n_slots, row_slot), kind="stable").astype(np.int32)
+    counts = np.bincount(row_slot[row_slot >= 0], minlength=n_slots)
+    end = np.cumsum(counts).astype(np.int32)
+    return ridx, (end - counts).astype(np.int32), end
+
+
 def _hist(packed, bin_offsets, gpair, row_slot, n_slots, n_features=2, missing_symbol=3, bits=2):
     return build_histograms(packed, bits, 32 // bits, n_features, missing_symbol,
                             np.asarray(bin_offsets, np.int64), np.asarray(gpair, np.int64),
-                            np.asarray(row_slot, np.int32), n_slots)
+                            *grouped(row_slot, n_slots))
 
 
 def test_histogram_by_hand():
@@ -68,19 +78,19 @@ def _evaluate(hist, node_sums, rules=NO_REG, bin_offsets=(0, 3, 6), scales=(1.0,
     hist = np.asarray(hist, np.int64)
     bin_offsets = np.asarray(bin_offsets, np.int64)
     feature_of_bin = np.repeat(np.arange(len(bin_offsets) - 1), np.diff(bin_offsets)).astype(np.int32)
-    return evaluate_splits(hist, np.asarray(node_sums, np.int64), np.ones(len(hist), bool),
-                           feature_of_bin, bin_offsets, np.asarray(scales, np.float64), rules)
+    return SplitTable.unpack(evaluate_splits(hist, np.asarray(node_sums, np.int64), np.ones(len(hist), bool),
+                                             feature_of_bin, bin_offsets, np.asarray(scales, np.float64), rules))
 
 
 def test_one_split_by_hand():
     # Feature 0 separates g = +1 (bins 0, 1) from g = -1 (bin 2); feature 1 is noise.
     hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
     out = _evaluate(hist, [[0, 8]])
-    assert out["valid"][0] and out["feature"][0] == 0 and out["bin"][0] == 1
+    assert out.valid[0] and out.feature[0] == 0 and out.bin[0] == 1
     # gain = 4^2/4 + (-4)^2/4 - 0 = 8
-    assert out["gain"][0] == 8.0
-    np.testing.assert_array_equal(out["left_sum"][0], [4, 4])
-    np.testing.assert_array_equal(out["right_sum"][0], [-4, 4])
+    assert out.gain[0] == 8.0
+    np.testing.assert_array_equal(out.left_sum[0], [4, 4])
+    np.testing.assert_array_equal(out.right_sum[0], [-4, 4])
 
 
 def test_missing_values_go_the_better_way():
@@ -88,12 +98,12 @@ def test_missing_values_go_the_better_way():
     hist = [[[2, 1], [-1, 1], [-1, 1], [0, 0], [0, 0], [0, 0]]]
     out = _evaluate(hist, [[3, 5]])  # missing: g = 3, h = 2
     # Best: {bin 0, missing} vs {bins 1, 2}: missing goes left with bin 0.
-    assert out["feature"][0] == 0 and out["bin"][0] == 0 and out["default_left"][0]
-    np.testing.assert_array_equal(out["left_sum"][0], [5, 3])
+    assert out.feature[0] == 0 and out.bin[0] == 0 and out.default_left[0]
+    np.testing.assert_array_equal(out.left_sum[0], [5, 3])
     # Mirror the missing gradient: now missing belongs with bins 1 and 2, on the right.
     out = _evaluate(hist, [[-3, 5]])
-    assert out["bin"][0] == 0 and not out["default_left"][0]
-    np.testing.assert_array_equal(out["right_sum"][0], [-5, 4])
+    assert out.bin[0] == 0 and not out.default_left[0]
+    np.testing.assert_array_equal(out.right_sum[0], [-5, 4])
 
 
 def test_split_on_missingness_alone():
@@ -101,8 +111,8 @@ def test_split_on_missingness_alone():
     # sends every value left and the missing values right.
     hist = [[[-2, 2], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0]]]
     out = _evaluate(hist, [[2, 6]], bin_offsets=(0, 1, 6))
-    assert out["valid"][0] and out["feature"][0] == 0 and out["bin"][0] == 0
-    assert not out["default_left"][0]
+    assert out.valid[0] and out.feature[0] == 0 and out.bin[0] == 0
+    assert not out.default_left[0]
 
 
 def test_ties_go_to_lowest_feature_then_bin_then_missing_right():
@@ -110,30 +120,78 @@ def test_ties_go_to_lowest_feature_then_bin_then_missing_right():
     # directions tie and missing goes right (as XGBoost sends it).
     column = [[1, 1], [-1, 1], [0, 0]]
     out = _evaluate([column + column], [[0, 2]])
-    assert out["feature"][0] == 0 and out["bin"][0] == 0 and not out["default_left"][0]
+    assert out.feature[0] == 0 and out.bin[0] == 0 and not out.default_left[0]
 
 
 def test_no_split_below_gamma_or_min_child_weight():
     hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
-    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=8.5))["valid"][0]
-    assert _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=7.5))["valid"][0]
-    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(min_child_weight=4.5))["valid"][0]
+    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=8.5)).valid[0]
+    assert _evaluate(hist, [[0, 8]], NO_REG._replace(gamma=7.5)).valid[0]
+    assert not _evaluate(hist, [[0, 8]], NO_REG._replace(min_child_weight=4.5)).valid[0]
 
 
 def test_fixed_point_scale_is_applied():
     hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
     out = _evaluate(hist, [[0, 8]], scales=(2.0, 4.0))  # real g halves, real h quarters
-    assert out["gain"][0] == (2**2 / 1) * 2
+    assert out.gain[0] == (2**2 / 1) * 2
 
 
-def test_update_positions_by_hand():
+def test_partition_by_hand():
     packed = _packed([[0, 2], [2, 3], [1, 0], [2, 1]])
     positions = np.array([1, 1, 2, 0], np.int32)  # level of nodes 1, 2; row 3 is elsewhere
-    moved = update_positions(packed, 2, 16, 3, positions, 1,
-                             split_feature=np.array([1, 0], np.int32), split_bin=np.array([1, 0], np.int32),
-                             default_left=np.array([True, False]), left_child=np.array([3, -1], np.int32))
+    ridx = np.arange(4, dtype=np.int32)  # node 1 owns ridx[0:2], node 2 ridx[2:3]
+    new_ridx, n_left = partition_rows(
+        packed, 2, 16, 3, ridx, positions, 1, seg_begin=np.array([0, 2], np.int32),
+        seg_end=np.array([2, 3], np.int32), split_feature=np.array([1, 0], np.int32),
+        split_bin=np.array([1, 0], np.int32), default_left=np.array([True, False]),
+        left_child=np.array([3, -1], np.int32))
     # Node 1 splits on feature 1 at bin 1: row 0 (bin 2) right, row 1 (missing) left.
-    np.testing.assert_array_equal(moved, [4, 3, 2, 0])
+    np.testing.assert_array_equal(positions, [4, 3, 2, 0])
+    np.testing.assert_array_equal(new_ridx, [1, 0, 2, 3])  # left rows first
+    np.testing.assert_array_equal(n_left, [1, 0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 5), st.randoms(use_true_random=False))
+def test_partition_is_a_stable_split_of_each_node(n_rows, n_nodes, random):
+    rng = np.random.default_rng(random.randint(0, 2**32 - 1))
+    bins = rng.integers(0, 4, size=(n_rows, 3))
+    packed = _packed(bins)
+    level_start = 5
+    node = rng.integers(0, n_nodes + 1, size=n_rows)  # n_nodes: a row of another level
+    ridx, seg_begin, seg_end = grouped(np.where(node < n_nodes, node, -1), n_nodes)
+    positions = (level_start + node).astype(np.int32)
+    feature = rng.integers(0, 3, size=n_nodes).astype(np.int32)
+    split_bin = rng.integers(0, 3, size=n_nodes).astype(np.int32)
+    default_left = rng.random(n_nodes) < 0.5
+    left_child = np.where(rng.random(n_nodes) < 0.7, 20 + 2 * np.arange(n_nodes), -1).astype(np.int32)
+    before = positions.copy()
+    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, positions, level_start, seg_begin, seg_end,
+                                      feature, split_bin, default_left, left_child)
+    for s in range(n_nodes):
+        rows = ridx[seg_begin[s]:seg_end[s]]
+        if left_child[s] < 0:
+            np.testing.assert_array_equal(new_ridx[seg_begin[s]:seg_end[s]], rows)
+            np.testing.assert_array_equal(positions[rows], before[rows])
+            continue
+        cell = bins[rows, feature[s]]
+        left = np.where(cell == 3, default_left[s], cell <= split_bin[s])
+        expected = np.concatenate([rows[left], rows[~left]])  # stable: old order within each side
+        np.testing.assert_array_equal(new_ridx[seg_begin[s]:seg_end[s]], expected)
+        np.testing.assert_array_equal(positions[rows], np.where(left, left_child[s], left_child[s] + 1))
+        assert n_left[s] == left.sum()
+    other = node == n_nodes
+    np.testing.assert_array_equal(positions[other], before[other])
+
+
+def test_route_by_hand():
+    packed = _packed([[0, 2], [2, 3], [1, 2]])
+    # Node 0 splits on feature 0 at bin 0 (missing right); node 2 on feature 1 at bin 1 (missing left).
+    leaf = route_rows(packed, 2, 16, 3, split_feature=np.array([0, 0, 1, 0, 0], np.int32),
+                      split_bin=np.array([0, 0, 1, 0, 0], np.int32),
+                      default_left=np.array([False, False, True, False, False]),
+                      left_child=np.array([1, -1, 3, -1, -1], np.int32), depth=2)
+    np.testing.assert_array_equal(leaf, [1, 3, 4])
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,33 +1,49 @@
 """Kernels: one Python signature per kernel for every device.
 
-Each name below resolves to the reference implementation in ``cpu.py``, which
-is written against its inputs' array module and so also runs on cupy arrays.
-CUDA kernels (``*.cu``, compiled through cupy.RawModule) replace a name for cupy
-inputs as they are written; the reference stays as their test twin.
+Each kernel has a reference implementation in ``cpu.py`` (NumPy, written
+against its inputs' array module) and a CUDA one in ``cuda.py`` (``*.cu``
+sources compiled through cupy.RawModule). The names below pick by their first
+argument: cupy arrays go to the CUDA kernel, everything else to the reference.
+Tests call ``cpu.<name>`` and ``cuda.<name>`` directly to compare the twins.
 """
 
-from .cpu import (
-    MIN_SPLIT_GAIN,
-    Regularisation,
-    build_histograms,
-    evaluate_splits,
-    node_gains,
-    node_weights,
-    predict_leaves,
-    quantise_and_pack,
-    unpack,
-    update_positions,
-)
+import functools
+
+from ..backend import is_cupy_array
+from . import cpu
+from .cpu import MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights, unpack
+
+
+def _dispatch(reference):
+    @functools.wraps(reference)
+    def kernel(*args, **kwargs):
+        if is_cupy_array(args[0]):
+            from . import cuda
+
+            return getattr(cuda, reference.__name__)(*args, **kwargs)
+        return reference(*args, **kwargs)
+
+    return kernel
+
+
+build_histograms = _dispatch(cpu.build_histograms)
+evaluate_splits = _dispatch(cpu.evaluate_splits)
+partition_rows = _dispatch(cpu.partition_rows)
+predict_margins = _dispatch(cpu.predict_margins)
+quantise_and_pack = _dispatch(cpu.quantise_and_pack)
+route_rows = _dispatch(cpu.route_rows)
 
 __all__ = [
     "MIN_SPLIT_GAIN",
+    "SPLIT_TABLE_COLUMNS",
     "Regularisation",
     "build_histograms",
     "evaluate_splits",
     "node_gains",
     "node_weights",
-    "predict_leaves",
+    "partition_rows",
+    "predict_margins",
     "quantise_and_pack",
+    "route_rows",
     "unpack",
-    "update_positions",
 ]

@@ -15,8 +15,11 @@ import contextlib
 import sys
 from typing import NamedTuple
 
-from .._dtypes import BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, HIST_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE
-from ..backend import get_xp
+import numpy as np
+
+from .._dtypes import (BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, HIST_DTYPE, INDEX_DTYPE, PACKED_WORD_DTYPE,
+                       POSITION_DTYPE)
+from ..backend import asarray, get_xp, to_numpy
 
 #: Cells (rows x features) unpacked at once while building histograms: small
 #: enough that the temporaries stay in cache (2**18 measured 3x faster than 2**22).
@@ -27,6 +30,11 @@ _SPLIT_CHUNK_CANDIDATES = 1 << 15
 
 #: Splits that gain no more than this are not made (XGBoost's kRtEps).
 MIN_SPLIT_GAIN = 1e-6
+
+#: The columns of a split table (evaluate_splits), one int64 row per node: the
+#: whole table crosses a collective as one array.
+SPLIT_TABLE_COLUMNS = ("valid", "feature", "bin", "default_left", "gain_bits",
+                       "left_gradient", "left_hessian", "right_gradient", "right_hessian")
 
 
 class Regularisation(NamedTuple):
@@ -79,25 +87,32 @@ def unpack(packed, bits, cells_per_word, n_features):
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
-                     gpair, row_slot, n_slots):
-    """Fixed-point gradient histograms of the rows assigned to each slot.
+                     gpair, ridx, seg_begin, seg_end):
+    """Fixed-point gradient histograms of the rows of each slot.
 
-    ``hist[s, bin_offsets[f] + bin(r, f)] += gpair[r]`` for every row ``r`` with
-    ``row_slot[r] == s >= 0`` and every feature ``f`` whose cell is not missing.
+    Slot ``s`` holds the rows ``ridx[seg_begin[s]:seg_end[s]]``:
+    ``hist[s, bin_offsets[f] + bin(r, f)] += gpair[r]`` for each of them and every
+    feature ``f`` whose cell is not missing.
 
     Parameters
     ----------
-    packed : array of shape (n_rows, n_words), uint32          # IN
-    bin_offsets : array of shape (n_features + 1,), int64       # IN
+    packed : array of shape (n_rows, n_words), uint32                 # IN
+    bin_offsets : numpy array of shape (n_features + 1,), int64, on the host   # IN
     gpair : array of shape (n_rows, 2), int64 (gradient, hessian) in fixed point   # IN
-    row_slot : array of shape (n_rows,), int32; -1 skips the row                   # IN
-    n_slots : int
+    ridx : array of shape (n_rows,), int32: rows grouped by node          # IN
+    seg_begin, seg_end : arrays of shape (n_slots,), int32: each slot's range of ridx   # IN
 
     Returns
     -------
-    hist : array of shape (n_slots, bin_offsets[-1], 2), int64   # OUT
+    hist : array of shape (n_slots, bin_offsets[-1], 2), int64        # OUT
     """
     xp = get_xp(packed)
+    n_slots = int(seg_begin.shape[0])
+    begin, lengths = to_numpy(seg_begin).astype(INDEX_DTYPE), to_numpy(seg_end - seg_begin).astype(INDEX_DTYPE)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(INDEX_DTYPE)
+    at = np.arange(int(lengths.sum()), dtype=INDEX_DTYPE) + np.repeat(begin - offsets, lengths)
+    rows = ridx[asarray(xp, at)]
+    row_slot = asarray(xp, np.repeat(np.arange(n_slots, dtype=INDEX_DTYPE), lengths))
     # Accumulate with a uniform stride of (missing_symbol + 1) symbols per feature,
     # so a cell's column is just ``bin + feature * stride`` and missing cells land
     # in a column of their own; the compact layout is gathered at the end.
@@ -105,21 +120,21 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     width = n_features * stride
     feature_base = xp.arange(n_features, dtype=HIST_DTYPE) * stride
     dense = xp.zeros((2, n_slots * width), dtype=HIST_DTYPE)
-    rows = xp.nonzero(row_slot >= 0)[0]
-    chunk = max(_HISTOGRAM_CHUNK_CELLS, n_slots * width) // n_features
+    chunk = max(_HISTOGRAM_CHUNK_CELLS, n_slots * width) // max(n_features, 1)
     for start in range(0, int(rows.shape[0]), chunk):
         block = rows[start:start + chunk]
         cells = unpack(packed[block], bits, cells_per_word, n_features)
-        row_base = row_slot[block].astype(HIST_DTYPE) * width
+        row_base = row_slot[start:start + chunk] * width
         flat = (cells + (feature_base[None, :] + row_base[:, None])).ravel()
         for component in range(2):
             # float64 weights sum exactly: fixed_point.py keeps every partial sum below 2**53.
             weights = xp.repeat(gpair[block, component].astype(GAIN_DTYPE), n_features)
             dense[component] += xp.bincount(flat, weights=weights,
                                             minlength=n_slots * width).astype(HIST_DTYPE)
-    feature_of_bin = xp.repeat(xp.arange(n_features, dtype=HIST_DTYPE), xp.diff(bin_offsets).tolist())
-    local_bin = xp.arange(int(bin_offsets[-1]), dtype=HIST_DTYPE) - bin_offsets[:-1][feature_of_bin]
-    dense = dense.reshape(2, n_slots, width)[:, :, feature_of_bin * stride + local_bin]
+    n_bins = np.diff(bin_offsets)
+    feature_of_bin = np.repeat(np.arange(n_features, dtype=INDEX_DTYPE), n_bins)
+    local_bin = np.arange(int(bin_offsets[-1]), dtype=INDEX_DTYPE) - bin_offsets[:-1][feature_of_bin]
+    dense = dense.reshape(2, n_slots, width)[:, :, asarray(xp, feature_of_bin * stride + local_bin)]
     return xp.ascontiguousarray(xp.moveaxis(dense, 0, -1))
 
 
@@ -173,7 +188,7 @@ def _soft_threshold(g, alpha):
 
 
 def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation):
-    """The best split of every node of a level.
+    """The best split of every node of a level, as a split table.
 
     For each node, feature and bin ``b`` two candidates are scored: missing values
     sent left (``default_left``) or right, with bins ``<= b`` left. The best is the
@@ -193,63 +208,55 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
 
     Returns
     -------
-    dict of arrays of shape (n_nodes,) [, 2]: ``valid`` bool, ``feature`` int32,
-    ``bin`` int32, ``default_left`` bool, ``gain`` float64, ``left_sum`` and
-    ``right_sum`` int64 (n_nodes, 2).
+    array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS)), int64     # OUT
+        One row per node, columns as SPLIT_TABLE_COLUMNS names them: ``valid``
+        and ``default_left`` are 0/1, ``gain`` is a float64's bits, the sums are
+        the children's fixed-point totals.
     """
     xp = get_xp(hist)
     n_nodes, n_bins_total, _ = hist.shape
-    # Inclusive prefix sums over each feature's bins, exact in int64. The real
-    # values are those integers times a power of two, and every sum below stays
-    # under 2**53 (fixed_point.py), so float64 arithmetic on them is exact too.
+    # Prefix sums over each feature's bins, exact in int64; per-feature sums stay
+    # under 2**52 (fixed_point.py), so they and their float64 images are exact.
     prefix = xp.cumsum(hist, axis=1)
     before = xp.concatenate([xp.zeros_like(prefix[:, :1]), prefix[:, :-1]], axis=1)
     start_sums = before[:, bin_offsets[:-1]]  # (n_nodes, n_features, 2)
     present_sums = prefix[:, bin_offsets[1:] - 1] - start_sums
+    left_present = prefix - start_sums[:, feature_of_bin]  # each feature's inclusive prefix
+    missing = node_sums[:, None, :] - present_sums[:, feature_of_bin]
     inverse_scale = 1.0 / scales
     # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
     least_hessian = xp.maximum(inverse_scale[1], rules.min_child_weight)
     best_gain = xp.empty(n_nodes, dtype=GAIN_DTYPE)
     best = xp.empty(n_nodes, dtype=POSITION_DTYPE)
     # Chunks of nodes small enough for the (nodes, bins) temporaries to stay in cache.
-    step = max(1, _SPLIT_CHUNK_CANDIDATES // n_bins_total)
+    step = max(1, _SPLIT_CHUNK_CANDIDATES // max(n_bins_total, 1))
     for lo in range(0, n_nodes, step):
         hi = min(lo + step, n_nodes)
         best_gain[lo:hi], best[lo:hi] = _best_candidates(
-            prefix[lo:hi].astype(GAIN_DTYPE) * inverse_scale,
-            start_sums[lo:hi].astype(GAIN_DTYPE) * inverse_scale,
-            present_sums[lo:hi].astype(GAIN_DTYPE) * inverse_scale,
-            node_sums[lo:hi].astype(GAIN_DTYPE) * inverse_scale,
-            active[lo:hi], feature_of_bin, least_hessian, rules)
+            left_present[lo:hi], missing[lo:hi], node_sums[lo:hi], active[lo:hi], inverse_scale,
+            least_hessian, rules)
     best_bin, missing_left = best // 2, best % 2 == 1
     rows = xp.arange(n_nodes)
     feature = feature_of_bin[best_bin]
-    left_sum = prefix[rows, best_bin] - start_sums[rows, feature]
-    node_missing = node_sums - present_sums[rows, feature]
-    left_sum = left_sum + xp.where(missing_left[:, None], node_missing, 0)
-    return {
-        "valid": (best_gain > MIN_SPLIT_GAIN) & (best_gain >= rules.gamma),
-        "feature": feature.astype(POSITION_DTYPE),
-        "bin": (best_bin - bin_offsets[feature]).astype(POSITION_DTYPE),
-        "default_left": missing_left,
-        "gain": best_gain,
-        "left_sum": left_sum,
-        "right_sum": node_sums - left_sum,
-    }
+    left_sum = left_present[rows, best_bin] + xp.where(missing_left[:, None], missing[rows, best_bin], 0)
+    valid = (best_gain > MIN_SPLIT_GAIN) & (best_gain >= rules.gamma)
+    columns = [valid, feature, best_bin - bin_offsets[feature], missing_left,
+               xp.ascontiguousarray(best_gain, dtype=GAIN_DTYPE).view(HIST_DTYPE)]
+    return xp.concatenate([xp.stack([c.astype(HIST_DTYPE) for c in columns], axis=1),
+                           left_sum, node_sums - left_sum], axis=1)
 
 
-def _best_candidates(prefix, start, present, node, active, feature_of_bin, least_hessian,
+def _best_candidates(left_present, missing, node, active, inverse_scale, least_hessian,
                      rules: Regularisation):
     """Best gain and flat candidate index (bin * 2 + [missing left]) of a chunk of nodes.
 
-    All sums are real (float64, exact); shapes: prefix (n, bins, 2), start and
-    present (n, features, 2), node (n, 2), active (n,).
+    Fixed-point int64 inputs: left_present and missing (n, bins, 2), node (n, 2),
+    active (n,). Their float64 images are exact (powers-of-two scales).
     """
-    xp = get_xp(prefix)
-    n_nodes, n_bins = prefix.shape[:2]
-    left_present = prefix - start[:, feature_of_bin]
-    missing = node[:, None, :] - present[:, feature_of_bin]
-    parent_gain = node_gains(node[:, 0], node[:, 1], rules)[:, None]
+    xp = get_xp(left_present)
+    n_nodes, n_bins = left_present.shape[:2]
+    node_real = node.astype(GAIN_DTYPE) * inverse_scale
+    parent_gain = node_gains(node_real[:, 0], node_real[:, 1], rules)[:, None]
     # Without missing values both directions score the same and missing-right wins
     # the tie, so the missing-left pass only runs where it can change the answer.
     directions = [left_present]
@@ -257,8 +264,9 @@ def _best_candidates(prefix, start, present, node, active, feature_of_bin, least
         directions.append(left_present + missing)
     gains = []
     for left in directions:  # missing right, then missing left
+        left = left.astype(GAIN_DTYPE) * inverse_scale
         g_left, h_left = left[..., 0], left[..., 1]
-        g_right, h_right = node[:, None, 0] - g_left, node[:, None, 1] - h_left
+        g_right, h_right = node_real[:, None, 0] - g_left, node_real[:, None, 1] - h_left
         with _quiet(xp):
             gain = _candidate_gain(g_left, h_left, rules) + _candidate_gain(g_right, h_right, rules)
         allowed = (h_left >= least_hessian) & (h_right >= least_hessian)
@@ -287,42 +295,87 @@ def _quiet(xp):
         else contextlib.nullcontext()
 
 
-def update_positions(packed, bits, cells_per_word, missing_symbol, positions, level_start,
-                     split_feature, split_bin, default_left, left_child):
-    """Move the rows of a level's split nodes to their children.
+def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+    """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
-    A row at node ``level_start + s`` whose ``left_child[s] >= 0`` moves to
-    ``left_child[s]`` if its bin of ``split_feature[s]`` is ``<= split_bin[s]``
-    (or is missing and ``default_left[s]``), else to ``left_child[s] + 1``. Other
-    rows keep their position.
+    The rows of slot ``s`` (node ``level_start + s``) are ``ridx[seg_begin[s]:seg_end[s]]``.
+    Where ``left_child[s] >= 0`` a row goes to ``left_child[s]`` if its bin of
+    ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
+    ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
+    reordered stably: its left rows first, then its right rows. Other rows stay.
 
     Parameters
     ----------
-    packed : array of shape (n_rows, n_words), uint32            # IN
-    positions : array of shape (n_rows,), int32                  # IN
+    packed : array of shape (n_rows, n_words), uint32                 # IN
+    ridx : array of shape (n_rows,), int32                            # IN
+    positions : array of shape (n_rows,), int32: each row's node id   # IN/OUT, updated in place
+    seg_begin, seg_end : arrays of shape (n_level_nodes,), int32      # IN
     split_feature, split_bin, left_child : arrays of shape (n_level_nodes,), int32   # IN
-    default_left : array of shape (n_level_nodes,), bool         # IN
+    default_left : array of shape (n_level_nodes,), bool              # IN
 
     Returns
     -------
-    array of shape (n_rows,), int32: the new positions           # OUT
+    (ridx, n_left): the new ridx (n_rows,) int32, and each slot's number of rows
+    sent left (n_level_nodes,) int32.                                  # OUT
     """
     xp = get_xp(packed)
-    n_level = left_child.shape[0]
-    slot = positions - level_start
+    n_rows, n_level = int(ridx.shape[0]), int(left_child.shape[0])
+    slot = positions[ridx] - level_start
     in_level = (slot >= 0) & (slot < n_level)
     slot = xp.where(in_level, slot, 0)
     child = xp.where(in_level, left_child[slot], -1)
-    rows = xp.nonzero(child >= 0)[0]
-    node = slot[rows]
-    feature = split_feature[node]
-    words = packed[rows, feature // cells_per_word]
+    splitting = child >= 0
+    feature = split_feature[slot]
+    words = packed[ridx, feature // cells_per_word]
     shift = ((feature % cells_per_word) * bits).astype(PACKED_WORD_DTYPE)
     bins = ((words >> shift) & PACKED_WORD_DTYPE((1 << bits) - 1)).astype(BIN_DTYPE)
-    go_left = xp.where(bins == missing_symbol, default_left[node], bins <= split_bin[node])
-    moved = positions.copy()
-    moved[rows] = child[rows] + (~go_left).astype(POSITION_DTYPE)
-    return moved
+    go_left = xp.where(bins == missing_symbol, default_left[slot], bins <= split_bin[slot]) & splitting
+    left_before = xp.concatenate([xp.zeros(1, dtype=POSITION_DTYPE),
+                                  xp.cumsum(go_left, dtype=POSITION_DTYPE)])
+    begin, end = seg_begin[slot], seg_end[slot]
+    base = left_before[begin]
+    n_left_here = left_before[end] - base
+    lefts_before = left_before[:n_rows] - base
+    at = xp.arange(n_rows, dtype=POSITION_DTYPE)
+    destination = xp.where(go_left, begin + lefts_before, begin + n_left_here + (at - begin - lefts_before))
+    destination = xp.where(splitting, destination, at)
+    new_ridx = xp.empty_like(ridx)
+    new_ridx[destination] = ridx
+    positions[ridx] = xp.where(splitting, child + (~go_left).astype(POSITION_DTYPE), positions[ridx])
+    n_left = (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
+    return new_ridx, n_left
+
+
+def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+               left_child, depth):
+    """The leaf each row of a packed matrix reaches in one tree.
+
+    Parameters
+    ----------
+    packed : array of shape (n_rows, n_words), uint32                 # IN
+    split_feature, split_bin, left_child : arrays of shape (n_nodes,), int32, by node id   # IN
+        ``left_child`` is -1 where a node does not split; its right child is ``left_child + 1``.
+    default_left : array of shape (n_nodes,), bool                    # IN
+    depth : int, the tree's depth
+
+    Returns
+    -------
+    array of shape (n_rows,), int32: leaf node ids                    # OUT
+    """
+    xp = get_xp(packed)
+    n_rows = int(packed.shape[0])
+    node = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+    rows = xp.arange(n_rows)
+    mask = PACKED_WORD_DTYPE((1 << bits) - 1)
+    for _ in range(depth):
+        child = left_child[node]
+        feature = split_feature[node]
+        shift = ((feature % cells_per_word) * bits).astype(PACKED_WORD_DTYPE)
+        bins = ((packed[rows, feature // cells_per_word] >> shift) & mask).astype(BIN_DTYPE)
+        go_left = xp.where(bins == missing_symbol, default_left[node], bins <= split_bin[node])
+        node = xp.where(child >= 0, child + (~go_left).astype(POSITION_DTYPE), node)
+    return node
 
 
 def predict_leaves(X, left, right, feature, threshold, default_left, roots, depth):
@@ -351,3 +404,38 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
         child = xp.where(go_left, left[node], right[node])
         node = xp.where(child >= 0, child, node)
     return node
+
+
+#: Rows x trees walked at once by predict_margins: small enough for the (rows,
+#: trees) temporaries to stay in cache (2**18 measured 25% faster than 2**22).
+_PREDICT_CHUNK_CELLS = 1 << 18
+
+
+def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
+                    margins):
+    """Add every tree's leaf value to ``margins``, in model order (one float32 add each).
+
+    Parameters
+    ----------
+    X : array of shape (n_rows, n_features), float32; NaN is missing     # IN
+    left, right, feature, threshold, default_left, roots, depth : as predict_leaves   # IN
+    value : array of shape (n_nodes_total,), float32: node values         # IN
+    outputs : array of shape (n_trees,), int32: each tree's margin column # IN
+    margins : array of shape (n_rows, n_outputs), float32                 # IN/OUT, updated in place
+
+    Returns
+    -------
+    margins
+    """
+    n_trees = int(roots.shape[0])
+    if n_trees == 0:
+        return margins
+    columns = to_numpy(outputs).tolist()
+    rows_per_chunk = max(1, _PREDICT_CHUNK_CELLS // n_trees)
+    for start in range(0, X.shape[0], rows_per_chunk):
+        stop = min(start + rows_per_chunk, X.shape[0])
+        leaves = predict_leaves(X[start:stop], left, right, feature, threshold, default_left, roots, depth)
+        values = value[leaves.T]  # (trees, rows): each tree's values contiguous
+        for tree, output in enumerate(columns):
+            margins[start:stop, output] += values[tree]
+    return margins

@@ -1,0 +1,238 @@
+"""The CUDA kernels, with the same Python signatures as their twins in ``cpu.py``.
+
+Sources are the ``*.cu`` files beside this module, compiled by NVRTC through
+``cupy.RawModule`` once per device (cupy also caches the binaries on disk).
+They are compiled with ``--fmad=false``: a fused multiply-add rounds once
+where the NumPy twin rounds twice, and the split gains must be the same bits.
+
+cupy is imported inside the functions: importing this module needs no GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import numpy as np
+
+from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, HIST_DTYPE, INDEX_DTYPE, MARGIN_DTYPE,
+                       PACKED_WORD_DTYPE, POSITION_DTYPE)
+from .cpu import MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation
+
+_SOURCES = pathlib.Path(__file__).resolve().parent
+_OPTIONS = ("--std=c++17", "--fmad=false", f"-I{_SOURCES}")
+
+#: Threads per block of the row-parallel kernels.
+_BLOCK = 256
+#: Threads per block of the histogram kernel.
+_HISTOGRAM_BLOCK = 512
+#: Cells of one feature group that one histogram block sums: enough work to
+#: amortise zeroing and flushing its shared-memory histogram.
+_CELLS_PER_HISTOGRAM_BLOCK = 1 << 18
+#: Nodes whose split tables one block of choose_node_splits writes (a warp each).
+_NODES_PER_BLOCK = 8
+
+
+@functools.lru_cache(maxsize=None)
+def _function(source: str, name: str, device: int):
+    """A compiled kernel of ``source`` for ``device`` (the current device when called)."""
+    import cupy
+
+    module = cupy.RawModule(code=(_SOURCES / source).read_text(), options=_OPTIONS)
+    return module.get_function(name)
+
+
+def _kernel(source: str, name: str):
+    import cupy
+
+    return _function(source, name, cupy.cuda.Device().id)
+
+
+def _blocks(n: int, block: int = _BLOCK) -> int:
+    return max(1, -(-int(n) // block))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_budget(device: int) -> int:
+    """Shared memory a histogram block may take: half of an SM's opt-in limit, so
+    that two blocks share a multiprocessor (less a little for the runtime)."""
+    import cupy
+
+    attributes = cupy.cuda.Device(device).attributes
+    optin = attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)
+    per_sm = attributes.get("MaxSharedMemoryPerMultiprocessor", optin)
+    return min(optin, per_sm // 2 - 1024)
+
+
+def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words, missing_symbol):
+    import cupy
+
+    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
+    n_rows, n_features = X.shape
+    packed = cupy.empty((n_rows, n_words), dtype=PACKED_WORD_DTYPE)
+    if packed.size:
+        offsets = cupy.asarray(np.asarray(cut_offsets, dtype=BIN_OFFSET_DTYPE))
+        _kernel("quantise.cu", "quantise_and_pack")(
+            (_blocks(packed.size),), (_BLOCK,),
+            (X, np.int64(n_rows), np.int32(n_features), cupy.ascontiguousarray(cut_values, dtype=CUT_DTYPE),
+             offsets, np.int32(bits), np.int32(cells_per_word), np.int32(n_words), np.int32(missing_symbol),
+             packed))
+    return packed
+
+
+@functools.lru_cache(maxsize=64)
+def _feature_groups(bin_offsets_bytes: bytes, cells_per_word: int, n_words: int, budget: int, device: int):
+    """Split the words of a row into groups whose bins fit ``budget`` bytes of shared
+    memory. Returns (group word starts on the device, the largest group's bytes,
+    the largest group's cells, whether every group fits)."""
+    import cupy
+
+    bin_offsets = np.frombuffer(bin_offsets_bytes, dtype=BIN_OFFSET_DTYPE)
+    n_features = len(bin_offsets) - 1
+    pair_bytes = 2 * np.dtype(HIST_DTYPE).itemsize
+
+    def group_bytes(word_lo, word_hi):
+        lo, hi = word_lo * cells_per_word, min(word_hi * cells_per_word, n_features)
+        return int(bin_offsets[hi] - bin_offsets[lo]) * pair_bytes
+
+    starts, word = [0], 0
+    while word < n_words:
+        end = word + 1
+        while end < n_words and group_bytes(word, end + 1) <= budget:
+            end += 1
+        starts.append(end)
+        word = end
+    sizes = [group_bytes(lo, hi) for lo, hi in zip(starts[:-1], starts[1:])]
+    widest = max(hi - lo for lo, hi in zip(starts[:-1], starts[1:])) * cells_per_word
+    return (cupy.asarray(np.asarray(starts, dtype=np.int32)), max(sizes), widest,
+            all(size <= budget for size in sizes))
+
+
+def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
+                     gpair, ridx, seg_begin, seg_end):
+    import cupy
+
+    device = cupy.cuda.Device().id
+    bin_offsets = np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
+    n_bins_total = int(bin_offsets[-1])
+    n_slots = int(seg_begin.shape[0])
+    n_rows, n_words = packed.shape
+    hist = cupy.zeros((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
+    if n_rows == 0 or n_slots == 0 or n_bins_total == 0:
+        return hist
+    budget = _shared_budget(device)
+    groups, group_bytes, widest, fits = _feature_groups(bin_offsets.tobytes(), cells_per_word, n_words,
+                                                        budget, device)
+    seg_cum = cupy.zeros(n_slots + 1, dtype=INDEX_DTYPE)
+    cupy.cumsum((seg_end - seg_begin).astype(INDEX_DTYPE), out=seg_cum[1:])
+    rows_per_block = max(64, _CELLS_PER_HISTOGRAM_BLOCK // max(widest, 1))
+    kernel = _kernel("histogram.cu", "build_histograms")
+    shared = group_bytes if fits else 0
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
+    grid = (_blocks(n_rows, rows_per_block), int(groups.shape[0]) - 1)
+    kernel(grid, (_HISTOGRAM_BLOCK,),
+           (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(n_features),
+            np.int32(missing_symbol), _device_offsets(bin_offsets.tobytes(), device), groups,
+            cupy.ascontiguousarray(gpair, dtype=HIST_DTYPE), _int32(ridx), _int32(seg_begin), seg_cum, np.int32(n_slots),
+            np.int64(rows_per_block), np.int32(fits), hist, np.int64(n_bins_total)),
+           shared_mem=shared)
+    return hist
+
+
+@functools.lru_cache(maxsize=64)
+def _device_offsets(bin_offsets_bytes: bytes, device: int):
+    import cupy
+
+    return cupy.asarray(np.frombuffer(bin_offsets_bytes, dtype=BIN_OFFSET_DTYPE))
+
+
+def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation):
+    import cupy
+
+    n_nodes, n_bins_total, _ = hist.shape
+    n_features = int(bin_offsets.shape[0]) - 1
+    table = cupy.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
+    if n_nodes == 0:
+        return table
+    gain = cupy.empty((n_nodes, n_features), dtype=GAIN_DTYPE)
+    candidate = cupy.empty((n_nodes, n_features), dtype=POSITION_DTYPE)
+    left = cupy.empty((n_nodes, n_features, 2), dtype=HIST_DTYPE)
+    offsets = cupy.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
+    node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+    if n_features:
+        _kernel("split.cu", "evaluate_feature_splits")(
+            (n_features, n_nodes), (256,),
+            (cupy.ascontiguousarray(hist), node_sums, offsets, np.int64(n_bins_total),
+             cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.float64(rules.reg_lambda),
+             np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
+             gain, candidate, left))
+    _kernel("split.cu", "choose_node_splits")(
+        (_blocks(n_nodes, _NODES_PER_BLOCK),), (32 * _NODES_PER_BLOCK,),
+        (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), offsets,
+         np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
+    return table
+
+
+def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+    import cupy
+
+    n_rows, n_words = packed.shape
+    n_level = int(left_child.shape[0])
+    flags = cupy.empty(n_rows, dtype=POSITION_DTYPE)
+    left_before = cupy.zeros(n_rows + 1, dtype=POSITION_DTYPE)
+    new_ridx = cupy.empty_like(ridx)
+    level = (np.int32(level_start), np.int32(n_level))
+    if n_rows:
+        _kernel("partition.cu", "partition_flags")(
+            (_blocks(n_rows),), (_BLOCK,),
+            (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
+             ridx, positions, np.int32(n_rows), *level, _int32(split_feature), _int32(split_bin),
+             cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags))
+        cupy.cumsum(flags, out=left_before[1:])
+        _kernel("partition.cu", "partition_scatter")(
+            (_blocks(n_rows),), (_BLOCK,),
+            (ridx, positions, flags, left_before, np.int32(n_rows), *level, _int32(seg_begin),
+             _int32(seg_end), _int32(left_child), new_ridx))
+    return new_ridx, (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
+
+
+def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+               left_child, depth):
+    import cupy
+
+    n_rows, n_words = packed.shape
+    leaf = cupy.zeros(n_rows, dtype=POSITION_DTYPE)
+    if n_rows:
+        _kernel("partition.cu", "route_rows")(
+            (_blocks(n_rows),), (_BLOCK,),
+            (packed, np.int32(n_rows), np.int32(n_words), np.int32(bits), np.int32(cells_per_word),
+             np.int32(missing_symbol), _int32(split_feature), _int32(split_bin),
+             cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), np.int32(depth), leaf))
+    return leaf
+
+
+def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
+                    margins):
+    import cupy
+
+    n_rows = int(X.shape[0])
+    n_trees = int(roots.shape[0])
+    if n_rows == 0 or n_trees == 0:
+        return margins
+    if not (margins.flags.c_contiguous and margins.dtype == MARGIN_DTYPE):
+        raise ValueError("margins must be a C-contiguous float32 array (it is updated in place)")
+    _kernel("predict.cu", "predict_margins")(
+        (_blocks(n_rows),), (_BLOCK,),
+        (cupy.ascontiguousarray(X, dtype=CUT_DTYPE), np.int64(n_rows), np.int32(X.shape[1]), _int32(left),
+         _int32(right), _int32(feature), cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE),
+         cupy.ascontiguousarray(default_left, dtype=bool), cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE),
+         _int32(roots), _int32(outputs), np.int32(n_trees), np.int32(margins.shape[1]), margins))
+    return margins
+
+
+def _int32(array):
+    import cupy
+
+    return cupy.ascontiguousarray(array, dtype=POSITION_DTYPE)

@@ -1,0 +1,75 @@
+// Fixed-point gradient histograms of a level's nodes (twin: cpu.build_histograms).
+//
+// The rows of node s are ridx[seg_begin[s] : seg_begin[s] + length(s)]. The
+// nodes' rows, laid end to end, are cut into equal ranges of rows_per_block;
+// block (x, y) takes range x for feature group y (whole words, so a thread
+// reads whole words). A range may span several nodes: each piece is summed
+// into the block's shared-memory histogram and then added to the node's
+// histogram in global memory. Where a group's bins do not fit in shared
+// memory (use_shared == 0) the cells go straight to global memory.
+//
+// Sums are int64 (fixed point): exact whatever order the atomics land in.
+#include "common.cuh"
+
+extern "C" __global__ void build_histograms(
+    const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
+    const int n_features, const int missing_symbol, const i64* __restrict__ bin_offsets,
+    const int* __restrict__ group_words, const i64* __restrict__ gpair, const int* __restrict__ ridx,
+    const int* __restrict__ seg_begin, const i64* __restrict__ seg_cum, const int n_slots,
+    const i64 rows_per_block, const int use_shared, i64* __restrict__ hist, const i64 n_bins_total)
+{
+    extern __shared__ i64 shared_hist[];
+    const i64 total = seg_cum[n_slots];
+    i64 pos = (i64)blockIdx.x * rows_per_block;
+    if (pos >= total) return;
+    const i64 stop = min(pos + rows_per_block, total);
+    const int word_lo = group_words[blockIdx.y];
+    const int n_group_words = group_words[blockIdx.y + 1] - word_lo;
+    const int feature_lo = word_lo * cells_per_word;
+    const int feature_hi = min(feature_lo + n_group_words * cells_per_word, n_features);
+    const i64 bin_lo = bin_offsets[feature_lo];
+    const i64 n_group_bins = bin_offsets[feature_hi] - bin_lo;
+
+    int lo = 0, hi = n_slots;  // the last node whose rows start at or before pos
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (seg_cum[mid] <= pos) lo = mid; else hi = mid;
+    }
+    int seg = lo;
+    while (pos < stop) {
+        while (seg_cum[seg + 1] <= pos) ++seg;  // skip nodes without rows
+        const i64 piece_stop = min(stop, seg_cum[seg + 1]);
+        i64* node_hist = hist + ((i64)seg * n_bins_total + bin_lo) * 2;
+        i64* acc = use_shared ? shared_hist : node_hist;
+        if (use_shared) {
+            for (i64 i = threadIdx.x; i < 2 * n_group_bins; i += blockDim.x) shared_hist[i] = 0;
+            __syncthreads();
+        }
+        const i64 first = (i64)seg_begin[seg] + (pos - seg_cum[seg]);
+        const i64 n_items = (piece_stop - pos) * n_group_words;
+        for (i64 item = threadIdx.x; item < n_items; item += blockDim.x) {
+            const i64 r = item / n_group_words;
+            const int word_index = word_lo + (int)(item - r * n_group_words);
+            const i64 row = ridx[first + r];
+            const u32 word = packed[row * n_words + word_index];
+            const u64 g = (u64)gpair[2 * row], h = (u64)gpair[2 * row + 1];
+            int feature = word_index * cells_per_word;
+            for (int cell = 0; cell < cells_per_word && feature < n_features; ++cell, ++feature) {
+                const int bin = cell_bin(word, cell, bits);
+                const i64 index = bin_offsets[feature] - bin_lo + bin;
+                if (bin == missing_symbol || index >= bin_offsets[feature + 1] - bin_lo) continue;
+                atomicAdd((u64*)&acc[2 * index], g);
+                atomicAdd((u64*)&acc[2 * index + 1], h);
+            }
+        }
+        if (use_shared) {
+            __syncthreads();
+            for (i64 i = threadIdx.x; i < 2 * n_group_bins; i += blockDim.x) {
+                const i64 v = shared_hist[i];
+                if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
+            }
+            __syncthreads();
+        }
+        pos = piece_stop;
+    }
+}

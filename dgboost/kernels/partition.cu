@@ -1,0 +1,67 @@
+// Row partitioning and routing (twins: cpu.partition_rows, cpu.route_rows).
+//
+// ridx holds the rows grouped by node: node s of a level owns
+// ridx[seg_begin[s]:seg_end[s]]. Splitting a node splits its range in place,
+// stably: its left rows first, in their old order, then its right rows.
+#include "common.cuh"
+
+// flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
+extern "C" __global__ void partition_flags(
+    const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
+    const int missing_symbol, const int* __restrict__ ridx, const int* __restrict__ positions,
+    const int n_rows, const int level_start, const int level_size, const int* __restrict__ split_feature,
+    const int* __restrict__ split_bin, const bool* __restrict__ default_left,
+    const int* __restrict__ left_child, int* __restrict__ flags)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows) return;
+    const int row = ridx[i];
+    const int slot = positions[row] - level_start;
+    int left = 0;
+    if (slot >= 0 && slot < level_size && left_child[slot] >= 0) {
+        const int bin = read_bin(packed, row, n_words, split_feature[slot], bits, cells_per_word);
+        left = goes_left(bin, missing_symbol, split_bin[slot], default_left[slot]);
+    }
+    flags[i] = left;
+}
+
+// Moves each row of a splitting node to its place in the node's range and its child.
+// left_before[i] = flags[0] + ... + flags[i - 1] (n_rows + 1 entries).
+extern "C" __global__ void partition_scatter(
+    const int* __restrict__ ridx, int* __restrict__ positions, const int* __restrict__ flags,
+    const int* __restrict__ left_before, const int n_rows, const int level_start, const int level_size,
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+    const int* __restrict__ left_child, int* __restrict__ new_ridx)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows) return;
+    const int row = ridx[i];
+    const int slot = positions[row] - level_start;
+    if (slot < 0 || slot >= level_size || left_child[slot] < 0) { new_ridx[i] = row; return; }
+    const int begin = seg_begin[slot];
+    const int base = left_before[begin];
+    const int n_left = left_before[seg_end[slot]] - base;
+    const int lefts_before = left_before[i] - base;
+    const bool left = flags[i] != 0;
+    new_ridx[left ? begin + lefts_before : begin + n_left + (i - begin - lefts_before)] = row;
+    positions[row] = left_child[slot] + (left ? 0 : 1);
+}
+
+// Leaf id of every row of a packed matrix in one tree (node arrays by node id).
+extern "C" __global__ void route_rows(
+    const u32* __restrict__ packed, const int n_rows, const int n_words, const int bits,
+    const int cells_per_word, const int missing_symbol, const int* __restrict__ split_feature,
+    const int* __restrict__ split_bin, const bool* __restrict__ default_left,
+    const int* __restrict__ left_child, const int depth, int* __restrict__ leaf)
+{
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;
+    int node = 0;
+    for (int d = 0; d < depth; ++d) {
+        const int child = left_child[node];
+        if (child < 0) break;
+        const int bin = read_bin(packed, row, n_words, split_feature[node], bits, cells_per_word);
+        node = child + (goes_left(bin, missing_symbol, split_bin[node], default_left[node]) ? 0 : 1);
+    }
+    leaf[row] = node;
+}

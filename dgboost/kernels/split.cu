@@ -1,0 +1,197 @@
+// Split evaluation of a level's nodes (twin: cpu.evaluate_splits).
+//
+// Every float64 expression below is the twin's, operation for operation; the
+// module is compiled with --fmad=false, so the gains and the chosen splits are
+// the same bits on both. The integer sums (prefixes over bins) are exact.
+#include "common.cuh"
+
+#define BLOCK 256
+#define WARPS (BLOCK / 32)
+#define TABLE_COLUMNS 9  // cpu.SPLIT_TABLE_COLUMNS
+
+struct Rules {
+    double reg_lambda, alpha, min_child_weight, max_delta_step;
+};
+
+__device__ __forceinline__ bool too_light(double h, const Rules& r) {
+    return (h < r.min_child_weight) || (h <= 0.0);
+}
+
+__device__ __forceinline__ double soft_threshold(double g, const Rules& r) {
+    if (r.alpha == 0.0) return g;
+    const double sign = g > 0.0 ? 1.0 : (g < 0.0 ? -1.0 : 0.0);
+    return sign * fmax(fabs(g) - r.alpha, 0.0);
+}
+
+__device__ __forceinline__ double node_weight(double g, double h, const Rules& r) {
+    double denominator = h + r.reg_lambda;
+    denominator = denominator > 0.0 ? denominator : 1.0;
+    double weight = -soft_threshold(g, r) / denominator;
+    if (r.max_delta_step > 0.0) weight = fmin(fmax(weight, -r.max_delta_step), r.max_delta_step);
+    return too_light(h, r) ? 0.0 : weight;
+}
+
+__device__ __forceinline__ double node_gain(double g, double h, const Rules& r) {
+    double gain;
+    if (r.max_delta_step > 0.0) {
+        const double w = node_weight(g, h, r);
+        gain = -(((2.0 * g) * w + (h + r.reg_lambda) * (w * w)) + (2.0 * r.alpha) * fabs(w));
+    } else {
+        double denominator = h + r.reg_lambda;
+        denominator = denominator > 0.0 ? denominator : 1.0;
+        const double t = soft_threshold(g, r);
+        gain = (t * t) / denominator;
+    }
+    return too_light(h, r) ? 0.0 : gain;
+}
+
+__device__ __forceinline__ double candidate_gain(double g, double h, const Rules& r) {
+    if (r.max_delta_step > 0.0 || r.alpha > 0.0) return node_gain(g, h, r);
+    return (g * g) / (h + r.reg_lambda);
+}
+
+// (gain, candidate) a beats b: larger gain, then the lower candidate index.
+__device__ __forceinline__ bool better(double gain_a, int cand_a, double gain_b, int cand_b) {
+    return gain_a > gain_b || (gain_a == gain_b && cand_a < cand_b);
+}
+
+// Block-wide inclusive scan of (g, h) pairs; returns this thread's prefix, `total` gets the block sum.
+__device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_g, i64& total_h) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
+        const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
+        if (lane >= offset) { g += up_g; h += up_h; }
+    }
+    if (lane == 31) { warp_g[warp] = g; warp_h[warp] = h; }
+    __syncthreads();
+    i64 before_g = 0, before_h = 0;
+    for (int w = 0; w < warp; ++w) { before_g += warp_g[w]; before_h += warp_h[w]; }
+    total_g = 0; total_h = 0;
+    for (int w = 0; w < WARPS; ++w) { total_g += warp_g[w]; total_h += warp_h[w]; }
+    g += before_g; h += before_h;
+    __syncthreads();
+}
+
+// Block (feature, node): the best candidate of one feature of one node.
+extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
+    const i64 n_bins_total, const double* __restrict__ scales, const double reg_lambda, const double alpha,
+    const double min_child_weight, const double max_delta_step,
+    double* __restrict__ best_gain, int* __restrict__ best_candidate, i64* __restrict__ best_left)
+{
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    __shared__ i64 warp_g[WARPS], warp_h[WARPS];
+    __shared__ double red_gain[BLOCK];
+    __shared__ int red_cand[BLOCK];
+    __shared__ i64 red_g[BLOCK], red_h[BLOCK];
+    const int feature = blockIdx.x, node = blockIdx.y, n_features = gridDim.x;
+    const i64 first_bin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - first_bin;
+    const i64* h_node = hist + ((i64)node * n_bins_total + first_bin) * 2;
+    const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
+
+    // This feature's total over its bins: the node's rows with the feature present.
+    i64 present_g = 0, present_h = 0;
+    for (i64 bin = threadIdx.x; bin < n_bins; bin += BLOCK) { present_g += h_node[2 * bin]; present_h += h_node[2 * bin + 1]; }
+    {
+        i64 total_g, total_h;
+        scan_pairs(present_g, present_h, warp_g, warp_h, total_g, total_h);
+        present_g = total_g; present_h = total_h;
+    }
+    const i64 missing_g = node_g - present_g, missing_h = node_h - present_h;
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    const double least_hessian = fmax(inverse_h, rules.min_child_weight);
+    const double total_gd = (double)node_g * inverse_g, total_hd = (double)node_h * inverse_h;
+    const double parent_gain = node_gain(total_gd, total_hd, rules);
+
+    double my_gain = -positive_infinity();
+    int my_cand = 0x7fffffff;
+    i64 my_g = 0, my_h = 0;
+    i64 carry_g = 0, carry_h = 0;
+    for (i64 base = 0; base < n_bins; base += BLOCK) {
+        const i64 bin = base + threadIdx.x;
+        i64 g = 0, h = 0;
+        if (bin < n_bins) { g = h_node[2 * bin]; h = h_node[2 * bin + 1]; }
+        i64 chunk_g, chunk_h;
+        scan_pairs(g, h, warp_g, warp_h, chunk_g, chunk_h);
+        g += carry_g; h += carry_h;
+        carry_g += chunk_g; carry_h += chunk_h;
+        if (bin >= n_bins) continue;
+        for (int direction = 0; direction < 2; ++direction) {  // missing right, then left
+            const i64 left_g = direction ? g + missing_g : g;
+            const i64 left_h = direction ? h + missing_h : h;
+            const double gl = (double)left_g * inverse_g, hl = (double)left_h * inverse_h;
+            const double gr = total_gd - gl, hr = total_hd - hl;
+            double gain = -positive_infinity();
+            if (hl >= least_hessian && hr >= least_hessian)
+                gain = (candidate_gain(gl, hl, rules) + candidate_gain(gr, hr, rules)) - parent_gain;
+            const int cand = (int)(bin * 2 + direction);
+            if (better(gain, cand, my_gain, my_cand)) { my_gain = gain; my_cand = cand; my_g = left_g; my_h = left_h; }
+        }
+    }
+    red_gain[threadIdx.x] = my_gain; red_cand[threadIdx.x] = my_cand;
+    red_g[threadIdx.x] = my_g; red_h[threadIdx.x] = my_h;
+    __syncthreads();
+    for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            const int other = threadIdx.x + stride;
+            if (better(red_gain[other], red_cand[other], red_gain[threadIdx.x], red_cand[threadIdx.x])) {
+                red_gain[threadIdx.x] = red_gain[other]; red_cand[threadIdx.x] = red_cand[other];
+                red_g[threadIdx.x] = red_g[other]; red_h[threadIdx.x] = red_h[other];
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const i64 out = (i64)node * n_features + feature;
+        best_gain[out] = red_gain[0];
+        best_candidate[out] = red_cand[0];
+        best_left[2 * out] = red_g[0];
+        best_left[2 * out + 1] = red_h[0];
+    }
+}
+
+// One warp per node: the best feature (ties: the lowest), written as a split-table row.
+extern "C" __global__ void choose_node_splits(
+    const double* __restrict__ feature_gain, const int* __restrict__ feature_candidate,
+    const i64* __restrict__ feature_left, const i64* __restrict__ node_sums, const bool* __restrict__ active,
+    const i64* __restrict__ bin_offsets, const int n_features, const int n_nodes, const double gamma,
+    const double min_split_gain, i64* __restrict__ table)
+{
+    const int node = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (node >= n_nodes) return;
+    double gain = -positive_infinity();
+    int feature = 0x7fffffff;
+    for (int f = lane; f < n_features; f += 32) {
+        if (bin_offsets[f + 1] == bin_offsets[f]) continue;  // no bins: no candidates
+        const double g = feature_gain[(i64)node * n_features + f];
+        if (better(g, f, gain, feature)) { gain = g; feature = f; }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const double other_gain = __shfl_down_sync(0xffffffffu, gain, offset);
+        const int other_feature = __shfl_down_sync(0xffffffffu, feature, offset);
+        if (better(other_gain, other_feature, gain, feature)) { gain = other_gain; feature = other_feature; }
+    }
+    if (lane != 0) return;
+    i64* row = table + (i64)node * TABLE_COLUMNS;
+    if (feature == 0x7fffffff) {  // no feature has bins
+        for (int c = 0; c < TABLE_COLUMNS; ++c) row[c] = 0;
+        row[4] = __double_as_longlong(-positive_infinity());
+        row[7] = node_sums[2 * node]; row[8] = node_sums[2 * node + 1];
+        return;
+    }
+    const i64 at = (i64)node * n_features + feature;
+    const int cand = feature_candidate[at];
+    if (!active[node]) gain = -positive_infinity();
+    const i64 left_g = feature_left[2 * at], left_h = feature_left[2 * at + 1];
+    row[0] = (gain > min_split_gain) && (gain >= gamma);
+    row[1] = feature;
+    row[2] = cand / 2;
+    row[3] = cand % 2;
+    row[4] = __double_as_longlong(gain);
+    row[5] = left_g;
+    row[6] = left_h;
+    row[7] = node_sums[2 * node] - left_g;
+    row[8] = node_sums[2 * node + 1] - left_h;
+}
