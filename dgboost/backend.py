@@ -95,6 +95,29 @@ def to_numpy_many(arrays) -> list:
     return [piece.view(a.dtype).reshape(a.shape) for piece, a in zip(pieces, arrays)]
 
 
+#: Chunks of column_reduce's first pass on a GPU.
+_REDUCE_CHUNKS = 1024
+
+
+def column_reduce(array, op: str):
+    """``op`` ("sum" or "max") over axis 0: (n, k) -> (k,), or (n,) -> ().
+
+    cupy reduces a long axis into few outputs with a handful of blocks (15 ms
+    for 10M x 2 on an H100); reducing 1024 chunks first, then their results,
+    spreads the work over the whole GPU (0.4 ms). Exact for integer sums and
+    for max; a float sum is rounded in another order than numpy's.
+    """
+    xp = get_xp(array)
+    reduce = getattr(xp, op)
+    n = array.shape[0]
+    if xp is np or n < 2 * _REDUCE_CHUNKS * _REDUCE_CHUNKS:
+        return reduce(array, axis=0)
+    per_chunk = n // _REDUCE_CHUNKS
+    body = _REDUCE_CHUNKS * per_chunk
+    heads = reduce(array[:body].reshape(_REDUCE_CHUNKS, per_chunk, *array.shape[1:]), axis=1)
+    return reduce(xp.concatenate([heads, array[body:]]), axis=0)
+
+
 def asarray(xp: ModuleType, array, dtype=None):
     """``array`` on ``xp``'s device, copying between host and device if needed."""
     if xp is np:

@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from ._dtypes import GAIN_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
-from .backend import asarray, get_xp
+from .backend import asarray, column_reduce, get_xp
 from .ellpack import EllpackMatrix
 from .fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from .kernels import Regularisation, node_weights
@@ -134,9 +134,10 @@ class _Frontier:
         left_child = xp.where(splits.valid, self.start + self.size + 2 * rank, -1).astype(POSITION_DTYPE)
         return Level(self.start, self.node_sums, self.active, splits, left_child)
 
-    def children(self, level: Level, hist, n_left, n_parents: int) -> "_Frontier":
+    def children(self, level: Level, hist, n_left, n_parents: int, n_rows: int) -> "_Frontier":
         """The next level, with room for ``n_parents`` splitting nodes; ``n_left`` is each
-        slot's number of this rank's rows sent left."""
+        slot's number of this rank's rows sent left. Padding slots get empty ranges at
+        ``n_rows`` so that the ranges stay in ascending order."""
         xp = get_xp(hist)
         splits = level.splits
         next_start = self.start + self.size
@@ -148,9 +149,9 @@ class _Frontier:
         real = xp.arange(n_parents) < splits.valid.sum()
         left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
         right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
-        begin = xp.where(real, self.seg_begin[slot_of_rank], 0)
-        middle = xp.where(real, begin + n_left[slot_of_rank], 0)
-        end = xp.where(real, self.seg_end[slot_of_rank], 0)
+        begin = xp.where(real, self.seg_begin[slot_of_rank], n_rows)
+        middle = xp.where(real, begin + n_left[slot_of_rank], n_rows)
+        end = xp.where(real, self.seg_end[slot_of_rank], n_rows)
         # Build the lighter child of each pair (a global choice); its sibling comes by subtraction.
         build_left = left_sum[:, 1] <= right_sum[:, 1]
         interleave = lambda a, b: xp.stack([a, b], axis=1).reshape(-1)  # noqa: E731
@@ -181,13 +182,13 @@ class TreeGrower:
     def grow(self, gpair) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
         xp = get_xp(gpair)
-        max_abs = self.comm.allreduce(xp.abs(gpair).max(axis=0).astype(GAIN_DTYPE), "max")
+        max_abs = self.comm.allreduce(column_reduce(xp.abs(gpair), "max").astype(GAIN_DTYPE), "max")
         scales = power_of_two_scale(max_abs, self.n_total, HISTOGRAM_HEADROOM_BITS)
         gpair = to_fixed(gpair, scales)
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        frontier = _Frontier.root(self.comm.allreduce(gpair.sum(axis=0, keepdims=True)), n_rows)
+        frontier = _Frontier.root(self.comm.allreduce(column_reduce(gpair, "sum")[None, :]), n_rows)
         levels = []
         for depth in range(self.max_depth + 1):
             if depth < self.max_depth:
@@ -205,7 +206,7 @@ class TreeGrower:
             n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, n_left, n_parents)
+            frontier = frontier.children(level, hist, n_left, n_parents, n_rows)
         return self._finish(levels, positions, scales)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ._dtypes import INDEX_DTYPE, STAT_DTYPE
-from .backend import get_xp, to_numpy, to_numpy_many
+from .backend import column_reduce, get_xp, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from .params import TrainParams
 from .reduce import device_count, exact_sums_partial, finish_exact_sums
@@ -151,7 +151,7 @@ class AUC(Metric):
     def partial(self, label, predictions, weight, comm):
         xp = get_xp(predictions)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
-        max_weight = comm.allreduce(weight.max(keepdims=True) if weight.size else xp.zeros(1), "max")
+        max_weight = comm.allreduce(column_reduce(weight, "max").reshape(1) if weight.size else xp.zeros(1), "max")
         scale = power_of_two_scale(max_weight, device_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
         weight_fixed = to_fixed(weight, scale)
         columns = [predictions[:, None]] if predictions.ndim == 1 else \

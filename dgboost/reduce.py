@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
-from .backend import get_xp, to_numpy, to_numpy_many
+from .backend import column_reduce, get_xp, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
 
 
@@ -41,14 +41,15 @@ def exact_sums_partial(columns, comm) -> list:
     """
     xp = get_xp(columns)
     n_local, k = columns.shape
-    max_abs = xp.abs(columns).max(axis=0) if n_local else xp.zeros(k, dtype=STAT_DTYPE)
+    max_abs = column_reduce(xp.abs(columns), "max") if n_local else xp.zeros(k, dtype=STAT_DTYPE)
     max_abs = comm.allreduce(max_abs, "max")
     finite = xp.isfinite(max_abs).all(keepdims=True)
     # Non-finite columns are summed in floating point (the result is non-finite anyway).
     safe = xp.where(finite, max_abs, 1.0)
     scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
     fixed = to_fixed(xp.where(finite, columns, 0.0), scale)
-    return [comm.allreduce(fixed.sum(axis=0), "sum"), scale, comm.allreduce(columns.sum(axis=0), "sum"),
+    return [comm.allreduce(column_reduce(fixed, "sum"), "sum"), scale,
+            comm.allreduce(column_reduce(columns, "sum"), "sum"),
             finite.astype(STAT_DTYPE)]
 
 

@@ -183,18 +183,18 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     flags = cupy.empty(n_rows, dtype=POSITION_DTYPE)
     left_before = cupy.zeros(n_rows + 1, dtype=POSITION_DTYPE)
     new_ridx = cupy.empty_like(ridx)
-    level = (np.int32(level_start), np.int32(n_level))
+    seg_begin, seg_end = _int32(seg_begin), _int32(seg_end)
     if n_rows:
         _kernel("partition.cu", "partition_flags")(
             (_blocks(n_rows),), (_BLOCK,),
             (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-             ridx, positions, np.int32(n_rows), *level, _int32(split_feature), _int32(split_bin),
-             cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags))
+             _int32(ridx), np.int32(n_rows), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
+             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags))
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
             (_blocks(n_rows),), (_BLOCK,),
-            (ridx, positions, flags, left_before, np.int32(n_rows), *level, _int32(seg_begin),
-             _int32(seg_end), _int32(left_child), new_ridx))
+            (_int32(ridx), positions, flags, left_before, np.int32(n_rows), np.int32(n_level), seg_begin,
+             seg_end, _int32(left_child), new_ridx))
     return new_ridx, (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
 
 

@@ -1,9 +1,24 @@
 // Row partitioning and routing (twins: cpu.partition_rows, cpu.route_rows).
 //
 // ridx holds the rows grouped by node: node s of a level owns
-// ridx[seg_begin[s]:seg_end[s]]. Splitting a node splits its range in place,
-// stably: its left rows first, in their old order, then its right rows.
+// ridx[seg_begin[s]:seg_end[s]], the ranges in slot order (seg_begin does not
+// decrease; padding slots hold empty ranges at n_rows). Splitting a node splits
+// its range in place, stably: its left rows first, in their old order, then
+// its right rows. A thread finds its slot from the ranges, so positions are
+// only written, never gathered.
 #include "common.cuh"
+
+// The slot whose range holds ridx index i, or -1 (a row of a leaf of an earlier level).
+__device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
+                                       const int* __restrict__ seg_end, int level_size) {
+    if (level_size == 0 || seg_begin[0] > i) return -1;
+    int lo = 0, hi = level_size;  // the last slot starting at or before i
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (seg_begin[mid] <= i) lo = mid; else hi = mid;
+    }
+    return i < seg_end[lo] ? lo : -1;
+}
 
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
 extern "C" __global__ void partition_flags(
@@ -29,15 +44,15 @@ extern "C" __global__ void partition_flags(
 // left_before[i] = flags[0] + ... + flags[i - 1] (n_rows + 1 entries).
 extern "C" __global__ void partition_scatter(
     const int* __restrict__ ridx, int* __restrict__ positions, const int* __restrict__ flags,
-    const int* __restrict__ left_before, const int n_rows, const int level_start, const int level_size,
+    const int* __restrict__ left_before, const int n_rows, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
     const int* __restrict__ left_child, int* __restrict__ new_ridx)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows) return;
     const int row = ridx[i];
-    const int slot = positions[row] - level_start;
-    if (slot < 0 || slot >= level_size || left_child[slot] < 0) { new_ridx[i] = row; return; }
+    const int slot = slot_of(i, seg_begin, seg_end, level_size);
+    if (slot < 0 || left_child[slot] < 0) { new_ridx[i] = row; return; }
     const int begin = seg_begin[slot];
     const int base = left_before[begin];
     const int n_left = left_before[seg_end[slot]] - base;

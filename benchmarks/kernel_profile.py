@@ -1,0 +1,111 @@
+"""Where dgboost's GPU training time goes: GPU time per kernel, from CUDA events.
+
+Wraps every function of ``dgboost.kernels.cuda`` so that each call records a
+CUDA event before and after it on the current stream, trains, then sums the
+elapsed times per kernel. What the kernels do not account for is the glue
+between them (cupy array operations, Python, launches) and is reported as
+"other". A profile, not a comparison: side_by_side.py is the benchmark.
+
+    python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from datasets import TASKS, load  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=sorted(TASKS), default="higgs")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--out", type=pathlib.Path, default=None, help="write the profile as JSON here")
+    parser.add_argument("--python-profile", action="store_true", help="also print cProfile's top functions")
+    args = parser.parse_args(argv)
+
+    import cupy
+
+    import dgboost
+    from dgboost.kernels import cuda
+
+    objective, extra, _, _ = TASKS[args.dataset]
+    X, y, _, _ = load(args.dataset, args.rows, 1, "cuda")
+    params = {"objective": objective, **extra, "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
+    dgboost.train(params, X[:10_000], y[:10_000], num_boost_round=2)  # compile and warm up
+
+    events = collections.defaultdict(list)
+    names = ["quantise_and_pack", "build_histograms", "evaluate_splits", "partition_rows", "route_rows",
+             "predict_margins"]
+    originals = {name: getattr(cuda, name) for name in names}
+
+    def timed(name, function):
+        @functools.wraps(function)
+        def wrapper(*a, **k):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            result = function(*a, **k)
+            stop.record()
+            events[name].append((start, stop))
+            return result
+        return wrapper
+
+    cupy.cuda.Device().synchronize()
+    started = time.perf_counter()
+    dgboost.train(params, X, y, num_boost_round=0)  # the set-up alone: cuts, matrix, base score
+    cupy.cuda.Device().synchronize()
+    setup = time.perf_counter() - started
+    for name, function in originals.items():
+        setattr(cuda, name, timed(name, function))
+    try:
+        cupy.cuda.Device().synchronize()
+        started = time.perf_counter()
+        if args.python_profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        dgboost.train(params, X, y, num_boost_round=args.rounds)
+        cupy.cuda.Device().synchronize()
+        wall = time.perf_counter() - started - setup
+        if args.python_profile:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+    finally:
+        for name, function in originals.items():
+            setattr(cuda, name, function)
+
+    profile = {name: {"calls": len(pairs),
+                      "ms": sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs)}
+               for name, pairs in events.items()}
+    kernel_ms = sum(p["ms"] for p in profile.values())
+    print(f"{args.dataset}-like, {args.rows:,} rows, {args.rounds} rounds, depth {args.depth}: set-up "
+          f"{setup:.2f} s, then {wall:.2f} s of rounds, {1000 * wall / args.rounds:.2f} ms a round "
+          "(set-up's kernel times are in the table; the wall excludes them)")
+    print("| kernel | calls | GPU ms | ms a round | share of wall |")
+    print("|---|---|---|---|---|")
+    for name, p in sorted(profile.items(), key=lambda item: -item[1]["ms"]):
+        print(f"| {name} | {p['calls']} | {p['ms']:.1f} | {p['ms'] / args.rounds:.3f} | "
+              f"{p['ms'] / 10 / wall:.1f}% |")
+    other = 1000 * wall - kernel_ms
+    print(f"| other (glue, launches, host) | | {other:.1f} | {other / args.rounds:.3f} | "
+          f"{other / 10 / wall:.1f}% |")
+    if args.out:
+        args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "kernels": profile, "args": vars(args)}, default=str,
+                                       indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
