@@ -17,6 +17,10 @@ data set below 2**28 rows.
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 from ._dtypes import EXACT_SUM_DTYPE, EXPONENT_DTYPE, INDEX_DTYPE, STAT_DTYPE
 from .backend import get_xp
 
@@ -52,9 +56,21 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
 
 
 def to_fixed(values, scale):
-    """``rint(values * scale)`` as int64; ``scale`` broadcasts against ``values``."""
+    """``rint(values * scale)`` as int64, the product in float64; ``scale`` broadcasts
+    against ``values``. On a GPU one fused kernel, with no float64 temporaries."""
     xp = get_xp(values)
+    if xp is not np:
+        return _fused_to_fixed()(values, xp.asarray(scale, dtype=STAT_DTYPE))
     return xp.rint(values.astype(STAT_DTYPE) * scale).astype(EXACT_SUM_DTYPE)
+
+
+@functools.lru_cache(maxsize=1)
+def _fused_to_fixed():
+    import cupy
+
+    return cupy.ElementwiseKernel("T value, float64 scale", "int64 fixed",
+                                  "fixed = (long long)rint((double)value * scale)", "dgboost_to_fixed",
+                                  options=("--fmad=false",))
 
 
 def from_fixed(integers, scale):

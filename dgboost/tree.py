@@ -118,6 +118,9 @@ class Tree:
         nodes = np.arange(n)
         if np.any(left[internal] <= nodes[internal]) or np.any(right[internal] <= nodes[internal]):
             raise ValueError(f"{where}: a child id does not follow its parent's (the tree has a cycle)")
+        if np.any(right[internal] != left[internal] + 1):
+            raise ValueError(f"{where}: a right child id is not its left sibling's + 1 (dgboost numbers "
+                             "nodes breadth first, siblings side by side)")
         children = np.sort(np.concatenate([left[internal], right[internal]]))
         if not np.array_equal(children, np.arange(1, n)):
             raise ValueError(f"{where}: every node but the root must be the child of exactly one node")

@@ -223,11 +223,13 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
         return margins
     if not (margins.flags.c_contiguous and margins.dtype == MARGIN_DTYPE):
         raise ValueError("margins must be a C-contiguous float32 array (it is updated in place)")
+    # One 16-byte record a node (see predict.cu); the right child is always left + 1.
+    nodes = cupy.stack([_int32(left), _int32(feature) | (cupy.asarray(default_left, dtype=POSITION_DTYPE) << 31),
+                        cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE),
+                        cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE).view(POSITION_DTYPE)], axis=1)
     _kernel("predict.cu", "predict_margins")(
         (_blocks(n_rows),), (_BLOCK,),
-        (cupy.ascontiguousarray(X, dtype=CUT_DTYPE), np.int64(n_rows), np.int32(X.shape[1]), _int32(left),
-         _int32(right), _int32(feature), cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE),
-         cupy.ascontiguousarray(default_left, dtype=bool), cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE),
+        (cupy.ascontiguousarray(X, dtype=CUT_DTYPE), np.int64(n_rows), np.int32(X.shape[1]), nodes,
          _int32(roots), _int32(outputs), np.int32(n_trees), np.int32(margins.shape[1]), margins))
     return margins
 

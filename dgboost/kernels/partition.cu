@@ -23,18 +23,17 @@ __device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
-    const int missing_symbol, const int* __restrict__ ridx, const int* __restrict__ positions,
-    const int n_rows, const int level_start, const int level_size, const int* __restrict__ split_feature,
+    const int missing_symbol, const int* __restrict__ ridx, const int n_rows, const int level_size,
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, int* __restrict__ flags)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows) return;
-    const int row = ridx[i];
-    const int slot = positions[row] - level_start;
+    const int slot = slot_of(i, seg_begin, seg_end, level_size);
     int left = 0;
-    if (slot >= 0 && slot < level_size && left_child[slot] >= 0) {
-        const int bin = read_bin(packed, row, n_words, split_feature[slot], bits, cells_per_word);
+    if (slot >= 0 && left_child[slot] >= 0) {
+        const int bin = read_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word);
         left = goes_left(bin, missing_symbol, split_bin[slot], default_left[slot]);
     }
     flags[i] = left;
