@@ -63,6 +63,10 @@ def test_tampered_file(tmp_path, model):
         dgboost.Booster.load_model(tmp_path / "bad.json")
 
 
+def _swap_root_children(tree):
+    tree["left_children"][0], tree["right_children"][0] = tree["right_children"][0], tree["left_children"][0]
+
+
 def _resign(document):
     from dgboost.booster import _with_checksum
 
@@ -72,6 +76,7 @@ def _resign(document):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda d: d["trees"][0]["left_children"].__setitem__(0, 0), "child id does not follow"),
+    (lambda d: _swap_root_children(d["trees"][0]), "not its left sibling's"),
     (lambda d: d["trees"][0].__setitem__("split_indices", [99] + d["trees"][0]["split_indices"][1:]),
      "outside"),
     (lambda d: d["trees"][0].pop("values"), "lacks 'values'"),

@@ -91,3 +91,17 @@ def test_ci_runs_the_readme_test_command():
     command = result.stdout.strip()
     assert "pytest" in command and "pip install" in command
     assert "<!-- test-command -->" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_cuda_sources_are_packaged():
+    """Every .cu/.cuh file under dgboost/kernels is named by pyproject's package-data, so a
+    non-editable install can compile the kernels."""
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dgboost"]
+    sources = [p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "kernels").iterdir()
+               if p.suffix in (".cu", ".cuh")]
+    assert len(sources) >= 6
+    for source in sources:
+        assert any(fnmatch.fnmatch(source, pattern) for pattern in patterns), source
