@@ -110,14 +110,8 @@ def _dgboost(params, args, X, y, X_test):
     started = time.perf_counter()
     booster = dgboost.train(params, X, y, num_boost_round=args.rounds)
     total = time.perf_counter() - started
-    started = time.perf_counter()
-    predictions = booster.predict(X_test)
-    _synchronise(args.device)
-    predict = time.perf_counter() - started
-    started = time.perf_counter()
-    booster.predict(X)
-    _synchronise(args.device)
-    predict_train = time.perf_counter() - started
+    predictions, predict = _timed(args.device, booster.predict, X_test)
+    _, predict_train = _timed(args.device, booster.predict, X)
     return ({"build_s": build, "train_s": total - build, "predict_s": predict, "predict_train_s": predict_train},
             to_numpy(predictions))
 
@@ -134,16 +128,18 @@ def _xgboost(params, args, X, y, X_test):
     started = time.perf_counter()
     booster = xgb.train(params, matrix, args.rounds)
     train = time.perf_counter() - started
-    started = time.perf_counter()
-    predictions = booster.inplace_predict(X_test)
-    _synchronise(args.device)
-    predict = time.perf_counter() - started
-    started = time.perf_counter()
-    booster.inplace_predict(X)
-    _synchronise(args.device)
-    predict_train = time.perf_counter() - started
+    predictions, predict = _timed(args.device, booster.inplace_predict, X_test)
+    _, predict_train = _timed(args.device, booster.inplace_predict, X)
     return ({"build_s": build, "train_s": train, "predict_s": predict, "predict_train_s": predict_train},
             to_numpy(predictions))
+
+
+def _timed(device, function, *args):
+    """(function(*args), seconds until the device has finished it)."""
+    started = time.perf_counter()
+    result = function(*args)
+    _synchronise(device)
+    return result, time.perf_counter() - started
 
 
 def _synchronise(device):

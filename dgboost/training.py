@@ -142,7 +142,8 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
             for state in evals:
                 if state.margins is not margins:
                     state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
-        for output, record in enumerate(_read_records(records)):
+        # The round's trees cross to the host in one read (its only one without eval sets).
+        for output, record in enumerate(to_numpy_many(records)):
             booster.append(Tree.from_record(record, cuts), output)
         _evaluate(evals, metrics, objective, comm, evals_log)
         booster.record_evals(evals_log)
@@ -179,14 +180,6 @@ def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_
     values = device(cuts.values) if cuts else xp.empty(n_values, dtype=CUT_DTYPE)
     offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=BIN_OFFSET_DTYPE)
     return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
-
-
-def _read_records(records) -> list:
-    """The round's tree records on the host, read in one transfer (the round's one
-    device-to-host read when no eval set is watched)."""
-    xp = get_xp(records[0])
-    host = to_numpy(xp.concatenate(records))
-    return np.split(host, np.cumsum([len(r) for r in records])[:-1])
 
 
 def _start_margins(data: Dataset, base_margin: np.ndarray, xp):

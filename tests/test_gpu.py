@@ -9,6 +9,7 @@ from dgboost import backend, kernels
 from dgboost.callback import TrainingCallback
 from dgboost.kernels import cpu, cuda
 from dgboost.predict import Forest
+from test_kernels import grouped  # rows of each slot as ridx ranges
 from dgboost.datasets import make_higgs_like
 from dgboost.ellpack import build_ellpack
 from dgboost.sketch import Sample, compute_cuts
@@ -40,13 +41,6 @@ RULES = [
 ]
 
 
-def _grouped(row_slot, n_slots):
-    ridx = np.argsort(np.where(row_slot < 0, n_slots, row_slot), kind="stable").astype(np.int32)
-    counts = np.bincount(row_slot[row_slot >= 0], minlength=n_slots)
-    end = np.cumsum(counts).astype(np.int32)
-    return ridx, (end - counts).astype(np.int32), end
-
-
 @pytest.mark.parametrize("n_rows, n_features, max_bin", CASES)
 def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     X, cuts, rng = _matrix_inputs(n_rows, n_features, max_bin, n_rows)
@@ -61,7 +55,7 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
     gpair[:, 1] = np.abs(gpair[:, 1])
     slot = rng.choice([-1, 0, 1, 3], size=n_rows).astype(np.int32)
-    grouped = _grouped(slot, 4)
+    grouped = grouped(slot, 4)
     args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
     hist = cpu.build_histograms(host.packed, *args, gpair, *grouped)
     hist_gpu = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), *on(grouped))
@@ -81,7 +75,7 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
 
     # Partitioning (stable, positions in place) and routing.
     positions = (1 + np.maximum(slot, 0)).astype(np.int32)  # nodes 1..4 of a level starting at 1
-    ridx, seg_begin, seg_end = _grouped(np.maximum(slot, 0), 4)
+    ridx, seg_begin, seg_end = grouped(np.maximum(slot, 0), 4)
     split = (rng.integers(0, n_features, 4).astype(np.int32), rng.integers(0, max_bin, 4).astype(np.int32),
              rng.random(4) < 0.5, np.array([5, -1, 7, 9], np.int32))
     positions_gpu = cp.asarray(positions)

@@ -323,7 +323,8 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     """
     xp = get_xp(packed)
     n_rows, n_level = int(ridx.shape[0]), int(left_child.shape[0])
-    slot = positions[ridx] - level_start
+    node = positions[ridx]
+    slot = node - level_start
     in_level = (slot >= 0) & (slot < n_level)
     slot = xp.where(in_level, slot, 0)
     child = xp.where(in_level, left_child[slot], -1)
@@ -344,7 +345,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     destination = xp.where(splitting, destination, at)
     new_ridx = xp.empty_like(ridx)
     new_ridx[destination] = ridx
-    positions[ridx] = xp.where(splitting, child + (~go_left).astype(POSITION_DTYPE), positions[ridx])
+    positions[ridx] = xp.where(splitting, child + (~go_left).astype(POSITION_DTYPE), node)
     n_left = (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
     return new_ridx, n_left
 
