@@ -55,10 +55,10 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
     gpair[:, 1] = np.abs(gpair[:, 1])
     slot = rng.choice([-1, 0, 1, 3], size=n_rows).astype(np.int32)
-    grouped = grouped(slot, 4)
+    slot_rows = grouped(slot, 4)
     args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
-    hist = cpu.build_histograms(host.packed, *args, gpair, *grouped)
-    hist_gpu = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), *on(grouped))
+    hist = cpu.build_histograms(host.packed, *args, gpair, *slot_rows)
+    hist_gpu = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), *on(slot_rows))
     np.testing.assert_array_equal(hist_gpu.get(), hist)
 
     # Split tables: equal bits, under every kind of regularisation.
