@@ -18,6 +18,9 @@ import numpy as np
 from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, WEIGHT_DTYPE
 from .backend import asarray, get_xp, is_cupy_array
 
+#: Cells of X checked for infinities at a time: bounds the check's temporary memory.
+_CHECK_CELLS = 1 << 24
+
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
@@ -182,14 +185,20 @@ def _check_weights(weight, name):
 
 
 def _check_no_inf(X, name, feature_names):
+    """Reject infinities, looking at ``_CHECK_CELLS`` cells at a time (no full-size mask)."""
     xp = get_xp(X)
-    inf = xp.isinf(X)
-    if bool(inf.any()):
-        row = _first_bad_row(inf)
-        column = int(xp.nonzero(inf[row])[0][0])
-        label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
-        raise ValueError(f"{name} has an infinite value at row {row}, {label}: replace it with NaN "
-                         f"(missing) or a finite number")
+    step = max(1, _CHECK_CELLS // X.shape[1])
+    chunks = range(0, X.shape[0], step)
+    found = xp.stack([xp.isinf(X[begin:begin + step]).any() for begin in chunks])
+    if not bool(found.any()):
+        return
+    begin = chunks[int(xp.argmax(found))]
+    inf = xp.isinf(X[begin:begin + step])
+    row = _first_bad_row(inf)
+    column = int(xp.nonzero(inf[row])[0][0])
+    label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
+    raise ValueError(f"{name} has an infinite value at row {begin + row}, {label}: replace it with NaN "
+                     f"(missing) or a finite number")
 
 
 def _is_dataframe(obj) -> bool:

@@ -103,7 +103,8 @@ def draw_sample(X, weight, row_offset: int, n_total: int, seed: int) -> Sample:
     global_index = xp.arange(row_offset, row_offset + X.shape[0], dtype=ROW_INDEX_DTYPE)
     probability = min(1.0, SKETCH_SAMPLE_ROWS / max(n_total, 1))
     if probability < 1.0:
-        chosen = uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability
+        # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
+        chosen = xp.flatnonzero(uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability)
         global_index, X = global_index[chosen], X[chosen]
         weight = None if weight is None else weight[chosen]
     weights = np.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else to_numpy(weight)

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 import dgboost
+from dgboost import data
 from dgboost.data import make_dataset
 
 PARAMS = {"objective": "binary:logistic"}
@@ -106,9 +107,12 @@ def test_categorical_column_says_how_to_fix():
         dgboost.train(PARAMS, frame, y)
 
 
-def test_inf_in_features_names_row_and_column():
+@pytest.mark.parametrize("cells_at_a_time", [1 << 24, 7])
+def test_inf_in_features_names_row_and_column(monkeypatch, cells_at_a_time):
+    monkeypatch.setattr(data, "_CHECK_CELLS", cells_at_a_time)  # 7: two rows a chunk
     X, y = _xy()
     X[6, 2] = -np.inf
+    X[9, 0] = np.inf
     with pytest.raises(ValueError, match="X has an infinite value at row 6, column 2"):
         dgboost.train(PARAMS, X, y)
 

@@ -96,13 +96,17 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     np.testing.assert_array_equal(leaf_gpu.get(), leaf)
 
 
-def test_prediction_kernel_equals_its_twin():
+@pytest.mark.parametrize("extra_features, n_outputs", [(0, 4), (0, 1), (172, 4)])
+def test_prediction_kernel_equals_its_twin(extra_features, n_outputs):
+    """28 features are staged in shared memory, 200 are read from global memory."""
     X, y = make_higgs_like(3_001, seed=3, missing_fraction=0.1, task="multiclass")
-    booster = dgboost.train({"objective": "multi:softprob", "num_class": 4, "max_depth": 4}, X, y,
-                            num_boost_round=7)
+    X = np.hstack([X, np.random.default_rng(1).standard_normal((len(X), extra_features), dtype=np.float32)])
+    params = ({"objective": "multi:softprob", "num_class": 4} if n_outputs > 1
+              else {"objective": "reg:squarederror"})
+    booster = dgboost.train({**params, "max_depth": 4}, X, y, num_boost_round=7)
     host = Forest.from_trees(booster.trees, booster.tree_outputs, np)
     device = Forest.from_trees(booster.trees, booster.tree_outputs, cp)
-    start = np.random.default_rng(0).standard_normal((len(X), 4)).astype(np.float32)
+    start = np.random.default_rng(0).standard_normal((len(X), n_outputs)).astype(np.float32)
     fields = ("left", "right", "feature", "threshold", "default_left", "value", "roots", "outputs_device")
     expected = cpu.predict_margins(X, *(getattr(host, f) for f in fields[:-1]), host.outputs_device,
                                    host.depth, start.copy())

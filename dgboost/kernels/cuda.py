@@ -29,6 +29,10 @@ _HISTOGRAM_BLOCK = 512
 #: Cells of one feature group that one histogram block sums: enough work to
 #: amortise zeroing and flushing its shared-memory histogram.
 _CELLS_PER_HISTOGRAM_BLOCK = 1 << 18
+#: Rows per block of predict_margins_staged, and the most shared memory it stages
+#: them in (the default limit; wider rows are read from global memory).
+_PREDICT_BLOCK = 128
+_PREDICT_STAGED_BYTES = 48 * 1024
 #: Nodes whose split tables one block of choose_node_splits writes (a warp each).
 _NODES_PER_BLOCK = 8
 
@@ -227,10 +231,18 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     nodes = cupy.stack([_int32(left), _int32(feature) | (cupy.asarray(default_left, dtype=POSITION_DTYPE) << 31),
                         cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE),
                         cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE).view(POSITION_DTYPE)], axis=1)
-    _kernel("predict.cu", "predict_margins")(
-        (_blocks(n_rows),), (_BLOCK,),
-        (cupy.ascontiguousarray(X, dtype=CUT_DTYPE), np.int64(n_rows), np.int32(X.shape[1]), nodes,
-         _int32(roots), _int32(outputs), np.int32(n_trees), np.int32(margins.shape[1]), margins))
+    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
+    n_features = int(X.shape[1])
+    forest = (nodes, _int32(roots), _int32(outputs), np.int32(n_trees), np.int32(margins.shape[1]), margins)
+    stride = n_features | 1  # odd: a warp's rows start in distinct shared-memory banks
+    shared = _PREDICT_BLOCK * stride * np.dtype(CUT_DTYPE).itemsize
+    if shared <= _PREDICT_STAGED_BYTES:
+        _kernel("predict.cu", "predict_margins_staged")(
+            (_blocks(n_rows, _PREDICT_BLOCK),), (_PREDICT_BLOCK,),
+            (X, np.int64(n_rows), np.int32(n_features), np.int32(stride), *forest), shared_mem=shared)
+    else:
+        _kernel("predict.cu", "predict_margins")(
+            (_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features), *forest))
     return margins
 
 

@@ -5,7 +5,30 @@
 // A node is one 16-byte record, read with one load: {left child (-1 at a
 // leaf; the right child is left + 1), feature | default_left << 31, threshold
 // bits, value bits}.
+//
+// A row's features are read once per level of every tree. predict_margins_staged
+// first copies its block's rows into shared memory with coalesced loads (row
+// stride `stride`, odd, so that the threads of a warp read distinct banks);
+// predict_margins reads them from global memory, for rows too wide to stage.
 #include "common.cuh"
+
+__device__ __forceinline__ void predict_row(
+    const float* x, const int4* __restrict__ nodes, const int* __restrict__ roots,
+    const int* __restrict__ outputs, const int n_trees, const int n_outputs, float* margin)
+{
+    float single = n_outputs == 1 ? margin[0] : 0.0f;
+    for (int tree = 0; tree < n_trees; ++tree) {
+        int4 node = __ldg(nodes + roots[tree]);
+        while (node.x >= 0) {
+            const float v = x[node.y & 0x7fffffff];
+            const bool go_left = isnan(v) ? (node.y < 0) : v < __int_as_float(node.z);
+            node = __ldg(nodes + node.x + (go_left ? 0 : 1));
+        }
+        const float value = __int_as_float(node.w);
+        if (n_outputs == 1) single += value; else margin[outputs[tree]] += value;
+    }
+    if (n_outputs == 1) margin[0] = single;
+}
 
 extern "C" __global__ void predict_margins(
     const float* __restrict__ X, const i64 n_rows, const int n_features, const int4* __restrict__ nodes,
@@ -14,19 +37,24 @@ extern "C" __global__ void predict_margins(
 {
     const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n_rows) return;
-    const float* x = X + row * n_features;
-    float* margin = margins + row * n_outputs;
-    float single = n_outputs == 1 ? margin[0] : 0.0f;
-    for (int tree = 0; tree < n_trees; ++tree) {
-        int4 node = nodes[roots[tree]];
-        while (node.x >= 0) {
-            const int feature = node.y & 0x7fffffff;
-            const float v = x[feature];
-            const bool go_left = isnan(v) ? (node.y < 0) : v < __int_as_float(node.z);
-            node = nodes[node.x + (go_left ? 0 : 1)];
-        }
-        const float value = __int_as_float(node.w);
-        if (n_outputs == 1) single += value; else margin[outputs[tree]] += value;
+    predict_row(X + row * n_features, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
+}
+
+extern "C" __global__ void predict_margins_staged(
+    const float* __restrict__ X, const i64 n_rows, const int n_features, const int stride,
+    const int4* __restrict__ nodes, const int* __restrict__ roots, const int* __restrict__ outputs,
+    const int n_trees, const int n_outputs, float* __restrict__ margins)
+{
+    extern __shared__ float rows[];  // blockDim.x rows of `stride` floats
+    const i64 first = (i64)blockIdx.x * blockDim.x;
+    const int n_here = (int)min((i64)blockDim.x, n_rows - first);
+    const float* block_X = X + first * n_features;
+    for (int i = threadIdx.x; i < n_here * n_features; i += blockDim.x) {
+        rows[(i / n_features) * stride + i % n_features] = block_X[i];
     }
-    if (n_outputs == 1) margin[0] = single;
+    __syncthreads();
+    if (threadIdx.x >= n_here) return;
+    const i64 row = first + threadIdx.x;
+    predict_row(rows + threadIdx.x * stride, nodes, roots, outputs, n_trees, n_outputs,
+                margins + row * n_outputs);
 }
