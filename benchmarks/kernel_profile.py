@@ -91,7 +91,9 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - clock.first_round
         if args.python_profile:
             profiler.disable()
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("tottime").print_stats(25)
+            stats.sort_stats("cumulative").print_stats("dgboost", 30)
     finally:
         for name, function in originals.items():
             setattr(cuda, name, function)

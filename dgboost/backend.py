@@ -100,12 +100,12 @@ _REDUCE_CHUNKS = 1024
 
 
 def column_reduce(array, op: str):
-    """``op`` ("sum" or "max") over axis 0: (n, k) -> (k,), or (n,) -> ().
+    """``op`` ("sum", "max" or "min") over axis 0: (n, k) -> (k,), or (n,) -> ().
 
     cupy reduces a long axis into few outputs with a handful of blocks (15 ms
     for 10M x 2 on an H100); reducing 1024 chunks first, then their results,
     spreads the work over the whole GPU (0.4 ms). Exact for integer sums and
-    for max; a float sum is rounded in another order than numpy's.
+    for max and min; a float sum is rounded in another order than numpy's.
     """
     xp = get_xp(array)
     reduce = getattr(xp, op)

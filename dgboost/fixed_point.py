@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from ._dtypes import EXACT_SUM_DTYPE, EXPONENT_DTYPE, INDEX_DTYPE, STAT_DTYPE
-from .backend import get_xp
+from .backend import column_reduce, get_xp
 
 #: Headroom of histogram sums: exact in int64 and in float64 (see above).
 HISTOGRAM_HEADROOM_BITS = 52
@@ -71,6 +71,23 @@ def _fused_to_fixed():
     return cupy.ElementwiseKernel("T value, float64 scale", "int64 fixed",
                                   "fixed = (long long)rint((double)value * scale)", "dgboost_to_fixed",
                                   options=("--fmad=false",))
+
+
+def fixed_column_sums(values, scale):
+    """Column sums of ``to_fixed(values, scale)``: (n, k) -> (k,) int64, exact.
+
+    Converts ``_SUM_CHUNK_ROWS`` rows at a time, so no int64 copy of ``values`` is made.
+    """
+    xp = get_xp(values)
+    chunks = range(0, values.shape[0], _SUM_CHUNK_ROWS)
+    if len(chunks) <= 1:
+        return column_reduce(to_fixed(values, scale), "sum")
+    sums = [column_reduce(to_fixed(values[begin:begin + _SUM_CHUNK_ROWS], scale), "sum") for begin in chunks]
+    return xp.stack(sums).sum(axis=0)
+
+
+#: Rows fixed_column_sums converts at a time.
+_SUM_CHUNK_ROWS = 1 << 21
 
 
 def from_fixed(integers, scale):

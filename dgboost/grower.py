@@ -29,11 +29,11 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import GAIN_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
+from ._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
 from .backend import asarray, column_reduce, get_xp
 from .ellpack import EllpackMatrix
-from .fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale, to_fixed
-from .kernels import Regularisation, node_weights
+from .fixed_point import HISTOGRAM_HEADROOM_BITS, fixed_column_sums, power_of_two_scale
+from .kernels import Regularisation, next_frontier, node_weights, number_children
 from .params import TrainParams
 from . import histogram, partition
 from .split import SplitTable, find_splits
@@ -105,63 +105,33 @@ class _Frontier:
     seg_end: object  # (size,) int32
     parent_hist: object  # (size // 2, n_bins_total, 2) int64; None at the root
     build_left: object  # (size // 2,) bool: the built child of each pair is the left one
+    build_begin: object  # (size // 2,) int32: the built child's range of ridx
+    build_end: object
 
     @classmethod
     def root(cls, node_sums, n_rows: int) -> "_Frontier":
         xp = get_xp(node_sums)
         return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
-                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None)
+                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None)
 
     @property
     def size(self) -> int:
         return int(self.active.shape[0])
 
-    def histograms(self, matrix, gpair, ridx, comm):
+    def histograms(self, matrix, gpair, scales, ridx, comm):
         """Every node's histogram, summed over all ranks: (size, n_bins_total, 2) int64."""
         if self.parent_hist is None:
-            return comm.allreduce(histogram.build(matrix, gpair, ridx, self.seg_begin, self.seg_end))
-        xp = get_xp(ridx)
-        pairs = lambda a: a.reshape(-1, 2)  # noqa: E731
-        pick = lambda a: xp.where(self.build_left, pairs(a)[:, 0], pairs(a)[:, 1])  # noqa: E731
-        built = comm.allreduce(histogram.build(matrix, gpair, ridx, pick(self.seg_begin), pick(self.seg_end)))
+            return comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
+        built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, built, self.build_left)
 
-    def level(self, splits: SplitTable) -> Level:
-        """This level with its splits; children of the r-th split node get ids 2r, 2r + 1 below."""
-        xp = get_xp(self.active)
-        valid = splits.valid.astype(POSITION_DTYPE)
-        rank = xp.cumsum(valid) - valid
-        left_child = xp.where(splits.valid, self.start + self.size + 2 * rank, -1).astype(POSITION_DTYPE)
-        return Level(self.start, self.node_sums, self.active, splits, left_child)
-
-    def children(self, level: Level, hist, n_left, n_parents: int, n_rows: int) -> "_Frontier":
-        """The next level, with room for ``n_parents`` splitting nodes; ``n_left`` is each
-        slot's number of this rank's rows sent left. Padding slots get empty ranges at
-        ``n_rows`` so that the ranges stay in ascending order."""
-        xp = get_xp(hist)
-        splits = level.splits
-        next_start = self.start + self.size
-        rank = (level.left_child - next_start) // 2  # meaningful where the node splits
-        # The r-th splitting node's slot here; ranks past the last split point at a dump slot.
-        slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
-        slot_of_rank[xp.where(splits.valid, rank, n_parents)] = xp.arange(self.size, dtype=POSITION_DTYPE)
-        slot_of_rank = slot_of_rank[:n_parents]
-        real = xp.arange(n_parents) < splits.valid.sum()
-        left_sum = xp.where(real[:, None], splits.left_sum[slot_of_rank], 0)
-        right_sum = xp.where(real[:, None], splits.right_sum[slot_of_rank], 0)
-        begin = xp.where(real, self.seg_begin[slot_of_rank], n_rows)
-        middle = xp.where(real, begin + n_left[slot_of_rank], n_rows)
-        end = xp.where(real, self.seg_end[slot_of_rank], n_rows)
-        # Build the lighter child of each pair (a global choice); its sibling comes by subtraction.
-        build_left = left_sum[:, 1] <= right_sum[:, 1]
-        interleave = lambda a, b: xp.stack([a, b], axis=1).reshape(-1)  # noqa: E731
-        return _Frontier(start=next_start,
-                         node_sums=xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2),
-                         active=xp.repeat(real, 2),
-                         seg_begin=interleave(begin, middle).astype(POSITION_DTYPE),
-                         seg_end=interleave(middle, end).astype(POSITION_DTYPE),
-                         parent_hist=hist[slot_of_rank],
-                         build_left=build_left)
+    def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int) -> "_Frontier":
+        """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
+        ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left."""
+        node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
+            level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
+        return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist[slot_of_rank],
+                         build_left, build_begin, build_end)
 
 
 class TreeGrower:
@@ -182,31 +152,34 @@ class TreeGrower:
     def grow(self, gpair) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
         xp = get_xp(gpair)
-        max_abs = self.comm.allreduce(column_reduce(xp.abs(gpair), "max").astype(GAIN_DTYPE), "max")
-        scales = power_of_two_scale(max_abs, self.n_total, HISTOGRAM_HEADROOM_BITS)
-        gpair = to_fixed(gpair, scales)
+        gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
+        # max |x| as max(max x, -min x): no full-size temporary.
+        max_abs = xp.maximum(column_reduce(gpair, "max"), -column_reduce(gpair, "min")).astype(GAIN_DTYPE)
+        scales = power_of_two_scale(self.comm.allreduce(max_abs, "max"), self.n_total, HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        frontier = _Frontier.root(self.comm.allreduce(column_reduce(gpair, "sum")[None, :]), n_rows)
+        frontier = _Frontier.root(self.comm.allreduce(fixed_column_sums(gpair, scales)[None, :]), n_rows)
         levels = []
         for depth in range(self.max_depth + 1):
-            if depth < self.max_depth:
-                hist = frontier.histograms(self.matrix, gpair, ridx, self.comm)
+            last = depth == self.max_depth
+            if last:
+                splits, n_parents = SplitTable.empty(frontier.size, xp), 0
+            else:
+                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
                 splits = find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                                      self.matrix.bin_offsets, scales, self.rules, self.comm)
-            else:
-                splits = SplitTable.empty(frontier.size, xp)
-            level = frontier.level(splits)
+                n_parents = self._next_level_parents(splits.valid, hist.shape[1])
+            left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
+            level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child)
             levels.append(level)
-            if depth == self.max_depth:
+            if last:
                 break
             ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
                                                  frontier.seg_end, splits, level.left_child)
-            n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, n_left, n_parents, n_rows)
+            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows)
         return self._finish(levels, positions, scales)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:

@@ -12,17 +12,17 @@ exact in fixed point::
 
 from __future__ import annotations
 
-from .backend import get_xp
 from .ellpack import EllpackMatrix
-from .kernels import build_histograms
+from .kernels import build_histograms, sibling_histograms
 
 
-def build(matrix: EllpackMatrix, gpair, ridx, seg_begin, seg_end):
+def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     """Histograms of the rows ``ridx[seg_begin[s]:seg_end[s]]`` of each slot ``s``.
 
     Parameters
     ----------
-    gpair : array of shape (n_rows, 2), int64, fixed point
+    gpair : array of shape (n_rows, 2), float32
+    scales : array of shape (2,), float64: the fixed-point scales the sums are made in
     ridx : array of shape (n_rows,), int32: rows grouped by node
     seg_begin, seg_end : arrays of shape (n_slots,), int32
 
@@ -32,7 +32,7 @@ def build(matrix: EllpackMatrix, gpair, ridx, seg_begin, seg_end):
     """
     layout = matrix.layout
     return build_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.n_features,
-                            layout.missing_symbol, matrix.host_bin_offsets, gpair, ridx, seg_begin, seg_end)
+                            layout.missing_symbol, matrix.host_bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
 
 
 def children(parent, built, build_left):
@@ -48,9 +48,4 @@ def children(parent, built, build_left):
     -------
     array of shape (2 n, n_bins_total, 2), int64: left and right child of each parent
     """
-    xp = get_xp(parent)
-    sibling = parent - built
-    flag = build_left[:, None, None]
-    left = xp.where(flag, built, sibling)
-    right = xp.where(flag, sibling, built)
-    return xp.stack([left, right], axis=1).reshape(-1, *parent.shape[1:])
+    return sibling_histograms(parent, built, build_left)

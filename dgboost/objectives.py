@@ -259,8 +259,8 @@ def _weights_of(label, weight):
 
 
 def _columns(*vectors):
-    xp = get_xp(vectors[0])
-    return xp.stack([v.astype(STAT_DTYPE) for v in vectors], axis=1)
+    """Vectors side by side, in their own precision (exact_sums reads them in float64)."""
+    return get_xp(vectors[0]).stack(vectors, axis=1)
 
 
 def _raise_for_first(bad, label, name, rule, xp):

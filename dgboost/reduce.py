@@ -32,7 +32,8 @@ def exact_sums_partial(columns, comm) -> list:
 
     Parameters
     ----------
-    columns : array of shape (n_rows, k), float64, on any device
+    columns : array of shape (n_rows, k), float32 or float64, on any device
+        Read ``_CHUNK_ROWS`` rows at a time (in float64), so temporaries stay small.
 
     Returns
     -------
@@ -41,16 +42,28 @@ def exact_sums_partial(columns, comm) -> list:
     """
     xp = get_xp(columns)
     n_local, k = columns.shape
-    max_abs = column_reduce(xp.abs(columns), "max") if n_local else xp.zeros(k, dtype=STAT_DTYPE)
+    chunks = [columns[begin:begin + _CHUNK_ROWS] for begin in range(0, n_local, _CHUNK_ROWS)]
+
+    def over_chunks(reduce, combine):
+        if not chunks:
+            return xp.zeros(k, dtype=STAT_DTYPE)
+        return combine(xp.stack([reduce(chunk) for chunk in chunks]), axis=0).astype(STAT_DTYPE)
+
+    # max |x| as max(max x, -min x): no temporary of the chunk's size.
+    max_abs = over_chunks(lambda c: xp.maximum(column_reduce(c, "max"), -column_reduce(c, "min")), xp.max)
     max_abs = comm.allreduce(max_abs, "max")
     finite = xp.isfinite(max_abs).all(keepdims=True)
     # Non-finite columns are summed in floating point (the result is non-finite anyway).
     safe = xp.where(finite, max_abs, 1.0)
     scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
-    fixed = to_fixed(xp.where(finite, columns, 0.0), scale)
-    return [comm.allreduce(column_reduce(fixed, "sum"), "sum"), scale,
-            comm.allreduce(column_reduce(columns, "sum"), "sum"),
-            finite.astype(STAT_DTYPE)]
+    fixed = (xp.stack([column_reduce(to_fixed(xp.where(finite, chunk, 0.0), scale), "sum") for chunk in chunks])
+             .sum(axis=0) if chunks else xp.zeros(k, dtype=EXACT_SUM_DTYPE))
+    plain = over_chunks(lambda c: column_reduce(c.astype(STAT_DTYPE), "sum"), xp.sum)
+    return [comm.allreduce(fixed, "sum"), scale, comm.allreduce(plain, "sum"), finite.astype(STAT_DTYPE)]
+
+
+#: Rows exact_sums_partial reads at a time.
+_CHUNK_ROWS = 1 << 21
 
 
 def finish_exact_sums(parts) -> np.ndarray:
@@ -64,7 +77,7 @@ def exact_sums(columns, comm) -> np.ndarray:
 
     Parameters
     ----------
-    columns : array of shape (n_rows, k), float64, on any device
+    columns : array of shape (n_rows, k), float32 or float64, on any device
     comm : Communicator
 
     Returns

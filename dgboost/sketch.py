@@ -2,8 +2,8 @@
 
 Which rows are sampled depends only on a hash of each row's global index and
 the seed, so a data set split any way across workers yields the same sample,
-and after sorting by global index the same cuts. The cuts are computed on the
-host, on the coordinator, from the gathered sample; they are small.
+and after sorting by global index the same cuts. The coordinator computes the
+cuts on its device from the gathered sample; they are small, and kept on the host.
 
 Bins follow XGBoost's convention: feature ``f`` has ``n_bins[f]`` bins and
 ``n_bins[f] - 1`` interior cut values ``c``; a value ``x`` falls in bin
@@ -17,9 +17,11 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, FEATURE_DTYPE, ROW_INDEX_DTYPE, STAT_DTYPE, WEIGHT_DTYPE
+from ._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE, ROW_INDEX_DTYPE,
+                      STAT_DTYPE, WEIGHT_DTYPE)
 from ._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
-from .backend import get_xp, to_numpy
+from .backend import get_xp, to_numpy_many
+from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 
 #: Expected rows in the cut sample. With 2**18 rows a quantile's rank error is
 #: about 1/sqrt(2**18) = 0.2%, half the width of a bin at max_bin 256; data sets
@@ -71,23 +73,26 @@ class Cuts:
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
-    """Sampled rows of one rank, on the host, in ascending global index order."""
+    """Sampled rows of one rank, on its data's device, in ascending global index order."""
 
-    global_index: np.ndarray  # (m,), int64
-    values: np.ndarray  # (m, n_features), float32, NaN = missing
-    weights: np.ndarray  # (m,), float32
+    global_index: object  # (m,), int64
+    values: object  # (m, n_features), float32, NaN = missing
+    weights: object  # (m,), float32
 
     @staticmethod
     def merge(samples: list["Sample"]) -> "Sample":
         """All ranks' samples as one, ordered by global index whatever the rank order."""
-        index = np.concatenate([s.global_index for s in samples])
-        order = np.argsort(index, kind="stable")
-        return Sample(index[order], np.concatenate([s.values for s in samples])[order],
-                      np.concatenate([s.weights for s in samples])[order])
+        if len(samples) == 1:
+            return samples[0]  # draw_sample's rows are already in order
+        xp = get_xp(samples[0].values)
+        index = xp.concatenate([s.global_index for s in samples])
+        order = xp.argsort(index)  # global indices are unique: no tie to break
+        return Sample(index[order], xp.concatenate([s.values for s in samples])[order],
+                      xp.concatenate([s.weights for s in samples])[order])
 
 
 def draw_sample(X, weight, row_offset: int, n_total: int, seed: int) -> Sample:
-    """This rank's rows of the cut sample.
+    """This rank's rows of the cut sample, on X's device.
 
     Parameters
     ----------
@@ -107,8 +112,8 @@ def draw_sample(X, weight, row_offset: int, n_total: int, seed: int) -> Sample:
         chosen = xp.flatnonzero(uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability)
         global_index, X = global_index[chosen], X[chosen]
         weight = None if weight is None else weight[chosen]
-    weights = np.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else to_numpy(weight)
-    return Sample(to_numpy(global_index), to_numpy(X).astype(FEATURE_DTYPE, copy=False), weights)
+    weights = xp.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else weight
+    return Sample(global_index, X.astype(FEATURE_DTYPE, copy=False), weights)
 
 
 def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
@@ -116,34 +121,73 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
 
     One symbol of ``max_bin`` is kept for missing values (see ellpack.py). A
     feature with at most that many distinct values gets one bin per value (exact);
-    otherwise boundaries sit at the weighted quantiles ``k / n_bins``.
+    otherwise bin ``k`` starts at the first distinct value with at least ``k / n``
+    of the feature's weight below it (``n`` value bins).
+
+    Runs on the sample's device, all features at once (``_SORT_CELLS`` cells at
+    a time). Weights are summed in fixed point, so tied values may sort in any
+    order and every device finds the same cuts. Returns the cuts on the host.
     """
-    max_value_bins = max_bin - 1
-    per_feature = [_feature_cuts(sample.values[:, f], sample.weights, max_value_bins)
-                   for f in range(sample.values.shape[1])]
-    offsets = np.concatenate([[0], np.cumsum([len(c) for c in per_feature])]).astype(BIN_OFFSET_DTYPE)
-    values = np.concatenate(per_feature).astype(CUT_DTYPE) if per_feature else np.zeros(0, CUT_DTYPE)
-    return Cuts(values, offsets)
+    xp = get_xp(sample.values)
+    n_rows, n_features = sample.values.shape
+    n_value_bins = max_bin - 1
+    weights = _fixed_weights(sample.weights, n_value_bins)
+    step = max(1, _SORT_CELLS // max(n_rows, 1))
+    values, counts = [], []
+    for begin in range(0, n_features, step):
+        chunk_values, chunk_counts = _chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)
+        values.append(chunk_values)
+        counts.append(chunk_counts)
+    if not n_features:
+        return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
+    # One read of both (float32 values travel exactly as float64).
+    values, counts = to_numpy_many([xp.concatenate(values).astype(STAT_DTYPE), xp.concatenate(counts)])
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(BIN_OFFSET_DTYPE)
+    return Cuts(values.astype(CUT_DTYPE), offsets)
 
 
-def _feature_cuts(column: np.ndarray, weights: np.ndarray, max_value_bins: int) -> np.ndarray:
-    present = ~np.isnan(column)
-    column, weights = column[present], weights[present]
-    if column.size == 0:
-        return np.zeros(0, CUT_DTYPE)
-    # Stable: tied values keep global-index order, so their weights are summed in
-    # one fixed order on every run.
-    order = np.argsort(column, kind="stable")
-    column, weights = column[order], weights[order].astype(STAT_DTYPE)
-    starts = np.flatnonzero(np.concatenate([[True], column[1:] != column[:-1]]))
-    distinct = column[starts]
-    if len(distinct) <= max_value_bins:
-        return distinct[1:]
-    group_weight = np.add.reduceat(weights, starts)
-    weight_before = np.concatenate([[0.0], np.cumsum(group_weight)[:-1]])
-    total = weight_before[-1] + group_weight[-1]
-    targets = total * np.arange(1, max_value_bins) / max_value_bins
-    # Bin k starts at the first distinct value with at least k/n of the weight below it.
-    first = np.unique(np.searchsorted(weight_before, targets, side="left"))
-    first = first[(first > 0) & (first < len(distinct))]
-    return distinct[first]
+#: Cells of the sample sorted at a time by compute_cuts: bounds its temporaries
+#: (about 40 bytes a cell, 80 MiB).
+_SORT_CELLS = 1 << 21
+
+
+def _fixed_weights(weights, n_value_bins: int):
+    """Weights as int64 fixed point, scaled so that ``total * n_value_bins`` fits an int64."""
+    xp = get_xp(weights)
+    if weights.shape[0] == 0:
+        return xp.zeros(0, dtype=EXACT_SUM_DTYPE)
+    headroom = SUM_HEADROOM_BITS - int(n_value_bins).bit_length()
+    scale = power_of_two_scale(xp.max(weights)[None].astype(STAT_DTYPE), int(weights.shape[0]), headroom)
+    return to_fixed(weights, scale[0])
+
+
+def _chunk_cuts(columns, weights, n_value_bins: int):
+    """Cut values (ascending per feature, features in order) and counts of a few features.
+
+    Parameters
+    ----------
+    columns : array of shape (m, f), float32, NaN = missing
+    weights : array of shape (m,), int64 fixed point
+    """
+    xp = get_xp(columns)
+    m, f = columns.shape
+    keys = columns.T
+    keys = xp.where(xp.isnan(keys), xp.inf, keys)  # missing last (X holds no infinity)
+    order = xp.argsort(keys, axis=1)
+    keys = xp.take_along_axis(keys, order, axis=1)
+    present = keys < xp.inf
+    weight = xp.where(present, weights[order], 0)
+    # The first position of each distinct value, row-major: features in order.
+    new_value = xp.concatenate([xp.ones((f, 1), dtype=bool), keys[:, 1:] != keys[:, :-1]], axis=1)
+    starts = xp.flatnonzero(present & new_value)
+    feature = starts // m
+    first_of_feature = xp.concatenate([xp.ones(min(1, starts.size), dtype=bool), feature[1:] != feature[:-1]])
+    # Weight below each distinct value: exact, whatever the order of tied values.
+    below = (xp.cumsum(weight, axis=1) - weight).reshape(-1)[starts]
+    total = weight.sum(axis=1)
+    # Quantile targets total * k / n (k = 1 .. n - 1) at or below `below`, in integers.
+    reached = xp.minimum(below * n_value_bins // xp.maximum(total[feature], 1), n_value_bins - 1)
+    reached_before = xp.concatenate([xp.zeros(min(1, starts.size), dtype=reached.dtype), reached[:-1]])
+    exact = xp.bincount(feature, minlength=f) <= n_value_bins
+    is_cut = ~first_of_feature & (exact[feature] | (reached > reached_before))
+    return keys.reshape(-1)[starts[is_cut]], xp.bincount(feature[is_cut], minlength=f).astype(BIN_OFFSET_DTYPE)

@@ -32,6 +32,7 @@ class SplitTable:
     gain: object
     left_sum: object
     right_sum: object
+    table: object  # the packed (n_nodes, len(SPLIT_TABLE_COLUMNS)) int64 array all of the above view
 
     @property
     def n_nodes(self) -> int:
@@ -47,7 +48,7 @@ class SplitTable:
         return cls(valid=packed[:, 0] != 0, feature=packed[:, 1].astype(POSITION_DTYPE),
                    bin=packed[:, 2].astype(POSITION_DTYPE), default_left=packed[:, 3] != 0,
                    gain=packed[:, 4].copy().view(GAIN_DTYPE), left_sum=packed[:, 5:7],
-                   right_sum=packed[:, 7:9])
+                   right_sum=packed[:, 7:9], table=packed)
 
 
 def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,

@@ -142,6 +142,7 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
             for state in evals:
                 if state.margins is not margins:
                     state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
+            del grown  # its row-sized arrays go before the next tree's are made
         # The round's trees cross to the host in one read (its only one without eval sets).
         for output, record in enumerate(to_numpy_many(records)):
             booster.append(Tree.from_record(record, cuts), output)
@@ -163,18 +164,18 @@ class _EvalState:
 def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_bin: int, comm) -> Cuts:
     """Cuts every rank agrees on: rank 0 computes them from the gathered sample and broadcasts.
 
-    Arrays cross the collective on the data's device; the sample is small.
+    The sample stays on the data's device until the cuts, which are small, come
+    back to the host.
     """
     xp = get_xp(training.X)
     sample = draw_sample(training.X, training.weight, row_offset, n_total, seed)
-    device = lambda a: asarray(xp, a)  # noqa: E731
-    parts = [comm.allgather(device(a)) for a in (sample.global_index, sample.values, sample.weights)]
+    parts = [comm.allgather(a) for a in (sample.global_index, sample.values, sample.weights)]
     if comm.rank == 0:
-        merged = Sample.merge([Sample(to_numpy(i), to_numpy(v), to_numpy(w)) for i, v, w in zip(*parts)])
-        cuts = compute_cuts(merged, max_bin)
+        cuts = compute_cuts(Sample.merge([Sample(*part) for part in zip(*parts)]), max_bin)
         sizes = np.array([len(cuts.values)], dtype=INDEX_DTYPE)
     else:
         cuts, sizes = None, np.zeros(1, dtype=INDEX_DTYPE)
+    device = lambda a: asarray(xp, a)  # noqa: E731
     n_values = int(to_numpy(comm.broadcast(device(sizes)))[0])
     n_features = training.n_features
     values = device(cuts.values) if cuts else xp.empty(n_values, dtype=CUT_DTYPE)

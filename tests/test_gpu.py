@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dgboost
-from dgboost import backend, kernels
+from dgboost import backend, kernels, sketch
 from dgboost.callback import TrainingCallback
 from dgboost.kernels import cpu, cuda
 from dgboost.predict import Forest
@@ -51,14 +51,16 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     layout = host.layout
     on = lambda arrays: tuple(cp.asarray(a) for a in arrays)  # noqa: E731
 
-    # Histograms of 4 nodes (one empty), rows of a fifth node left out; exact integers.
-    gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
+    # Histograms of 4 nodes (one empty), rows of a fifth node left out; exact integers
+    # from float32 pairs made fixed point in the kernel.
+    gpair = rng.standard_normal((n_rows, 2)).astype(np.float32) * np.float32(1e3)
     gpair[:, 1] = np.abs(gpair[:, 1])
+    pair_scales = np.array([2.0**30, 2.0**27])
     slot = rng.choice([-1, 0, 1, 3], size=n_rows).astype(np.int32)
     slot_rows = grouped(slot, 4)
     args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
-    hist = cpu.build_histograms(host.packed, *args, gpair, *slot_rows)
-    hist_gpu = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), *on(slot_rows))
+    hist = cpu.build_histograms(host.packed, *args, gpair, pair_scales, *slot_rows)
+    hist_gpu = cuda.build_histograms(device.packed, *args, *on((gpair, pair_scales)), *on(slot_rows))
     np.testing.assert_array_equal(hist_gpu.get(), hist)
 
     # Split tables: equal bits, under every kind of regularisation.
@@ -94,6 +96,59 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     leaf_gpu = cuda.route_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
                                *on(tree), depth=3)
     np.testing.assert_array_equal(leaf_gpu.get(), leaf)
+
+
+@pytest.mark.parametrize("n_parents, n_bins", [(1, 3), (5, 7_140), (64, 127)])
+def test_sibling_histograms_equal_their_twin(n_parents, n_bins):
+    rng = np.random.default_rng(n_bins)
+    parent = rng.integers(-2**50, 2**50, size=(n_parents, n_bins, 2))
+    built = rng.integers(-2**50, 2**50, size=(n_parents, n_bins, 2))
+    build_left = rng.random(n_parents) < 0.5
+    expected = cpu.sibling_histograms(parent, built, build_left)
+    got = cuda.sibling_histograms(cp.asarray(parent), cp.asarray(built), cp.asarray(build_left))
+    np.testing.assert_array_equal(got.get(), expected)
+
+
+@pytest.mark.parametrize("n_slots, bound", [(1, True), (6, False), (6, True), (3001, True)])
+def test_level_bookkeeping_kernels_equal_their_twins(n_slots, bound):
+    """3001 slots: number_children's threads each take several; the bound leaves padding."""
+    rng = np.random.default_rng(n_slots)
+    table = rng.integers(-2**40, 2**40, size=(n_slots, len(kernels.SPLIT_TABLE_COLUMNS)))
+    table[:, 0] = rng.random(n_slots) < 0.6
+    n_parents = n_slots if bound else int(table[:, 0].sum())
+    lengths = rng.integers(0, 50, n_slots)
+    seg_end = np.cumsum(lengths).astype(np.int32)
+    seg_begin = (seg_end - lengths).astype(np.int32)
+    n_left = rng.integers(0, lengths + 1).astype(np.int32)
+    n_rows = int(seg_end[-1]) + 7
+    on = lambda arrays: tuple(cp.asarray(a) for a in arrays)  # noqa: E731
+    numbered = cpu.number_children(table, 17, n_parents)
+    numbered_gpu = cuda.number_children(cp.asarray(table), 17, n_parents)
+    for got, expected in zip(numbered_gpu, numbered):
+        np.testing.assert_array_equal(got.get(), expected)
+    inputs = (seg_begin, seg_end, n_left)
+    following = cpu.next_frontier(table, *numbered[1:], *inputs, n_rows)
+    following_gpu = cuda.next_frontier(cp.asarray(table), *numbered_gpu[1:], *on(inputs), n_rows)
+    for got, expected in zip(following_gpu, following):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.get(), expected)
+
+
+@pytest.mark.parametrize("n_rows, n_features, max_bin", [(1, 3, 256), (3000, 28, 256), (2049, 500, 64),
+                                                         (5000, 4, 2)])
+def test_cuts_on_the_device_equal_the_hosts(monkeypatch, n_rows, n_features, max_bin):
+    """Weighted, with ties (rounded values), missing values and an all-missing column;
+    a small sort budget makes the 500-feature case run in chunks of features."""
+    monkeypatch.setattr(sketch, "_SORT_CELLS", 1 << 18)
+    rng = np.random.default_rng(n_features)
+    X = np.round(rng.standard_normal((n_rows, n_features)), 2).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:, 0] = np.nan
+    weights = rng.gamma(1.0, 1.0, n_rows).astype(np.float32)
+    host = compute_cuts(Sample(np.arange(n_rows), X, weights), max_bin)
+    device = compute_cuts(Sample(cp.arange(n_rows), cp.asarray(X), cp.asarray(weights)), max_bin)
+    np.testing.assert_array_equal(device.offsets, host.offsets)
+    np.testing.assert_array_equal(device.values, host.values)
 
 
 @pytest.mark.parametrize("extra_features, n_outputs", [(0, 4), (0, 1), (172, 4)])

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dgboost import histogram
-from dgboost.kernels import (Regularisation, build_histograms, evaluate_splits, node_gains, node_weights,
-                             partition_rows, quantise_and_pack, route_rows)
+from dgboost.kernels import (SPLIT_TABLE_COLUMNS, Regularisation, build_histograms, evaluate_splits,
+                             next_frontier, node_gains, node_weights, number_children, partition_rows,
+                             quantise_and_pack, route_rows)
 from dgboost.split import SplitTable
 
 NO_REG = Regularisation(reg_lambda=0.0, alpha=0.0, min_child_weight=0.0, max_delta_step=0.0, gamma=0.0)
@@ -36,9 +37,16 @@ def grouped(row_slot, n_slots):
 
 
 def _hist(packed, bin_offsets, gpair, row_slot, n_slots, n_features=2, missing_symbol=3, bits=2):
+    """Histograms of integer gradient pairs, exact in float32, at fixed-point scale 1."""
+    pairs = np.asarray(gpair, np.float32)
+    assert np.array_equal(pairs.astype(np.int64), np.asarray(gpair, np.int64)), "not exact in float32"
     return build_histograms(packed, bits, 32 // bits, n_features, missing_symbol,
-                            np.asarray(bin_offsets, np.int64), np.asarray(gpair, np.int64),
-                            *grouped(row_slot, n_slots))
+                            np.asarray(bin_offsets, np.int64), pairs, np.ones(2), *grouped(row_slot, n_slots))
+
+
+def _large_pairs(rng, n_rows, bits):
+    """Integer pairs up to 2**bits in magnitude, exact in float32 (24 significant bits)."""
+    return rng.integers(-2**23, 2**23, size=(n_rows, 2)) << (bits - 23)
 
 
 def test_histogram_by_hand():
@@ -201,7 +209,7 @@ def test_subtraction_equals_direct_build(n_rows, n_features, n_parents, random):
     bins = rng.integers(0, 4, size=(n_rows, n_features))  # 3 is missing
     packed = _packed(bins)
     offsets = np.arange(n_features + 1) * 3
-    gpair = rng.integers(-2**40, 2**40, size=(n_rows, 2))
+    gpair = _large_pairs(rng, n_rows, 40)
     child = rng.integers(0, 2 * n_parents, size=n_rows).astype(np.int32)  # each row's child slot
     parent = _hist(packed, offsets, gpair, child // 2, n_parents, n_features)
     direct = _hist(packed, offsets, gpair, child, 2 * n_parents, n_features)
@@ -216,7 +224,7 @@ def test_subtraction_equals_direct_build(n_rows, n_features, n_parents, random):
 def test_row_order_does_not_change_histograms(n_rows, random):
     rng = np.random.default_rng(random.randint(0, 2**32 - 1))
     bins = rng.integers(0, 4, size=(n_rows, 3))
-    gpair = rng.integers(-2**45, 2**45, size=(n_rows, 2))
+    gpair = _large_pairs(rng, n_rows, 45)
     slot = rng.integers(-1, 2, size=n_rows)
     order = rng.permutation(n_rows)
     offsets = [0, 3, 6, 9]
@@ -239,3 +247,24 @@ def test_histogram_of_awkward_sizes(n_rows):
     hist = _hist(_packed(bins), [0, 3, 6], gpair, np.zeros(n_rows), 1)
     present = bins[:, 0] != 3
     assert hist[0, :3, 0].sum() == gpair[present, 0].sum()
+
+
+def test_children_numbered_in_slot_order_by_hand():
+    table = np.zeros((4, len(SPLIT_TABLE_COLUMNS)), dtype=np.int64)
+    table[[1, 3], 0] = 1  # slots 1 and 3 split
+    table[1, 5:9] = [1, 2, 3, 4]
+    table[3, 5:9] = [5, 9, 7, 6]
+    left_child, slot_of_rank, n_split = number_children(table, start=3, n_parents=3)  # room for one more
+    np.testing.assert_array_equal(left_child, [-1, 7, -1, 9])
+    np.testing.assert_array_equal(slot_of_rank, [1, 3, 0])
+    assert n_split.tolist() == [2]
+    seg_begin, seg_end, n_left = np.array([0, 2, 5, 6]), np.array([2, 5, 6, 9]), np.array([0, 1, 0, 3])
+    sums, active, begin, end, build_left, build_begin, build_end = next_frontier(
+        table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_rows=9)
+    np.testing.assert_array_equal(sums, [[1, 2], [3, 4], [5, 9], [7, 6], [0, 0], [0, 0]])
+    np.testing.assert_array_equal(active, [True, True, True, True, False, False])
+    np.testing.assert_array_equal(begin, [2, 3, 6, 9, 9, 9])
+    np.testing.assert_array_equal(end, [3, 5, 9, 9, 9, 9])
+    np.testing.assert_array_equal(build_left, [True, False, True])  # lighter hessian; ties build left
+    np.testing.assert_array_equal(build_begin, [2, 9, 9])
+    np.testing.assert_array_equal(build_end, [3, 9, 9])

@@ -84,3 +84,16 @@ def test_sample_does_not_depend_on_partitioning(monkeypatch):
     np.testing.assert_array_equal(merged.values, whole.values)
     other_seed = draw_sample(X, None, 0, 5000, seed=8)
     assert not np.array_equal(other_seed.global_index, whole.global_index)
+
+
+def test_cuts_do_not_depend_on_how_many_features_are_sorted_at_once(monkeypatch):
+    rng = np.random.default_rng(5)
+    values = np.round(rng.standard_normal((900, 7)), 1)
+    values[rng.random(values.shape) < 0.2] = np.nan
+    weights = rng.gamma(1.0, 1.0, 900)
+    whole = compute_cuts(_sample(values, weights), max_bin=8)
+    monkeypatch.setattr(sketch, "_SORT_CELLS", 1000)  # one feature at a time
+    chunked = compute_cuts(_sample(values, weights), max_bin=8)
+    np.testing.assert_array_equal(chunked.offsets, whole.offsets)
+    np.testing.assert_array_equal(chunked.values, whole.values)
+    assert whole.n_bins.max() == 7  # the quantile path ran, not only the exact one

@@ -28,10 +28,13 @@ def _dispatch(reference):
 
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
+next_frontier = _dispatch(cpu.next_frontier)
+number_children = _dispatch(cpu.number_children)
 partition_rows = _dispatch(cpu.partition_rows)
 predict_margins = _dispatch(cpu.predict_margins)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 route_rows = _dispatch(cpu.route_rows)
+sibling_histograms = _dispatch(cpu.sibling_histograms)
 
 __all__ = [
     "MIN_SPLIT_GAIN",
@@ -39,11 +42,14 @@ __all__ = [
     "Regularisation",
     "build_histograms",
     "evaluate_splits",
+    "next_frontier",
     "node_gains",
     "node_weights",
+    "number_children",
     "partition_rows",
     "predict_margins",
     "quantise_and_pack",
     "route_rows",
+    "sibling_histograms",
     "unpack",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 from .._dtypes import (BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, HIST_DTYPE, INDEX_DTYPE, PACKED_WORD_DTYPE,
                        POSITION_DTYPE)
 from ..backend import asarray, get_xp, to_numpy
+from ..fixed_point import to_fixed
 
 #: Cells (rows x features) unpacked at once while building histograms: small
 #: enough that the temporaries stay in cache (2**18 measured 3x faster than 2**22).
@@ -87,18 +88,19 @@ def unpack(packed, bits, cells_per_word, n_features):
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
-                     gpair, ridx, seg_begin, seg_end):
+                     gpair, scales, ridx, seg_begin, seg_end):
     """Fixed-point gradient histograms of the rows of each slot.
 
     Slot ``s`` holds the rows ``ridx[seg_begin[s]:seg_end[s]]``:
-    ``hist[s, bin_offsets[f] + bin(r, f)] += gpair[r]`` for each of them and every
-    feature ``f`` whose cell is not missing.
+    ``hist[s, bin_offsets[f] + bin(r, f)] += to_fixed(gpair[r], scales)`` for each of
+    them and every feature ``f`` whose cell is not missing.
 
     Parameters
     ----------
     packed : array of shape (n_rows, n_words), uint32                 # IN
     bin_offsets : numpy array of shape (n_features + 1,), int64, on the host   # IN
-    gpair : array of shape (n_rows, 2), int64 (gradient, hessian) in fixed point   # IN
+    gpair : array of shape (n_rows, 2), float32 (gradient, hessian)      # IN
+    scales : array of shape (2,), float64: fixed_point scales of the two columns   # IN
     ridx : array of shape (n_rows,), int32: rows grouped by node          # IN
     seg_begin, seg_end : arrays of shape (n_slots,), int32: each slot's range of ridx   # IN
 
@@ -128,7 +130,8 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
         flat = (cells + (feature_base[None, :] + row_base[:, None])).ravel()
         for component in range(2):
             # float64 weights sum exactly: fixed_point.py keeps every partial sum below 2**53.
-            weights = xp.repeat(gpair[block, component].astype(GAIN_DTYPE), n_features)
+            fixed = to_fixed(gpair[block, component], scales[component])
+            weights = xp.repeat(fixed.astype(GAIN_DTYPE), n_features)
             dense[component] += xp.bincount(flat, weights=weights,
                                             minlength=n_slots * width).astype(HIST_DTYPE)
     n_bins = np.diff(bin_offsets)
@@ -293,6 +296,90 @@ def _quiet(xp):
     """Silence numpy's warnings for divisions whose results are masked out afterwards."""
     return xp.errstate(divide="ignore", invalid="ignore") if hasattr(xp, "errstate") \
         else contextlib.nullcontext()
+
+
+def number_children(table, start, n_parents):
+    """Ids of the children of a level's splitting slots, and the slot of each split.
+
+    The r-th slot (in slot order) whose node splits gets children
+    ``start + n_slots + 2r`` and ``+ 1``.
+
+    Parameters
+    ----------
+    table : array of shape (n_slots, len(SPLIT_TABLE_COLUMNS)), int64: the level's splits   # IN
+    start : int: id of slot 0                                           # IN
+    n_parents : int: slots of the next level's parents, at least the number of splits   # IN
+
+    Returns
+    -------
+    left_child : array of shape (n_slots,), int32: -1 where the node does not split   # OUT
+    slot_of_rank : array of shape (n_parents,), int32: the r-th split's slot; 0 past the last   # OUT
+    n_split : array of shape (1,), int32: how many nodes split          # OUT
+    """
+    xp = get_xp(table)
+    n_slots = int(table.shape[0])
+    valid = table[:, 0] != 0
+    rank = xp.cumsum(valid) - valid
+    left_child = xp.where(valid, start + n_slots + 2 * rank, -1).astype(POSITION_DTYPE)
+    slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
+    slot_of_rank[xp.where(valid, rank, n_parents)] = xp.arange(n_slots, dtype=POSITION_DTYPE)
+    return left_child, slot_of_rank[:n_parents], valid.sum(keepdims=True).astype(POSITION_DTYPE)
+
+
+def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_rows):
+    """The next level's slots, a sibling pair per parent rank (padding past ``n_split``).
+
+    Parameters
+    ----------
+    table : array of shape (n_slots, len(SPLIT_TABLE_COLUMNS)), int64    # IN
+    slot_of_rank, n_split : from number_children                        # IN
+    seg_begin, seg_end : arrays of shape (n_slots,), int32: each slot's range of ridx   # IN
+    n_left : array of shape (n_slots,), int32: rows of each slot sent left   # IN
+    n_rows : int: where padding slots' empty ranges sit                  # IN
+
+    Returns
+    -------
+    node_sums : array of shape (2 n_parents, 2), int64: (left, right) sums of each pair   # OUT
+    active : array of shape (2 n_parents,), bool                        # OUT
+    seg_begin, seg_end : arrays of shape (2 n_parents,), int32          # OUT
+    build_left : array of shape (n_parents,), bool: the lighter child of each pair is built   # OUT
+    build_begin, build_end : arrays of shape (n_parents,), int32: the built child's range   # OUT
+    """
+    xp = get_xp(table)
+    real = xp.arange(slot_of_rank.shape[0]) < n_split
+    rows = table[slot_of_rank]
+    left_sum = xp.where(real[:, None], rows[:, 5:7], 0)
+    right_sum = xp.where(real[:, None], rows[:, 7:9], 0)
+    begin = xp.where(real, seg_begin[slot_of_rank], n_rows)
+    middle = xp.where(real, begin + n_left[slot_of_rank], n_rows)
+    end = xp.where(real, seg_end[slot_of_rank], n_rows)
+    build_left = left_sum[:, 1] <= right_sum[:, 1]
+    interleave = lambda a, b: xp.stack([a, b], axis=1).reshape(-1)  # noqa: E731
+    return (xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2).astype(HIST_DTYPE), xp.repeat(real, 2),
+            interleave(begin, middle).astype(POSITION_DTYPE), interleave(middle, end).astype(POSITION_DTYPE),
+            build_left, xp.where(build_left, begin, middle).astype(POSITION_DTYPE),
+            xp.where(build_left, middle, end).astype(POSITION_DTYPE))
+
+
+def sibling_histograms(parent, built, build_left):
+    """Full histograms of the children of ``n`` parents, in sibling pairs.
+
+    Parameters
+    ----------
+    parent : array of shape (n, n_bins_total, 2), int64                  # IN
+    built : array of shape (n, n_bins_total, 2), int64: the built child of each parent   # IN
+    build_left : array of shape (n,), bool: whether the built child is the left one   # IN
+
+    Returns
+    -------
+    array of shape (2 n, n_bins_total, 2), int64: left and right child of each parent   # OUT
+    """
+    xp = get_xp(parent)
+    sibling = parent - built
+    flag = build_left[:, None, None]
+    left = xp.where(flag, built, sibling)
+    right = xp.where(flag, sibling, built)
+    return xp.stack([left, right], axis=1).reshape(-1, *parent.shape[1:])
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,

@@ -15,7 +15,7 @@ import pathlib
 
 import numpy as np
 
-from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, HIST_DTYPE, INDEX_DTYPE, MARGIN_DTYPE,
+from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, MARGIN_DTYPE,
                        PACKED_WORD_DTYPE, POSITION_DTYPE)
 from .cpu import MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation
 
@@ -33,6 +33,8 @@ _CELLS_PER_HISTOGRAM_BLOCK = 1 << 18
 #: them in (the default limit; wider rows are read from global memory).
 _PREDICT_BLOCK = 128
 _PREDICT_STAGED_BYTES = 48 * 1024
+#: Threads of number_children's single block (NUMBER_THREADS in frontier.cu).
+_NUMBER_THREADS = 1024
 #: Nodes whose split tables one block of choose_node_splits writes (a warp each).
 _NODES_PER_BLOCK = 8
 
@@ -113,7 +115,7 @@ def _feature_groups(bin_offsets_bytes: bytes, cells_per_word: int, n_words: int,
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
-                     gpair, ridx, seg_begin, seg_end):
+                     gpair, scales, ridx, seg_begin, seg_end):
     import cupy
 
     device = cupy.cuda.Device().id
@@ -138,7 +140,8 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     kernel(grid, (_HISTOGRAM_BLOCK,),
            (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(n_features),
             np.int32(missing_symbol), _device_offsets(bin_offsets.tobytes(), device), groups,
-            cupy.ascontiguousarray(gpair, dtype=HIST_DTYPE), _int32(ridx), _int32(seg_begin), seg_cum, np.int32(n_slots),
+            cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+            _int32(ridx), _int32(seg_begin), seg_cum, np.int32(n_slots),
             np.int64(rows_per_block), np.int32(fits), hist, np.int64(n_bins_total)),
            shared_mem=shared)
     return hist
@@ -176,6 +179,53 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
         (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), offsets,
          np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
+
+
+def number_children(table, start, n_parents):
+    import cupy
+
+    n_slots = int(table.shape[0])
+    left_child = cupy.empty(n_slots, dtype=POSITION_DTYPE)
+    slot_of_rank = cupy.empty(n_parents, dtype=POSITION_DTYPE)
+    n_split = cupy.empty(1, dtype=POSITION_DTYPE)
+    _kernel("frontier.cu", "number_children")(
+        (1,), (_NUMBER_THREADS,),
+        (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), np.int32(n_slots), np.int32(start), np.int32(n_parents),
+         left_child, slot_of_rank, n_split))
+    return left_child, slot_of_rank, n_split
+
+
+def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_rows):
+    import cupy
+
+    n_parents = int(slot_of_rank.shape[0])
+    node_sums = cupy.empty((2 * n_parents, 2), dtype=HIST_DTYPE)
+    active = cupy.empty(2 * n_parents, dtype=bool)
+    begin, end = cupy.empty(2 * n_parents, dtype=POSITION_DTYPE), cupy.empty(2 * n_parents, dtype=POSITION_DTYPE)
+    build_left = cupy.empty(n_parents, dtype=bool)
+    build_begin = cupy.empty(n_parents, dtype=POSITION_DTYPE)
+    build_end = cupy.empty(n_parents, dtype=POSITION_DTYPE)
+    if n_parents:
+        _kernel("frontier.cu", "next_frontier")(
+            (_blocks(n_parents),), (_BLOCK,),
+            (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(slot_of_rank), _int32(n_split),
+             _int32(seg_begin), _int32(seg_end), _int32(n_left), np.int32(n_parents), np.int32(n_rows),
+             node_sums, active, begin, end, build_left, build_begin, build_end))
+    return node_sums, active, begin, end, build_left, build_begin, build_end
+
+
+def sibling_histograms(parent, built, build_left):
+    import cupy
+
+    n_parents = int(parent.shape[0])
+    pair_size = int(np.prod(parent.shape[1:]))
+    children = cupy.empty((2 * n_parents, *parent.shape[1:]), dtype=HIST_DTYPE)
+    if children.size:
+        _kernel("histogram.cu", "sibling_histograms")(
+            (_blocks(n_parents * pair_size),), (_BLOCK,),
+            (cupy.ascontiguousarray(parent, dtype=HIST_DTYPE), cupy.ascontiguousarray(built, dtype=HIST_DTYPE),
+             cupy.ascontiguousarray(build_left, dtype=bool), np.int64(n_parents), np.int64(pair_size), children))
+    return children
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,

@@ -8,13 +8,16 @@
 // histogram in global memory. Where a group's bins do not fit in shared
 // memory (use_shared == 0) the cells go straight to global memory.
 //
-// Sums are int64 (fixed point): exact whatever order the atomics land in.
+// Gradient pairs arrive as float32 and are made fixed point here, as
+// fixed_point.to_fixed does: rint((double)value * scale) as int64. Sums are
+// int64: exact whatever order the atomics land in.
 #include "common.cuh"
 
 extern "C" __global__ void build_histograms(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int n_features, const int missing_symbol, const i64* __restrict__ bin_offsets,
-    const int* __restrict__ group_words, const i64* __restrict__ gpair, const int* __restrict__ ridx,
+    const int* __restrict__ group_words, const float* __restrict__ gpair,
+    const double* __restrict__ scales, const int* __restrict__ ridx,
     const int* __restrict__ seg_begin, const i64* __restrict__ seg_cum, const int n_slots,
     const i64 rows_per_block, const int use_shared, i64* __restrict__ hist, const i64 n_bins_total)
 {
@@ -29,6 +32,7 @@ extern "C" __global__ void build_histograms(
     const int feature_hi = min(feature_lo + n_group_words * cells_per_word, n_features);
     const i64 bin_lo = bin_offsets[feature_lo];
     const i64 n_group_bins = bin_offsets[feature_hi] - bin_lo;
+    const double scale_g = scales[0], scale_h = scales[1];
 
     int lo = 0, hi = n_slots;  // the last node whose rows start at or before pos
     while (hi - lo > 1) {
@@ -52,7 +56,9 @@ extern "C" __global__ void build_histograms(
             const int word_index = word_lo + (int)(item - r * n_group_words);
             const i64 row = ridx[first + r];
             const u32 word = packed[row * n_words + word_index];
-            const u64 g = (u64)gpair[2 * row], h = (u64)gpair[2 * row + 1];
+            const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
+            const u64 g = (u64)(i64)rint((double)pair.x * scale_g);
+            const u64 h = (u64)(i64)rint((double)pair.y * scale_h);
             int feature = word_index * cells_per_word;
             for (int cell = 0; cell < cells_per_word && feature < n_features; ++cell, ++feature) {
                 const int bin = cell_bin(word, cell, bits);
@@ -72,4 +78,20 @@ extern "C" __global__ void build_histograms(
         }
         pos = piece_stop;
     }
+}
+
+// Children of n parents in sibling pairs (twin: cpu.sibling_histograms): the
+// built child as summed, its sibling as the parent minus it. One thread per
+// int64 of a parent's histogram (pair_size of them a parent).
+extern "C" __global__ void sibling_histograms(
+    const i64* __restrict__ parent, const i64* __restrict__ built, const bool* __restrict__ build_left,
+    const i64 n_parents, const i64 pair_size, i64* __restrict__ children)
+{
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_parents * pair_size) return;
+    const i64 p = i / pair_size, j = i - p * pair_size;
+    const i64 b = built[i], sibling = parent[i] - b;
+    const bool left = build_left[p];
+    children[(2 * p) * pair_size + j] = left ? b : sibling;
+    children[(2 * p + 1) * pair_size + j] = left ? sibling : b;
 }
