@@ -36,9 +36,10 @@ from benchmarks.datasets import TASKS, load  # noqa: E402
 from dgboost.backend import to_numpy  # noqa: E402
 
 
-#: Rows of the warm-up run: past dgboost's cut sample size (2**18), so that the
-#: warm-up takes the sampling path too and compiles every kernel the timed run uses.
-_WARM_UP_ROWS = 300_000
+#: Rows of the warm-up run (both systems): past dgboost's cut sample size (2**18
+#: rows) and its reductions' row chunks (2**21), so that the warm-up takes every
+#: path of the timed run and the timings hold no kernel compilation.
+_WARM_UP_ROWS = 2_500_000
 
 
 def main(argv=None) -> int:

@@ -197,16 +197,15 @@ class TreeGrower:
         gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
         hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
         leaf_value = (self.eta * node_weights(gradient, hessian, self.rules)).astype(LEAF_DTYPE)
-        columns = {
-            "active": xp.concatenate([level.active for level in levels]),
-            "valid": xp.concatenate([level.splits.valid for level in levels]),
-            "feature": xp.concatenate([level.splits.feature for level in levels]),
-            "bin": xp.concatenate([level.splits.bin for level in levels]),
-            "default_left": xp.concatenate([level.splits.default_left for level in levels]),
-            "left_child": xp.concatenate([level.left_child for level in levels]),
-            "gain": xp.concatenate([level.splits.gain for level in levels]),
-            "cover": hessian,
-            "value": leaf_value,
-        }
-        record = xp.stack([columns[name].astype(GAIN_DTYPE) for name in RECORD_COLUMNS], axis=1)
+        # The record's columns in RECORD_COLUMNS order, filled from the levels' split tables.
+        table = xp.concatenate([level.splits.table for level in levels])
+        record = xp.empty((table.shape[0], len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)
+        record[:, 0] = xp.concatenate([level.active for level in levels])
+        record[:, 1] = table[:, 0] != 0  # valid
+        record[:, 2:4] = table[:, 1:3]  # feature, bin
+        record[:, 4] = table[:, 3] != 0  # default_left
+        record[:, 5] = xp.concatenate([level.left_child for level in levels])
+        record[:, 6] = table[:, 4].copy().view(GAIN_DTYPE)
+        record[:, 7] = hessian
+        record[:, 8] = leaf_value
         return GrownTree(tuple(levels), positions, leaf_value, record)

@@ -7,7 +7,7 @@ every rank applies exactly the coordinator's decisions.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 
 from ._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from .backend import get_xp
@@ -16,39 +16,56 @@ from .kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
 _COLUMNS = len(SPLIT_TABLE_COLUMNS)
 
 
-@dataclasses.dataclass(frozen=True)
 class SplitTable:
-    """The chosen split of every node of a level (arrays of length n_nodes, on device).
+    """The chosen split of every node of a level, on the device.
 
-    A node with ``valid`` False does not split (a leaf, or a padding slot).
-    ``left_sum`` and ``right_sum`` are the children's fixed-point (gradient,
-    hessian) totals, shape (n_nodes, 2).
+    ``table`` is the packed (n_nodes, len(SPLIT_TABLE_COLUMNS)) int64 array the
+    coordinator broadcasts; the columns are views or conversions of it, made
+    when first asked for (each is an array operation). A node with ``valid``
+    False does not split (a leaf, or a padding slot). ``left_sum`` and
+    ``right_sum`` are the children's fixed-point (gradient, hessian) totals,
+    shape (n_nodes, 2).
     """
 
-    valid: object
-    feature: object
-    bin: object
-    default_left: object
-    gain: object
-    left_sum: object
-    right_sum: object
-    table: object  # the packed (n_nodes, len(SPLIT_TABLE_COLUMNS)) int64 array all of the above view
+    def __init__(self, table):
+        self.table = table
 
     @property
     def n_nodes(self) -> int:
-        return int(self.valid.shape[0])
+        return int(self.table.shape[0])
 
     @classmethod
     def empty(cls, n_nodes: int, xp) -> "SplitTable":
         """A table where no node splits (the level at max_depth)."""
-        return cls.unpack(xp.zeros((n_nodes, _COLUMNS), dtype=HIST_DTYPE))
+        return cls(xp.zeros((n_nodes, _COLUMNS), dtype=HIST_DTYPE))
 
-    @classmethod
-    def unpack(cls, packed) -> "SplitTable":
-        return cls(valid=packed[:, 0] != 0, feature=packed[:, 1].astype(POSITION_DTYPE),
-                   bin=packed[:, 2].astype(POSITION_DTYPE), default_left=packed[:, 3] != 0,
-                   gain=packed[:, 4].copy().view(GAIN_DTYPE), left_sum=packed[:, 5:7],
-                   right_sum=packed[:, 7:9], table=packed)
+    @functools.cached_property
+    def valid(self):
+        return self.table[:, 0] != 0
+
+    @functools.cached_property
+    def feature(self):
+        return self.table[:, 1].astype(POSITION_DTYPE)
+
+    @functools.cached_property
+    def bin(self):
+        return self.table[:, 2].astype(POSITION_DTYPE)
+
+    @functools.cached_property
+    def default_left(self):
+        return self.table[:, 3] != 0
+
+    @functools.cached_property
+    def gain(self):
+        return self.table[:, 4].copy().view(GAIN_DTYPE)
+
+    @property
+    def left_sum(self):
+        return self.table[:, 5:7]
+
+    @property
+    def right_sum(self):
+        return self.table[:, 7:9]
 
 
 def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
@@ -59,4 +76,4 @@ def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
         packed = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules)
     else:
         packed = xp.empty((hist.shape[0], _COLUMNS), dtype=HIST_DTYPE)
-    return SplitTable.unpack(comm.broadcast(packed, root=0))
+    return SplitTable(comm.broadcast(packed, root=0))

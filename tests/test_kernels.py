@@ -86,7 +86,7 @@ def _evaluate(hist, node_sums, rules=NO_REG, bin_offsets=(0, 3, 6), scales=(1.0,
     hist = np.asarray(hist, np.int64)
     bin_offsets = np.asarray(bin_offsets, np.int64)
     feature_of_bin = np.repeat(np.arange(len(bin_offsets) - 1), np.diff(bin_offsets)).astype(np.int32)
-    return SplitTable.unpack(evaluate_splits(hist, np.asarray(node_sums, np.int64), np.ones(len(hist), bool),
+    return SplitTable(evaluate_splits(hist, np.asarray(node_sums, np.int64), np.ones(len(hist), bool),
                                              feature_of_bin, bin_offsets, np.asarray(scales, np.float64), rules))
 
 
