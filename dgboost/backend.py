@@ -118,6 +118,21 @@ def column_reduce(array, op: str):
     return reduce(xp.concatenate([heads, array[body:]]), axis=0)
 
 
+def column_max_abs(array):
+    """max |x| over axis 0, as max(max x, -min x): no temporary of ``array``'s size."""
+    xp = get_xp(array)
+    return xp.maximum(column_reduce(array, "max"), -column_reduce(array, "min"))
+
+
+#: Rows a chunked pass (row_chunks) takes at a time: bounds its temporaries.
+ROW_CHUNK = 1 << 21
+
+
+def row_chunks(array, rows: int = ROW_CHUNK) -> list:
+    """Views of ``array``'s rows, ``rows`` at a time (none for an empty array)."""
+    return [array[begin:begin + rows] for begin in range(0, array.shape[0], rows)]
+
+
 def asarray(xp: ModuleType, array, dtype=None):
     """``array`` on ``xp``'s device, copying between host and device if needed."""
     if xp is np:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, WEIGHT_DTYPE
-from .backend import asarray, get_xp, is_cupy_array
+from .backend import asarray, get_xp, is_cupy_array, row_chunks
 
 #: Cells of X checked for infinities at a time: bounds the check's temporary memory.
 _CHECK_CELLS = 1 << 24
@@ -188,11 +188,10 @@ def _check_no_inf(X, name, feature_names):
     """Reject infinities, looking at ``_CHECK_CELLS`` cells at a time (no full-size mask)."""
     xp = get_xp(X)
     step = max(1, _CHECK_CELLS // X.shape[1])
-    chunks = range(0, X.shape[0], step)
-    found = xp.stack([xp.isinf(X[begin:begin + step]).any() for begin in chunks])
+    found = xp.stack([xp.isinf(chunk).any() for chunk in row_chunks(X, step)])
     if not bool(found.any()):
         return
-    begin = chunks[int(xp.argmax(found))]
+    begin = int(xp.argmax(found)) * step
     inf = xp.isinf(X[begin:begin + step])
     row = _first_bad_row(inf)
     column = int(xp.nonzero(inf[row])[0][0])

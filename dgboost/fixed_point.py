@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from ._dtypes import EXACT_SUM_DTYPE, EXPONENT_DTYPE, INDEX_DTYPE, STAT_DTYPE
-from .backend import column_reduce, get_xp
+from .backend import column_reduce, get_xp, row_chunks
 
 #: Headroom of histogram sums: exact in int64 and in float64 (see above).
 HISTOGRAM_HEADROOM_BITS = 52
@@ -73,21 +73,19 @@ def _fused_to_fixed():
                                   options=("--fmad=false",))
 
 
-def fixed_column_sums(values, scale):
+def fixed_column_sums(values, scale, keep=None):
     """Column sums of ``to_fixed(values, scale)``: (n, k) -> (k,) int64, exact.
 
-    Converts ``_SUM_CHUNK_ROWS`` rows at a time, so no int64 copy of ``values`` is made.
+    Converts a chunk of rows at a time (backend.row_chunks), so no int64 copy of
+    ``values`` is made. Where the boolean ``keep`` (broadcast against a chunk) is
+    False, values count as 0.
     """
     xp = get_xp(values)
-    chunks = range(0, values.shape[0], _SUM_CHUNK_ROWS)
-    if len(chunks) <= 1:
-        return column_reduce(to_fixed(values, scale), "sum")
-    sums = [column_reduce(to_fixed(values[begin:begin + _SUM_CHUNK_ROWS], scale), "sum") for begin in chunks]
-    return xp.stack(sums).sum(axis=0)
-
-
-#: Rows fixed_column_sums converts at a time.
-_SUM_CHUNK_ROWS = 1 << 21
+    sums = [column_reduce(to_fixed(chunk if keep is None else xp.where(keep, chunk, 0.0), scale), "sum")
+            for chunk in row_chunks(values)]
+    if not sums:
+        return xp.zeros(values.shape[1:], dtype=EXACT_SUM_DTYPE)
+    return sums[0] if len(sums) == 1 else xp.stack(sums).sum(axis=0)
 
 
 def from_fixed(integers, scale):

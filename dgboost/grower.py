@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from ._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
-from .backend import asarray, column_reduce, get_xp
+from .backend import asarray, column_max_abs, get_xp
 from .ellpack import EllpackMatrix
 from .fixed_point import HISTOGRAM_HEADROOM_BITS, fixed_column_sums, power_of_two_scale
 from .kernels import Regularisation, next_frontier, node_weights, number_children
@@ -64,28 +64,29 @@ class Level:
 
 @dataclasses.dataclass(frozen=True)
 class GrownTree:
-    """A finished tree on the device.
+    """A finished tree on the device (arrays indexed by node id unless noted).
 
     Attributes
     ----------
-    levels : tuple of Level
+    splits : SplitTable of every node id (the levels' tables, joined)
+    left_child : array of shape (n_ids,), int32: -1 at leaves
+    depth : int: levels below the root
     positions : array of shape (n_rows,), int32: each training row's leaf id
     leaf_value : array of shape (n_ids,), float32: eta * weight of every node id
     record : array of shape (n_ids, len(RECORD_COLUMNS)), float64: what Tree.from_record reads
     """
 
-    levels: tuple
+    splits: SplitTable
+    left_child: object
+    depth: int
     positions: object
     leaf_value: object
     record: object
 
     def route(self, matrix: EllpackMatrix):
         """Leaf ids of another matrix's rows (binned with the same cuts)."""
-        xp = get_xp(matrix.packed)
-        joined = [xp.concatenate([getattr(level.splits, name) for level in self.levels])
-                  for name in ("feature", "bin", "default_left")]
-        left_child = xp.concatenate([level.left_child for level in self.levels])
-        return partition.route(matrix, *joined, left_child, depth=len(self.levels) - 1)
+        return partition.route(matrix, self.splits.feature, self.splits.bin, self.splits.default_left,
+                               self.left_child, depth=self.depth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +154,7 @@ class TreeGrower:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
-        # max |x| as max(max x, -min x): no full-size temporary.
-        max_abs = xp.maximum(column_reduce(gpair, "max"), -column_reduce(gpair, "min")).astype(GAIN_DTYPE)
+        max_abs = column_max_abs(gpair).astype(GAIN_DTYPE)
         scales = power_of_two_scale(self.comm.allreduce(max_abs, "max"), self.n_total, HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
@@ -197,15 +197,13 @@ class TreeGrower:
         gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
         hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
         leaf_value = (self.eta * node_weights(gradient, hessian, self.rules)).astype(LEAF_DTYPE)
-        # The record's columns in RECORD_COLUMNS order, filled from the levels' split tables.
-        table = xp.concatenate([level.splits.table for level in levels])
-        record = xp.empty((table.shape[0], len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)
+        splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
+        left_child = xp.concatenate([level.left_child for level in levels])
+        record = xp.empty((len(left_child), len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)  # RECORD_COLUMNS
         record[:, 0] = xp.concatenate([level.active for level in levels])
-        record[:, 1] = table[:, 0] != 0  # valid
-        record[:, 2:4] = table[:, 1:3]  # feature, bin
-        record[:, 4] = table[:, 3] != 0  # default_left
-        record[:, 5] = xp.concatenate([level.left_child for level in levels])
-        record[:, 6] = table[:, 4].copy().view(GAIN_DTYPE)
+        record[:, 1:5] = splits.table[:, 0:4]  # valid, feature, bin, default_left (flags are 0/1)
+        record[:, 5] = left_child
+        record[:, 6] = splits.gain
         record[:, 7] = hessian
         record[:, 8] = leaf_value
-        return GrownTree(tuple(levels), positions, leaf_value, record)
+        return GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)

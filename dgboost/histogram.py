@@ -36,16 +36,6 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
 
 
 def children(parent, built, build_left):
-    """Full histograms of the children of ``n`` parents, in sibling pairs.
-
-    Parameters
-    ----------
-    parent : array of shape (n, n_bins_total, 2), int64
-    built : array of shape (n, n_bins_total, 2), int64: the built child of each parent
-    build_left : array of shape (n,), bool: whether the built child is the left one
-
-    Returns
-    -------
-    array of shape (2 n, n_bins_total, 2), int64: left and right child of each parent
-    """
+    """Full histograms of the children of ``n`` parents, in sibling pairs: (2 n, n_bins_total, 2)
+    int64 from the parents' and the built children's (kernels.sibling_histograms)."""
     return sibling_histograms(parent, built, build_left)

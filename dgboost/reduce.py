@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
-from .backend import column_reduce, get_xp, to_numpy, to_numpy_many
-from .fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
+from .backend import column_max_abs, column_reduce, get_xp, row_chunks, to_numpy, to_numpy_many
+from .fixed_point import SUM_HEADROOM_BITS, fixed_column_sums, from_fixed, power_of_two_scale
 
 
 def global_count(n_local: int, comm, xp=np) -> int:
@@ -33,7 +33,7 @@ def exact_sums_partial(columns, comm) -> list:
     Parameters
     ----------
     columns : array of shape (n_rows, k), float32 or float64, on any device
-        Read ``_CHUNK_ROWS`` rows at a time (in float64), so temporaries stay small.
+        Read a chunk of rows at a time (backend.row_chunks, in float64), so temporaries stay small.
 
     Returns
     -------
@@ -42,28 +42,21 @@ def exact_sums_partial(columns, comm) -> list:
     """
     xp = get_xp(columns)
     n_local, k = columns.shape
-    chunks = [columns[begin:begin + _CHUNK_ROWS] for begin in range(0, n_local, _CHUNK_ROWS)]
+    chunks = row_chunks(columns)
 
     def over_chunks(reduce, combine):
         if not chunks:
             return xp.zeros(k, dtype=STAT_DTYPE)
         return combine(xp.stack([reduce(chunk) for chunk in chunks]), axis=0).astype(STAT_DTYPE)
 
-    # max |x| as max(max x, -min x): no temporary of the chunk's size.
-    max_abs = over_chunks(lambda c: xp.maximum(column_reduce(c, "max"), -column_reduce(c, "min")), xp.max)
-    max_abs = comm.allreduce(max_abs, "max")
+    max_abs = comm.allreduce(over_chunks(column_max_abs, xp.max), "max")
     finite = xp.isfinite(max_abs).all(keepdims=True)
     # Non-finite columns are summed in floating point (the result is non-finite anyway).
     safe = xp.where(finite, max_abs, 1.0)
     scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
-    fixed = (xp.stack([column_reduce(to_fixed(xp.where(finite, chunk, 0.0), scale), "sum") for chunk in chunks])
-             .sum(axis=0) if chunks else xp.zeros(k, dtype=EXACT_SUM_DTYPE))
+    fixed = fixed_column_sums(columns, scale, keep=finite)
     plain = over_chunks(lambda c: column_reduce(c.astype(STAT_DTYPE), "sum"), xp.sum)
     return [comm.allreduce(fixed, "sum"), scale, comm.allreduce(plain, "sum"), finite.astype(STAT_DTYPE)]
-
-
-#: Rows exact_sums_partial reads at a time.
-_CHUNK_ROWS = 1 << 21
 
 
 def finish_exact_sums(parts) -> np.ndarray:

@@ -130,16 +130,13 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
     """
     xp = get_xp(sample.values)
     n_rows, n_features = sample.values.shape
+    if not n_features:
+        return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
     n_value_bins = max_bin - 1
     weights = _fixed_weights(sample.weights, n_value_bins)
     step = max(1, _SORT_CELLS // max(n_rows, 1))
-    values, counts = [], []
-    for begin in range(0, n_features, step):
-        chunk_values, chunk_counts = _chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)
-        values.append(chunk_values)
-        counts.append(chunk_counts)
-    if not n_features:
-        return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
+    values, counts = zip(*(_chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)
+                           for begin in range(0, n_features, step)))
     # One read of both (float32 values travel exactly as float64).
     values, counts = to_numpy_many([xp.concatenate(values).astype(STAT_DTYPE), xp.concatenate(counts)])
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(BIN_OFFSET_DTYPE)
