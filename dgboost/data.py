@@ -15,11 +15,43 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, WEIGHT_DTYPE
+from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
 from .backend import asarray, get_xp, is_cupy_array, row_chunks
 
 #: Cells of X checked for infinities at a time: bounds the check's temporary memory.
 _CHECK_CELLS = 1 << 24
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSpans:
+    """The global indices of one rank's rows: runs ``(start, length)`` in ascending order.
+
+    A single process holds one run from 0. A Dask worker holds the slices of
+    partitions it was given, each a run at its place in the whole data set, so
+    every random draw keyed by global row index is the same however the rows
+    were split.
+    """
+
+    runs: tuple[tuple[int, int], ...]
+
+    def __post_init__(self):
+        ends = [start + length for start, length in self.runs]
+        if any(length < 0 for _, length in self.runs) or \
+                any(start < end for (start, _), end in zip(self.runs[1:], ends)):
+            raise ValueError(f"row runs must be ascending and disjoint, got {self.runs}")
+
+    @classmethod
+    def contiguous(cls, start: int, length: int) -> "RowSpans":
+        return cls(((int(start), int(length)),))
+
+    @property
+    def n_rows(self) -> int:
+        return sum(length for _, length in self.runs)
+
+    def global_index(self, xp):
+        """Each row's global index, ascending: array of shape (n_rows,), int64, on ``xp``."""
+        parts = [xp.arange(start, start + length, dtype=ROW_INDEX_DTYPE) for start, length in self.runs]
+        return xp.concatenate(parts) if parts else xp.zeros(0, dtype=ROW_INDEX_DTYPE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +92,15 @@ class Dataset:
 
 
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
-                 n_outputs: int = 1, where: str = "", check_finite: bool = True) -> Dataset:
+                 n_outputs: int = 1, where: str = "", check_finite: bool = True,
+                 allow_empty: bool = False) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
+    ``allow_empty`` admits an X without rows: a worker's share of an eval set may be empty.
     """
-    X, feature_names = features(X, missing=missing, where=where, check_finite=check_finite)
+    X, feature_names = features(X, missing=missing, where=where, check_finite=check_finite,
+                                allow_empty=allow_empty)
     xp = get_xp(X)
     n_rows = X.shape[0]
     label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
@@ -77,7 +112,8 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
     return Dataset(X, label, weight, base_margin, feature_names)
 
 
-def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True):
+def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True,
+             allow_empty: bool = False):
     """``X`` as a C-contiguous float32 array (NaN = missing) and its feature names.
 
     Returns
@@ -100,7 +136,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
         fix = f"; for one feature use {name}.reshape(-1, 1)" if X.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_rows, n_features), got shape {X.shape}{fix}")
     _check_numeric_dtype(X.dtype, name)
-    if X.shape[0] == 0:
+    if X.shape[0] == 0 and not allow_empty:
         raise ValueError(f"{name} has no rows: training and prediction need at least one")
     if X.shape[1] == 0:
         raise ValueError(f"{name} has no features (shape {X.shape}): give at least one column")

@@ -7,12 +7,12 @@ draw for a row depends on (seed, tree, global row index) only.
 
 from __future__ import annotations
 
-from ._dtypes import ROW_INDEX_DTYPE
 from ._hashing import STREAM_ROW_SUBSAMPLE, stream_key, uniform
 from .backend import get_xp
+from .data import RowSpans
 
 
-def subsample_rows(gpair, rate: float, seed: int, tree_index: int, row_offset: int):
+def subsample_rows(gpair, rate: float, seed: int, tree_index: int, rows: RowSpans):
     """``gpair`` with the rows left out of this tree's sample set to zero.
 
     Parameters
@@ -20,11 +20,11 @@ def subsample_rows(gpair, rate: float, seed: int, tree_index: int, row_offset: i
     gpair : array of shape (n_rows, 2), float32
     rate : float in (0, 1]; 1 returns ``gpair`` itself
     tree_index : int, the tree's index in the model (round * n_outputs + output)
-    row_offset : int, global index of this rank's first row
+    rows : RowSpans, the global indices of this rank's rows
     """
     if rate >= 1.0:
         return gpair
     xp = get_xp(gpair)
-    index = xp.arange(row_offset, row_offset + gpair.shape[0], dtype=ROW_INDEX_DTYPE)
+    index = rows.global_index(xp)
     keep = uniform(index, stream_key(seed, STREAM_ROW_SUBSAMPLE, tree_index)) < rate
     return xp.where(keep[:, None], gpair, gpair.dtype.type(0))

@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE, ROW_INDEX_DTYPE,
+from ._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE,
                       STAT_DTYPE, WEIGHT_DTYPE)
 from ._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
 from .backend import get_xp, to_numpy_many
@@ -91,21 +91,20 @@ class Sample:
                       xp.concatenate([s.weights for s in samples])[order])
 
 
-def draw_sample(X, weight, row_offset: int, n_total: int, seed: int) -> Sample:
+def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
     """This rank's rows of the cut sample, on X's device.
 
     Parameters
     ----------
     X : array of shape (n_rows, n_features), float32, on any device
     weight : array of shape (n_rows,), float32, or None
-    row_offset : int
-        Global index of this rank's first row.
+    global_index : array of shape (n_rows,), int64, ascending, on X's device
+        Each row's index in the whole data set (data.RowSpans.global_index).
     n_total : int
         Rows over all ranks.
     seed : int
     """
     xp = get_xp(X)
-    global_index = xp.arange(row_offset, row_offset + X.shape[0], dtype=ROW_INDEX_DTYPE)
     probability = min(1.0, SKETCH_SAMPLE_ROWS / max(n_total, 1))
     if probability < 1.0:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.

@@ -19,7 +19,7 @@ from .backend import asarray, cuda_device_count, get_xp, to_numpy, to_numpy_many
 from .booster import Booster
 from .callback import CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, TrainingCallback
 from .collective import LocalCommunicator
-from .data import Dataset, check_feature_names, make_dataset
+from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
 from .grower import TreeGrower
 from .metrics import make_metric
@@ -32,6 +32,44 @@ from .tree import Tree
 
 logger = logging.getLogger("dgboost")
 _LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The checked training options besides the data, as ``train`` and ``dgboost.dask.train`` take them."""
+
+    params: TrainParams
+    num_boost_round: int
+    early_stopping_rounds: int | None
+    callbacks: tuple
+    period: int  # print the metrics every `period` rounds; 0: never
+
+    @classmethod
+    def check(cls, params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval, *,
+              has_evals: bool) -> "Options":
+        """Validate everything but the data; raises ValueError/TypeError naming the argument."""
+        params = TrainParams.from_dict(params)
+        _configure_logging(params.verbosity)
+        num_boost_round = _count("num_boost_round", num_boost_round, minimum=0)
+        if early_stopping_rounds is not None:
+            early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
+            if not has_evals:
+                raise ValueError("early_stopping_rounds needs an eval set to watch: pass evals=[(X_valid, "
+                                 "y_valid, 'valid')]")
+            if not params.metrics:
+                raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric "
+                                 "is set and no eval_metric is given")
+        return cls(params, num_boost_round, early_stopping_rounds, tuple(_callbacks(callbacks)),
+                   _period(verbose_eval))
+
+    def all_callbacks(self) -> list:
+        """The user's callbacks, then early stopping and the progress printer where asked for."""
+        callbacks = list(self.callbacks)
+        if self.early_stopping_rounds is not None:
+            callbacks.append(EarlyStopping(self.early_stopping_rounds))
+        if self.period:
+            callbacks.append(EvaluationMonitor(self.period))
+        return callbacks
 
 
 @dataclasses.dataclass
@@ -71,13 +109,9 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     -------
     Booster
     """
-    params = TrainParams.from_dict(params)
-    _configure_logging(params.verbosity)
-    num_boost_round = _count("num_boost_round", num_boost_round, minimum=0)
-    if early_stopping_rounds is not None:
-        early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
-    callbacks = _callbacks(callbacks)
-    period = _period(verbose_eval)
+    options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
+                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0)
+    params = options.params
     objective = make_objective(params)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
@@ -85,34 +119,27 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                             n_outputs=objective.n_outputs)
     objective.check_labels(training.label, "y")
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
-    if early_stopping_rounds is not None and not eval_sets:
-        raise ValueError("early_stopping_rounds needs an eval set to watch: pass evals=[(X_valid, "
-                         "y_valid, 'valid')]")
-    if early_stopping_rounds is not None and not params.metrics:
-        raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric is set "
-                         "and no eval_metric is given")
-    xp = _device(params.device)
+    xp = device_module(params.device)
     training = training.to(xp)
     for eval_set in eval_sets:
         eval_set.data = eval_set.data.to(xp)
-    if early_stopping_rounds is not None:
-        callbacks.append(EarlyStopping(early_stopping_rounds))
-    if period:
-        callbacks.append(EvaluationMonitor(period))
     return boost(params, objective, training, eval_sets, LocalCommunicator(),
-                 num_boost_round=num_boost_round, callbacks=callbacks, row_offset=0)
+                 num_boost_round=options.num_boost_round, callbacks=options.all_callbacks(),
+                 rows=RowSpans.contiguous(0, training.n_rows))
 
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
-          *, num_boost_round: int, callbacks: Sequence[TrainingCallback], row_offset: int) -> Booster:
+          *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
-    Every rank calls this with its shard; ``row_offset`` is the global index of
-    the shard's first row. Every rank returns the same Booster.
+    Every rank calls this with its shard; ``rows`` holds the global indices of
+    the shard's rows. Every rank grows the same trees. The callbacks run on the
+    coordinator (rank 0), which alone sees every metric (AUC is finished there),
+    and its decision to stop reaches every rank. Rank 0's Booster is the model.
     """
     xp = get_xp(training.X)
     n_total = global_count(training.n_rows, comm, xp)
-    cuts = agree_cuts(training, row_offset, n_total, params.seed, params.max_bin, comm)
+    cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     matrix = build_ellpack(training.X, cuts)
     logger.info("compressed matrix: %d rows x %d features, %d bits a cell, %d bytes a row",
                 matrix.n_rows, matrix.layout.n_features, matrix.layout.bits, matrix.layout.bytes_per_row)
@@ -125,17 +152,17 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = TreeGrower(matrix, params, n_total, comm)
     evals_log: EvalsLog = {}
-    container = CallbackContainer(callbacks)
+    container = CallbackContainer(callbacks if comm.rank == 0 else [])
     booster = container.before_training(booster)
     for epoch in range(num_boost_round):
-        if container.before_iteration(booster, epoch, evals_log):
+        if _agree(comm, container.before_iteration(booster, epoch, evals_log)):
             break
         gpair = objective.gradients(margins, training.label, training.weight)
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
             gpair_output = subsample_rows(gpair[:, output], params.subsample, params.seed, tree_index,
-                                          row_offset)
+                                          rows)
             grown = grower.grow(gpair_output)
             records.append(grown.record)
             margins[:, output] += grown.leaf_value[grown.positions]
@@ -148,9 +175,16 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
             booster.append(Tree.from_record(record, cuts), output)
         _evaluate(evals, metrics, objective, comm, evals_log)
         booster.record_evals(evals_log)
-        if container.after_iteration(booster, epoch, evals_log):
+        if _agree(comm, container.after_iteration(booster, epoch, evals_log)):
             break
     return container.after_training(booster)
+
+
+def _agree(comm, stop: bool) -> bool:
+    """The coordinator's decision to stop, on every rank (a host array: no device work)."""
+    if comm.world_size == 1:
+        return stop
+    return bool(comm.broadcast(np.array([stop], dtype=bool), root=0)[0])
 
 
 @dataclasses.dataclass
@@ -161,14 +195,14 @@ class _EvalState:
     margins: object
 
 
-def agree_cuts(training: Dataset, row_offset: int, n_total: int, seed: int, max_bin: int, comm) -> Cuts:
+def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_bin: int, comm) -> Cuts:
     """Cuts every rank agrees on: rank 0 computes them from the gathered sample and broadcasts.
 
     The sample stays on the data's device until the cuts, which are small, come
     back to the host.
     """
     xp = get_xp(training.X)
-    sample = draw_sample(training.X, training.weight, row_offset, n_total, seed)
+    sample = draw_sample(training.X, training.weight, rows.global_index(xp), n_total, seed)
     parts = [comm.allgather(a) for a in (sample.global_index, sample.values, sample.weights)]
     if comm.rank == 0:
         cuts = compute_cuts(Sample.merge([Sample(*part) for part in zip(*parts)]), max_bin)
@@ -240,7 +274,8 @@ def _configure_logging(verbosity: int) -> None:
         logger.addHandler(handler)
 
 
-def _device(device: str):
+def device_module(device: str):
+    """The array module of ``device`` ('cpu', 'cuda', 'cuda:N'), made current; a clear error without one."""
     if device != "cpu":
         ordinal = int(device.partition(":")[2] or 0)
         if cuda_device_count() <= ordinal:

@@ -75,14 +75,14 @@ def test_sample_does_not_depend_on_partitioning(monkeypatch):
     monkeypatch.setattr(sketch, "SKETCH_SAMPLE_ROWS", 500)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((5000, 3)).astype(np.float32)
-    whole = draw_sample(X, None, 0, 5000, seed=7)
+    whole = draw_sample(X, None, np.arange(5000), 5000, seed=7)
     assert 350 < len(whole.global_index) < 650
     pieces = [(0, 1234), (1234, 1300), (1300, 5000)]
-    parts = [draw_sample(X[a:b], None, a, 5000, seed=7) for a, b in pieces]
+    parts = [draw_sample(X[a:b], None, np.arange(a, b), 5000, seed=7) for a, b in pieces]
     merged = Sample.merge(parts[::-1])  # rank order does not matter either
     np.testing.assert_array_equal(merged.global_index, whole.global_index)
     np.testing.assert_array_equal(merged.values, whole.values)
-    other_seed = draw_sample(X, None, 0, 5000, seed=8)
+    other_seed = draw_sample(X, None, np.arange(5000), 5000, seed=8)
     assert not np.array_equal(other_seed.global_index, whole.global_index)
 
 

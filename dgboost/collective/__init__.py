@@ -1,6 +1,11 @@
-"""Collective communication between training ranks; knows nothing of trees."""
+"""Collective communication between training ranks; knows nothing of trees.
 
-from .base import Communicator, ReduceOp
+``LocalCommunicator`` is the world of one. The Dask implementations import
+distributed or cupy, so they load only when asked for: ``collective.host``
+(CPU workers, over Dask's comms) and ``collective.nccl`` (GPU workers).
+"""
+
+from .base import CollectiveError, Communicator, ReduceOp
 from .local import LocalCommunicator
 
-__all__ = ["Communicator", "LocalCommunicator", "ReduceOp"]
+__all__ = ["CollectiveError", "Communicator", "LocalCommunicator", "ReduceOp"]

@@ -13,6 +13,15 @@ from typing import Literal, Protocol, runtime_checkable
 ReduceOp = Literal["sum", "max", "min"]
 
 
+class CollectiveError(RuntimeError):
+    """A collective could not complete: a peer aborted, died or did not answer in time.
+
+    The message names the rank and worker at fault where it is known. A rank
+    that raises this was stopped because of another rank's failure, whose own
+    error is the one to report.
+    """
+
+
 @runtime_checkable
 class Communicator(Protocol):
     """Collectives over ``world_size`` ranks; rank 0 is the coordinator.

@@ -1,0 +1,249 @@
+"""A host Communicator between Dask workers, over distributed's own comms.
+
+Messages travel worker to worker through distributed's RPC layer: a worker
+plugin (``CollectivePlugin``) adds a handler to every worker that files each
+incoming array in a mailbox, keyed by (job, call number, sender). A training
+task, running in a worker thread, sends on the worker's event loop and waits on
+its mailbox. Every wait is bounded by ``timeout``; then, or when any rank
+aborts, every rank still waiting raises :class:`CollectiveError` naming the
+peer, so no task is left waiting on a dead one.
+
+Arrays go as numpy; a cupy array in gives a cupy array out (through the host).
+GPU jobs use ``NcclCommunicator`` for their arrays and this one only for
+control messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import functools
+import threading
+import time
+
+import numpy as np
+from distributed import WorkerPlugin, get_worker
+from distributed.protocol import to_serialize
+
+from ..backend import asarray, get_xp, to_numpy
+from .base import CollectiveError, ReduceOp
+
+PLUGIN_NAME = "dgboost-collective"
+_DELIVER = "dgboost_collective_deliver"
+_ABORT = "dgboost_collective_abort"
+_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+#: Jobs whose late messages are dropped rather than filed (a bounded memory of them).
+_FORGOTTEN_JOBS = 256
+#: Seconds an abort message may take to reach a peer (best effort: the peer may be dead).
+_ABORT_SEND_SECONDS = 5.0
+
+
+class CollectivePlugin(WorkerPlugin):
+    """Gives a worker the mailbox that DaskCommunicator receives through."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def setup(self, worker):
+        self._changed = threading.Condition()
+        self._mail: dict[str, dict] = collections.defaultdict(dict)
+        self._aborted: dict[str, str] = {}
+        self._forgotten: collections.deque = collections.deque(maxlen=_FORGOTTEN_JOBS)
+        worker.handlers[_DELIVER] = self.deliver
+        worker.handlers[_ABORT] = self.abort
+
+    def teardown(self, worker):
+        worker.handlers.pop(_DELIVER, None)
+        worker.handlers.pop(_ABORT, None)
+
+    # Handlers: called on the worker's event loop, so they never block.
+    def deliver(self, job: str, call: int, source: int, data=None) -> None:
+        with self._changed:
+            if job not in self._forgotten:
+                self._mail[job][(call, source)] = data
+                self._changed.notify_all()
+
+    def abort(self, job: str, reason: str) -> None:
+        """Make every wait of ``job`` on this worker raise ``reason``; later calls too."""
+        with self._changed:
+            if job not in self._forgotten:
+                self._aborted.setdefault(job, reason)
+                self._changed.notify_all()
+
+    # Called from the training task's thread.
+    def take(self, job: str, call: int, source: int, deadline: float):
+        """The array ``source`` sent for ``call``; raises CollectiveError on abort or at ``deadline``."""
+        key = (call, source)
+        with self._changed:
+            while True:
+                if job in self._aborted:
+                    raise CollectiveError(self._aborted[job])
+                box = self._mail[job]
+                if key in box:
+                    return box.pop(key)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return _TIMED_OUT
+                self._changed.wait(left)
+
+    def aborted(self, job: str) -> str | None:
+        with self._changed:
+            return self._aborted.get(job)
+
+    def forget(self, job: str) -> None:
+        """Drop ``job``'s mailbox; its late messages are ignored."""
+        with self._changed:
+            self._forgotten.append(job)
+            self._mail.pop(job, None)
+            self._aborted.pop(job, None)
+
+
+_TIMED_OUT = object()
+
+
+class DaskCommunicator:
+    """The ranks of one job, one per Dask worker, talking over distributed's comms.
+
+    Parameters
+    ----------
+    job : str
+        The job's unique name; messages of other jobs never mix with its own.
+    rank : int
+        This worker's rank; ``addresses[rank]`` must be this worker's address.
+    addresses : sequence of str
+        Every rank's worker address, in rank order.
+    timeout : float
+        Seconds any one wait may take before the job is aborted.
+
+    Must be made inside a task running on the worker at ``addresses[rank]``, on a
+    worker that has the CollectivePlugin.
+    """
+
+    def __init__(self, job: str, rank: int, addresses, timeout: float):
+        worker = get_worker()
+        addresses = tuple(addresses)
+        if worker.address != addresses[rank]:
+            raise RuntimeError(f"rank {rank} of dgboost job {job} runs on {worker.address}, but it was "
+                               f"sent to {addresses[rank]}: the task must stay on its worker")
+        if PLUGIN_NAME not in worker.plugins:
+            raise RuntimeError(f"worker {worker.address} lacks the {PLUGIN_NAME} plugin: register "
+                               "dgboost.collective.host.CollectivePlugin on the cluster first")
+        self.job = job
+        self._rank = rank
+        self.addresses = addresses
+        self.timeout = float(timeout)
+        self._worker = worker
+        self._mailbox: CollectivePlugin = worker.plugins[PLUGIN_NAME]
+        self._calls = 0
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return len(self.addresses)
+
+    def allreduce(self, array, op: ReduceOp = "sum"):
+        if op not in _REDUCE:
+            raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
+        parts = self._exchange(array, "allreduce", senders=range(self.world_size), receivers=None)
+        # Every rank reduces the same arrays in rank order: the same bits everywhere.
+        return asarray(get_xp(array), functools.reduce(_REDUCE[op], parts))
+
+    def broadcast(self, array, root: int = 0):
+        if not 0 <= root < self.world_size:
+            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        parts = self._exchange(array, "broadcast", senders=[root], receivers=None)
+        return asarray(get_xp(array), parts[0]) if self.rank != root else array
+
+    def allgather(self, array) -> list:
+        parts = self._exchange(array, "allgather", senders=range(self.world_size), receivers=None)
+        xp = get_xp(array)
+        return [array if rank == self.rank else asarray(xp, part) for rank, part in enumerate(parts)]
+
+    def abort(self, reason: str) -> None:
+        """Tell every rank (this one included) to stop waiting; best effort towards dead peers."""
+        message = f"rank {self.rank} ({self.addresses[self.rank]}) aborted dgboost job {self.job}: {reason}"
+        self._mailbox.abort(self.job, message)
+        peers = [a for rank, a in enumerate(self.addresses) if rank != self.rank]
+
+        async def tell_all():
+            async def tell(address):
+                try:
+                    await asyncio.wait_for(self._worker.rpc(address).dgboost_collective_abort(
+                        job=self.job, reason=message), _ABORT_SEND_SECONDS)
+                except Exception:  # noqa: BLE001 - a dead peer cannot be told; its own wait times out
+                    pass
+            await asyncio.gather(*(tell(a) for a in peers))
+
+        self._run(tell_all(), _ABORT_SEND_SECONDS + 1.0, check=False)
+
+    def close(self) -> None:
+        """Forget this job's mailbox on this worker."""
+        self._mailbox.forget(self.job)
+
+    def _exchange(self, array, what: str, *, senders, receivers) -> list:
+        """One collective step: ``senders`` send ``array`` to ``receivers`` (None: all ranks).
+
+        Returns the arrays this rank received, in sender order (its own included
+        as a numpy array), or [] when it receives nothing.
+        """
+        reason = self._mailbox.aborted(self.job)
+        if reason is not None:
+            raise CollectiveError(reason)
+        call = self._calls
+        self._calls += 1
+        senders = list(senders)
+        receivers = list(range(self.world_size)) if receivers is None else list(receivers)
+        host = to_numpy(array) if self.rank in senders else None
+        if self.rank in senders:
+            targets = [r for r in receivers if r != self.rank]
+            if targets:
+                self._send(targets, call, host, what)
+        if self.rank not in receivers:
+            return []
+        deadline = time.monotonic() + self.timeout
+        parts = []
+        for source in senders:
+            if source == self.rank:
+                parts.append(host)
+                continue
+            part = self._mailbox.take(self.job, call, source, deadline)
+            if part is _TIMED_OUT:
+                message = (f"rank {self.rank} ({self.addresses[self.rank]}) waited {self.timeout:g} s for "
+                           f"rank {source} ({self.addresses[source]}) in {what} #{call} of dgboost job "
+                           f"{self.job}; that worker died, hung or fell behind (raise the timeout with "
+                           "dask.config.set({'dgboost.timeout': ...}) if it is only slow)")
+                self.abort(message)
+                raise CollectiveError(message)
+            parts.append(part)
+        return parts
+
+    def _send(self, targets, call: int, host: np.ndarray, what: str) -> None:
+        payload = to_serialize(host)
+
+        async def send_all():
+            await asyncio.gather(*(self._worker.rpc(self.addresses[target]).dgboost_collective_deliver(
+                job=self.job, call=call, source=self.rank, data=payload) for target in targets))
+
+        try:
+            self._run(send_all(), self.timeout)
+        except CollectiveError:
+            raise
+        except Exception as error:  # an unreachable peer
+            message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {what} #{call} of "
+                       f"dgboost job {self.job} to ranks {targets}: {type(error).__name__}: {error}")
+            self.abort(message)
+            raise CollectiveError(message) from error
+
+    def _run(self, coroutine, timeout: float, check: bool = True):
+        """Run ``coroutine`` on the worker's event loop from this (task) thread."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._worker.loop.asyncio_loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            if check:
+                raise

@@ -1,0 +1,389 @@
+"""Training and prediction on a Dask cluster: one GPU (or CPU process) per worker.
+
+``train`` runs the single-process boosting loop (training.boost) on every
+worker at once, each on a near-equal share of the rows; histograms are summed
+over the workers (NCCL between GPUs, Dask's comms between CPU workers), the
+coordinator (rank 0) picks the splits and every worker applies them. The model
+is the same, bit for bit, as ``dgboost.train`` on the whole data, whatever the
+number of workers or the partitioning.
+
+A job's steps, as ../docs/architecture.md tells them:
+
+1. check params and the collections' metadata (nothing computed yet);
+2. one future per row partition (X, y, weight, margin together), its length,
+   and the worker that holds it;
+3. near-equal shares (``_shards.plan_shards``): rows stay where they are up to
+   a worker's share, the rest are cut and moved; the log says before and after;
+4. a ``distributed.MultiLock`` on the job's workers, then one long task per
+   worker, pinned to it, keyed ``dgboost-train-...``;
+5. the client watches: a task's error, or a worker leaving the cluster, stops
+   every rank (``_job.abort_job``) and raises here within a bounded time.
+
+Settings (dask.config): ``dgboost.timeout`` (default "300s"), the longest any
+one collective wait may take before the job is aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from ..booster import Booster
+from ..collective import CollectiveError
+from ..training import Options
+from . import _shards
+from ._job import JobSpec, abort_job, train_rank
+
+__all__ = ["predict", "train"]
+
+logger = logging.getLogger("dgboost")
+
+#: Seconds between the client's looks at a running job (task states, workers alive).
+_POLL_SECONDS = 0.5
+#: Seconds the client gives the ranks of a failed job to stop before it cancels their tasks.
+_STOP_GRACE_SECONDS = 10.0
+_DEFAULT_TIMEOUT = "300s"
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3.11
+
+
+def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
+          base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
+          verbose_eval: bool | int = False) -> Booster:
+    """Train a gradient-boosted tree model on the workers of a Dask cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        None uses the current default client.
+    params : dict
+        Training parameters under XGBoost's names (docs/parameters.md). On a
+        cluster ``device="cuda"`` means each worker's own GPU.
+    X : dask.array.Array (chunked by rows only) or dask.dataframe.DataFrame
+        Chunks may be numpy or cupy arrays, partitions pandas or cudf frames.
+    y : dask array or Series with X's row partitioning
+    num_boost_round, early_stopping_rounds, callbacks, verbose_eval
+        As in ``dgboost.train``; callbacks run on the coordinator (rank 0).
+    evals : sequence of (X, y, name) with dask collections
+        Passing the training (X, y) again reuses its matrix.
+    sample_weight, base_margin : dask collections with X's row partitioning, optional
+
+    Returns
+    -------
+    Booster, equal (bytes of its saved model) to dgboost.train's on the same rows.
+    """
+    options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
+                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0)
+    client = _client(client)
+    _shards.check_collection(X, "X", features=True)
+    if y is None:
+        raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
+    _shards.check_collection(y, "y", features=False, like=X)
+    for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin)):
+        if value is not None:
+            _shards.check_collection(value, name, features=False, like=X)
+    eval_specs = _check_evals(evals, X, y)
+    timeout = _timeout()
+    n_features = _shards.n_columns(X)
+    job_id = uuid.uuid4().hex[:16]
+    with _Futures(client) as futures:
+        bundles = futures.track(_bundles(client, X, y, sample_weight, base_margin, ""))
+        eval_bundles = [None if is_training else futures.track(_bundles(client, eX, ey, None, None,
+                                                                          f"evals[{i}] "))
+                        for i, (eX, ey, _, is_training) in enumerate(eval_specs)]
+        lengths = _lengths(client, bundles)
+        if sum(lengths) == 0:
+            raise ValueError("X has no rows: training needs at least one")
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
+                               "or use distributed.LocalCluster")
+        holders = _holders(client, bundles, workers)
+        plan = _shards.plan_shards(lengths, holders, workers)
+        _log_balance(lengths, holders, plan, workers)
+        job_workers = [w for w in workers if plan[w]]
+        shards = {w: [futures.track_one(_piece(client, bundles[p.part], p, lengths[p.part], holders[p.part]))
+                      for p in plan[w]] for w in job_workers}
+        runs = {w: _shards.global_runs(plan[w], lengths) for w in job_workers}
+        evals_of = {w: [] for w in job_workers}
+        for parts in eval_bundles:
+            if parts is None:
+                for w in job_workers:
+                    evals_of[w].append([])
+                continue
+            eval_plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers),
+                                           job_workers)
+            for w in job_workers:
+                evals_of[w].append([parts[i] for i in eval_plan[w]])
+        job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
+                      tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features)
+        return _run_job(client, job, shards, runs, evals_of, futures)
+
+
+def predict(client, booster: Booster, X, *, output_margin: bool = False):
+    """Predict lazily where X's partitions are.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        Kept for XGBoost's signature; the result is computed by whichever client computes it.
+    booster : Booster
+    X : dask.array.Array (chunked by rows only) or dask.dataframe.DataFrame
+    output_margin : bool
+        Raw margins rather than transformed predictions.
+
+    Returns
+    -------
+    For an array: a dask array of shape (n_rows,), or (n_rows, n_outputs) for several
+    outputs, float32, chunked as X's rows. For a DataFrame: a dask Series (one output)
+    or DataFrame (columns 0..n_outputs-1) with X's index and partitions.
+    """
+    import dask
+
+    if client is not None:
+        _client(client)
+    if not isinstance(booster, Booster):
+        raise TypeError(f"booster must be a dgboost.Booster, got {type(booster).__name__}")
+    _shards.check_collection(X, "X", features=True)
+    n_features = _shards.n_columns(X)
+    if n_features is not None and n_features != booster.num_features:
+        raise ValueError(f"X has {n_features} features but the model was trained on {booster.num_features}")
+    model = dask.delayed(booster, pure=False)  # one key: shipped to each worker once
+    k = booster.n_outputs
+    if _shards.is_dask_array(X):
+        import numpy as np
+
+        meta = X._meta.astype(np.float32)  # numpy or cupy, as X's chunks
+        if k == 1:
+            return X.map_blocks(_predict_block, model, output_margin, drop_axis=1, meta=meta.reshape(0),
+                                token="dgboost-predict")
+        return X.map_blocks(_predict_block, model, output_margin, chunks=(X.chunks[0], (k,)), meta=meta,
+                            token="dgboost-predict")
+    return X.map_partitions(_predict_frame, model, output_margin, meta=_frame_meta(X, k))
+
+
+def _predict_block(block, booster: Booster, output_margin: bool):
+    return booster.predict(block, output_margin=output_margin)
+
+
+def _predict_frame(frame, booster: Booster, output_margin: bool):
+    values = booster.predict(frame, output_margin=output_margin)
+    return _frame_like(frame, values)
+
+
+def _frame_meta(X, k: int):
+    import numpy as np
+
+    return _frame_like(X._meta, np.zeros((0, k) if k > 1 else 0, np.float32))
+
+
+def _frame_like(frame, values):
+    """A Series (one output) or DataFrame of ``values`` with ``frame``'s index, of frame's library."""
+    library = __import__(type(frame).__module__.split(".")[0])  # pandas or cudf
+    if values.ndim == 1:
+        return library.Series(values, index=frame.index, name="prediction")
+    return library.DataFrame(values, index=frame.index)
+
+
+# ---- the client's side of a job ---------------------------------------------------------------
+
+def _client(client):
+    import distributed
+
+    if client is None:
+        try:
+            return distributed.default_client()
+        except ValueError:
+            raise ValueError("client=None needs a current Dask client: create one first "
+                             "(distributed.Client(...)) or pass client=") from None
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+    return client
+
+
+def _timeout() -> float:
+    import dask
+    from dask.utils import parse_timedelta
+
+    value = dask.config.get("dgboost.timeout", _DEFAULT_TIMEOUT)
+    try:
+        seconds = parse_timedelta(value, default="seconds")
+    except (ValueError, TypeError, KeyError):
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise ValueError(f"dask config dgboost.timeout={value!r} must be a positive duration, "
+                         "e.g. '300s' or '5 minutes'")
+    return float(seconds)
+
+
+def _check_evals(evals, X, y) -> list[tuple]:
+    """[(X, y, name, is_training)] of checked eval sets."""
+    if not isinstance(evals, (list, tuple)):
+        raise TypeError(f"evals must be a list of (X, y, name) tuples, got {type(evals).__name__}")
+    specs, names = [], set()
+    for index, entry in enumerate(evals):
+        where = f"evals[{index}]"
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not isinstance(entry[2], str):
+            raise TypeError(f"{where} must be a tuple (X, y, name) with a string name, got {entry!r:.80}")
+        eval_X, eval_y, name = entry
+        if name in names:
+            raise ValueError(f"{where} repeats the eval set name {name!r}: give each a unique name")
+        names.add(name)
+        is_training = eval_X is X and eval_y is y
+        if not is_training:
+            _shards.check_collection(eval_X, f"{where} X", features=True)
+            _shards.check_collection(eval_y, f"{where} y", features=False, like=eval_X)
+            n, n_train = _shards.n_columns(eval_X), _shards.n_columns(X)
+            if n is not None and n_train is not None and n != n_train:
+                raise ValueError(f"{where} X has {n} features but the training X has {n_train}")
+        specs.append((eval_X, eval_y, name, is_training))
+    return specs
+
+
+class _Futures:
+    """The futures a job makes, released when it ends however it ends."""
+
+    def __init__(self, client):
+        self.client = client
+        self.held = []
+
+    def track(self, futures: list) -> list:
+        self.held.extend(futures)
+        return futures
+
+    def track_one(self, future):
+        self.held.append(future)
+        return future
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.client.cancel(self.held)
+        self.held.clear()
+
+
+def _bundles(client, X, y, weight, base_margin, what: str) -> list:
+    """One future per row partition: (X, y, weight, base_margin) of that partition."""
+    import dask
+
+    parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
+    n = len(parts[0])
+    parts = [p if p is not None else [None] * n for p in parts]
+    bundles = [dask.delayed(_shards.make_bundle, pure=True)(x, yy, w, m, i, what)
+               for i, (x, yy, w, m) in enumerate(zip(*parts))]
+    return client.compute(bundles)
+
+
+def _lengths(client, bundles) -> list[int]:
+    return client.gather(client.map(_shards.bundle_rows, bundles, pure=True))
+
+
+def _holders(client, futures, workers) -> list:
+    """The worker (of ``workers``) holding each future's result, or None."""
+    import distributed
+
+    distributed.wait(futures)
+    who = client.who_has(futures)
+    allowed = set(workers)
+    return [next((w for w in who.get(f.key, ()) if w in allowed), None) for f in futures]
+
+
+def _piece(client, bundle, piece, length: int, holder):
+    """The future of one piece: the bundle itself when whole, else a slice cut where it lies."""
+    if piece.start == 0 and piece.stop == length:
+        return bundle
+    placed = {"workers": [holder], "allow_other_workers": False} if holder else {}
+    return client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, **placed)
+
+
+def _log_balance(lengths, holders, plan, workers) -> None:
+    before = dict.fromkeys(workers, 0)
+    for length, holder in zip(lengths, holders):
+        if holder in before:
+            before[holder] += length
+    after = {w: sum(p.n_rows for p in plan[w]) for w in workers}
+    moved = sum(p.n_rows for w in workers for p in plan[w] if holders[p.part] != w)
+    logger.info("dgboost.dask: rows per worker before: %s", _shards.describe(before))
+    logger.info("dgboost.dask: rows per worker after:  %s (%d rows moved)", _shards.describe(after), moved)
+
+
+def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) -> Booster:
+    from distributed import MultiLock
+
+    from ..collective.host import CollectivePlugin
+
+    client.register_plugin(CollectivePlugin())
+    lock = MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
+    lock.acquire()
+    try:
+        tasks = [futures.track_one(client.submit(
+            train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
+            workers=[w], allow_other_workers=False, pure=False, retries=0))
+            for rank, w in enumerate(job.addresses)]
+        return _watch(client, job, tasks)
+    finally:
+        lock.release()
+
+
+def _watch(client, job: JobSpec, tasks) -> Booster:
+    """Rank 0's Booster once every task is done; a clear error, every rank stopped, on failure."""
+    import distributed
+
+    while True:
+        try:
+            distributed.wait(tasks, timeout=_POLL_SECONDS)
+        except _TIMEOUTS:
+            pass
+        if all(t.status == "finished" for t in tasks):
+            return tasks[0].result()
+        failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
+        alive = set(client.scheduler_info()["workers"])
+        lost = [(rank, w) for rank, w in enumerate(job.addresses) if w not in alive]
+        if lost:
+            rank, worker = lost[0]
+            reason = (f"worker {worker} (rank {rank}) left the cluster during dgboost job {job.name} "
+                      "(it died or was shut down)")
+            _stop(client, job, tasks, reason, alive)
+            raise RuntimeError(f"dgboost training failed: {reason}; the job was stopped on every worker. "
+                               "Train again once the cluster is whole.")
+        if failed:
+            _stop(client, job, tasks, "another rank failed", alive)
+            _raise_first(job, tasks)
+
+
+def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
+    """Abort every rank still running, give them a moment to stop, then cancel their tasks."""
+    import distributed
+
+    workers = [w for w in job.addresses if w in alive]
+    if workers:
+        try:
+            client.run(abort_job, job.name, reason, workers=workers, wait=False)
+        except Exception:  # noqa: BLE001 - a worker gone meanwhile; its peers time out anyway
+            logger.debug("dgboost.dask: could not reach every worker to abort %s", job.name, exc_info=True)
+    running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]
+    deadline = time.monotonic() + min(_STOP_GRACE_SECONDS, job.timeout)
+    while running and time.monotonic() < deadline:
+        try:
+            distributed.wait(running, timeout=_POLL_SECONDS)
+        except _TIMEOUTS:
+            pass
+        running = [t for t in running if t.status == "pending"]
+    client.cancel(tasks)
+
+
+def _raise_first(job: JobSpec, tasks) -> None:
+    """Raise the error that started the failure: a rank's own error before the ranks it stopped."""
+    errors = [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"]
+    rank, error = next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0]) \
+        if errors else (None, None)
+    if error is None:
+        raise RuntimeError(f"dgboost job {job.name} was cancelled")
+    where = f"worker {job.addresses[rank]} (rank {rank})"
+    if isinstance(error, (ValueError, TypeError)):
+        if hasattr(error, "add_note"):
+            error.add_note(f"raised by dgboost.dask on {where}")
+        raise error
+    raise RuntimeError(f"dgboost training failed on {where}: {type(error).__name__}: {error}") from error

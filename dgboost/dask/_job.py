@@ -1,0 +1,110 @@
+"""The task each worker of a training job runs: its shard in, (on rank 0) the model out."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from ..collective import CollectiveError
+from ..data import Dataset, RowSpans, check_feature_names, make_dataset
+from ..objectives import make_objective
+from ..training import EvalSet, Options, boost, device_module
+from ._shards import concat_bundles
+
+logger = logging.getLogger("dgboost")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """What every rank of one job shares."""
+
+    name: str  # unique; the tasks' keys start with "dgboost-train"
+    addresses: tuple[str, ...]  # rank -> worker address
+    timeout: float  # seconds any one collective wait may take
+    options: Options
+    evals: tuple[tuple[str, bool], ...]  # (name, is the training data) of each eval set
+    n_features: int | None  # known to the client for arrays; checked on every rank
+
+
+def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
+    """Train on this worker's rows as rank ``rank`` of ``job``; rank 0 returns the Booster.
+
+    ``shard`` holds the bundles of this rank's rows, in global order, ``runs``
+    their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
+    """
+    from ..collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job.name, rank, job.addresses, job.timeout)
+    try:
+        params = job.options.params
+        objective = make_objective(params)
+        X, y, weight, base_margin = concat_bundles(shard)
+        training = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
+                                n_outputs=objective.n_outputs)
+        objective.check_labels(training.label, "y")
+        eval_sets = [_eval_set(index, name, is_training, parts, training, params, objective)
+                     for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
+        xp = device_module(_worker_device(params.device))
+        training = training.to(xp)
+        for eval_set in eval_sets:
+            eval_set.data = eval_set.data.to(xp)
+        comm = _device_communicator(comm, xp, job)
+        booster = boost(params, objective, training, eval_sets, comm,
+                        num_boost_round=job.options.num_boost_round, callbacks=job.options.all_callbacks(),
+                        rows=RowSpans(runs))
+        return booster if rank == 0 else None
+    except CollectiveError:
+        raise  # another rank failed first, or a wait timed out (the peers were told)
+    except BaseException as error:
+        comm.abort(f"{type(error).__name__}: {error}")
+        raise
+    finally:
+        comm.close()
+
+
+def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, params, objective):
+    if is_training:
+        return EvalSet(name, training, is_training=True)
+    where = f"evals[{index}] "
+    if parts:
+        X, y, _, _ = concat_bundles(parts)
+        data = make_dataset(X, y, missing=params.missing, n_outputs=objective.n_outputs, where=where)
+        if data.n_features != training.n_features:
+            raise ValueError(f"{where}X has {data.n_features} features but the training X has "
+                             f"{training.n_features}")
+        check_feature_names(training.feature_names, data.feature_names, f"{where}X")
+        objective.check_labels(data.label, f"{where}y")
+    else:  # none of this eval set's rows are on this worker
+        import numpy as np
+
+        data = make_dataset(np.zeros((0, training.n_features), np.float32), np.zeros(0, np.float32),
+                            n_outputs=objective.n_outputs, where=where, allow_empty=True)
+        data = dataclasses.replace(data, feature_names=training.feature_names)
+    return EvalSet(name, data)
+
+
+def _worker_device(device: str) -> str:
+    """A worker owns one GPU, its current device (dask-cuda sets CUDA_VISIBLE_DEVICES):
+    'cuda:N' in a cluster means 'this worker's GPU', as in xgboost.dask."""
+    return "cuda" if device.startswith("cuda") else device
+
+
+def _device_communicator(host_comm, xp, job: JobSpec):
+    """NCCL for device arrays where the data is on a GPU and there is more than one rank;
+    the host communicator otherwise."""
+    import numpy as np
+
+    if xp is np or host_comm.world_size == 1:
+        return host_comm
+    from ..collective.nccl import NcclCommunicator
+
+    return NcclCommunicator(host_comm, timeout=job.timeout)
+
+
+def abort_job(job: str, reason: str, dask_worker=None) -> None:
+    """Run by the client on a worker's event loop (Client.run): stop ``job`` there."""
+    from ..collective.host import PLUGIN_NAME
+
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    if plugin is not None:
+        plugin.abort(job, reason)

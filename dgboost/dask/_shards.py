@@ -1,0 +1,240 @@
+"""Which rows each worker trains on: partitions found, checked, and shared out evenly.
+
+Plain functions of partition lengths and holders (``plan_shards``,
+``plan_evals``) decide; the rest turns dask collections into one future per
+partition (a *bundle*: the partition's X, y, weight and base_margin) and the
+plan into the futures each worker's task receives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+
+logger = logging.getLogger("dgboost")
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Rows ``[start, stop)`` of partition ``part``."""
+
+    part: int
+    start: int
+    stop: int
+
+    @property
+    def n_rows(self) -> int:
+        return self.stop - self.start
+
+
+def plan_shards(lengths, holders, workers) -> dict[str, list[Piece]]:
+    """Near-equal shares of all rows for ``workers``, moving as few rows as it can.
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        Rows of each partition, in the collection's order.
+    holders : sequence of str or None
+        The worker holding each partition (None: not held by any of ``workers``).
+    workers : sequence of str
+        The workers to share among; the first ``n % len(workers)`` get one row more.
+
+    Returns
+    -------
+    {worker: [Piece, ...]}: each worker's pieces in global row order; a worker
+    whose share is empty (fewer rows than workers) gets [].
+
+    Each worker first keeps the rows it holds, in global order, up to its share;
+    the rest go, in global order, to the workers still short, cut where needed.
+    """
+    lengths = [int(n) for n in lengths]
+    total = sum(lengths)
+    quota = {w: total // len(workers) + (i < total % len(workers)) for i, w in enumerate(workers)}
+    taken = dict.fromkeys(workers, 0)
+    shares: dict[str, list[Piece]] = {w: [] for w in workers}
+    spare = []
+    for part, (length, holder) in enumerate(zip(lengths, holders)):
+        keep = min(length, quota[holder] - taken[holder]) if holder in quota else 0
+        if keep:
+            shares[holder].append(Piece(part, 0, keep))
+            taken[holder] += keep
+        if keep < length:
+            spare.append(Piece(part, keep, length))
+    spare.reverse()  # pop() from the end takes them in global order
+    for worker in workers:
+        while taken[worker] < quota[worker]:
+            piece = spare.pop()
+            take = min(piece.n_rows, quota[worker] - taken[worker])
+            shares[worker].append(Piece(piece.part, piece.start, piece.start + take))
+            taken[worker] += take
+            if take < piece.n_rows:
+                spare.append(Piece(piece.part, piece.start + take, piece.stop))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return {w: sorted(pieces, key=lambda p: offsets[p.part] + p.start) for w, pieces in shares.items()}
+
+
+def global_runs(pieces, lengths) -> tuple[tuple[int, int], ...]:
+    """The global row runs ``(start, length)`` of ``pieces`` (in order), adjacent ones joined."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    runs: list[list[int]] = []
+    for piece in pieces:
+        start = int(offsets[piece.part]) + piece.start
+        if runs and runs[-1][0] + runs[-1][1] == start:
+            runs[-1][1] += piece.n_rows
+        else:
+            runs.append([start, piece.n_rows])
+    return tuple((start, length) for start, length in runs)
+
+
+def plan_evals(lengths, holders, workers) -> dict[str, list[int]]:
+    """Eval partitions for the job's workers: each stays where it is held if that
+    worker trains, else goes to the worker with the fewest eval rows so far."""
+    plan: dict[str, list[int]] = {w: [] for w in workers}
+    rows = dict.fromkeys(workers, 0)
+    for part, holder in enumerate(holders):
+        if holder not in plan:
+            holder = min(workers, key=lambda w: (rows[w], workers.index(w)))
+        plan[holder].append(part)
+        rows[holder] += int(lengths[part])
+    return plan
+
+
+def describe(rows_by_worker: dict[str, int]) -> str:
+    """``'tcp://a:1 100, tcp://b:2 0'``: a line of the log."""
+    return ", ".join(f"{worker} {rows}" for worker, rows in rows_by_worker.items())
+
+
+# ---- dask collections -------------------------------------------------------------------
+
+def is_dask_array(value) -> bool:
+    import dask.array as da
+
+    return isinstance(value, da.Array)
+
+
+def is_dask_frame(value) -> bool:
+    """A dask DataFrame or Series (without importing dask.dataframe, which needs pandas)."""
+    from dask import is_dask_collection
+
+    return is_dask_collection(value) and hasattr(value, "npartitions") and hasattr(value, "map_partitions") \
+        and not is_dask_array(value)
+
+
+def check_collection(value, name: str, *, features: bool, like=None) -> None:
+    """Metadata checks of a dask collection, before anything is computed.
+
+    ``features``: a 2-D X (array or DataFrame); else a per-row vector or margins.
+    ``like``: the X whose partitions ``value`` must match.
+    """
+    if is_dask_array(value):
+        if features and value.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D dask array (rows, features), got {value.ndim} dimensions")
+        if not features and value.ndim not in (1, 2):
+            raise ValueError(f"{name} must be a 1-D or 2-D dask array, got {value.ndim} dimensions")
+        if value.ndim == 2 and value.numblocks[1] != 1:
+            raise ValueError(f"{name} is chunked along its columns (chunks {value.chunks[1]}): dgboost "
+                             f"shards by rows only; use {name}.rechunk({{1: -1}})")
+        if features and any(not math.isnan(n) and n == 0 for n in value.shape):
+            raise ValueError(f"{name} is empty (shape {value.shape}): give at least one row and one feature")
+        if not np.issubdtype(value.dtype, np.number) and value.dtype != np.bool_:
+            raise TypeError(f"{name} has dtype {value.dtype}; dgboost needs numbers")
+    elif is_dask_frame(value):
+        if features and not hasattr(value, "columns"):
+            raise TypeError(f"{name} must be a dask DataFrame (or a 2-D dask array), got a dask Series")
+    else:
+        kind = "a 2-D dask array or dask DataFrame" if features else "a dask array or dask Series"
+        raise TypeError(f"{name} must be {kind} (dgboost.dask trains on dask collections; use "
+                        f"dgboost.train for in-memory data), got {type(value).__name__}")
+    if like is not None:
+        _check_same_partitions(value, name, like)
+
+
+def _check_same_partitions(value, name: str, like) -> None:
+    n, n_like = _n_partitions(value), _n_partitions(like)
+    if n != n_like:
+        raise ValueError(f"{name} has {n} partitions but X has {n_like}: give {name} X's row "
+                         f"partitioning (for arrays: {name}.rechunk({{0: X.chunks[0]}}))")
+    if is_dask_array(value) and is_dask_array(like):
+        rows, rows_like = value.chunks[0], like.chunks[0]
+        known = not any(math.isnan(r) for r in rows + rows_like)
+        if known and rows != rows_like:
+            raise ValueError(f"{name}'s row chunks {_short(rows)} differ from X's {_short(rows_like)}: "
+                             f"use {name}.rechunk({{0: X.chunks[0]}})")
+
+
+def _short(chunks) -> str:
+    text = str(tuple(int(c) for c in chunks))
+    return text if len(text) < 60 else text[:56] + "...)"
+
+
+def _n_partitions(value) -> int:
+    return value.numblocks[0] if is_dask_array(value) else value.npartitions
+
+
+def partitions(value) -> list:
+    """One Delayed per row partition of a dask array, DataFrame or Series."""
+    if value is None:
+        return None
+    if is_dask_array(value):
+        blocks = value.to_delayed()
+        return list(blocks.reshape(-1)) if value.ndim == 1 else list(blocks[:, 0])
+    return list(value.to_delayed())
+
+
+def n_columns(value) -> int | None:
+    """Features of X when known without computing."""
+    if is_dask_array(value):
+        return None if math.isnan(value.shape[1]) else int(value.shape[1])
+    return len(value.columns)
+
+
+# ---- tasks (run on the workers) -------------------------------------------------------------
+
+def make_bundle(X, y, weight, base_margin, part: int, what: str):
+    """A partition's pieces as one tuple, their row counts checked against X's."""
+    n = len(X)
+    for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
+        if value is not None and len(value) != n:
+            raise ValueError(f"{what}{name}'s partition {part} has {len(value)} rows but X's has {n}: "
+                             f"give {what}{name} X's row partitioning")
+    return X, y, weight, base_margin
+
+
+def bundle_rows(bundle) -> int:
+    return len(bundle[0])
+
+
+def slice_bundle(bundle, start: int, stop: int):
+    """Rows [start, stop) of every piece of a bundle (copies: the slice travels alone)."""
+    return tuple(None if v is None else _rows(v, start, stop) for v in bundle)
+
+
+def _rows(value, start: int, stop: int):
+    if hasattr(value, "iloc"):
+        return value.iloc[start:stop].copy()
+    return value[start:stop].copy()
+
+
+def concat_bundles(bundles):
+    """One (X, y, weight, base_margin) from a worker's bundles, in order."""
+    if len(bundles) == 1:
+        return bundles[0]
+    return tuple(None if bundles[0][k] is None else _concat([b[k] for b in bundles]) for k in range(4))
+
+
+def _concat(values):
+    first = values[0]
+    if hasattr(first, "iloc"):
+        if type(first).__module__.startswith("cudf"):
+            import cudf
+
+            return cudf.concat(values)
+        import pandas as pd
+
+        return pd.concat(values)
+    from ..backend import get_xp
+
+    return get_xp(first).concatenate(values)
