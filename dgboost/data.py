@@ -211,7 +211,6 @@ def _check_finite(values, name):
 
 
 def _check_weights(weight, name):
-    xp = get_xp(weight)
     negative = weight < 0
     if bool(negative.any()):
         row = _first_bad_row(negative)
@@ -222,6 +221,8 @@ def _check_weights(weight, name):
 
 def _check_no_inf(X, name, feature_names):
     """Reject infinities, looking at ``_CHECK_CELLS`` cells at a time (no full-size mask)."""
+    if X.shape[0] == 0:
+        return
     xp = get_xp(X)
     step = max(1, _CHECK_CELLS // X.shape[1])
     found = xp.stack([xp.isinf(chunk).any() for chunk in row_chunks(X, step)])

@@ -37,6 +37,8 @@ _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 _FORGOTTEN_JOBS = 256
 #: Seconds an abort message may take to reach a peer (best effort: the peer may be dead).
 _ABORT_SEND_SECONDS = 5.0
+#: Seconds between a blocked send's looks at the job's abort flag.
+_ABORT_POLL_SECONDS = 0.05
 
 
 class CollectivePlugin(WorkerPlugin):
@@ -178,7 +180,12 @@ class DaskCommunicator:
                     pass
             await asyncio.gather(*(tell(a) for a in peers))
 
-        self._run(tell_all(), _ABORT_SEND_SECONDS + 1.0, check=False)
+        # Sent from the event loop without waiting: a dead peer must not hold this rank up.
+        asyncio.run_coroutine_threadsafe(tell_all(), self._worker.loop.asyncio_loop)
+
+    def aborted(self) -> str | None:
+        """Why the job was aborted, or None while it runs."""
+        return self._mailbox.aborted(self.job)
 
     def close(self) -> None:
         """Forget this job's mailbox on this worker."""
@@ -238,12 +245,21 @@ class DaskCommunicator:
             self.abort(message)
             raise CollectiveError(message) from error
 
-    def _run(self, coroutine, timeout: float, check: bool = True):
-        """Run ``coroutine`` on the worker's event loop from this (task) thread."""
+    def _run(self, coroutine, timeout: float):
+        """Run ``coroutine`` on the worker's event loop from this (task) thread.
+
+        The wait ends early, raising CollectiveError, when the job is aborted: a
+        send to a dead peer would otherwise block until the comm's connect timeout.
+        """
         future = asyncio.run_coroutine_threadsafe(coroutine, self._worker.loop.asyncio_loop)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            if check:
-                raise
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return future.result(min(_ABORT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                reason = self._mailbox.aborted(self.job)
+                if reason is not None or time.monotonic() >= deadline:
+                    future.cancel()
+                    if reason is not None:
+                        raise CollectiveError(reason) from None
+                    raise

@@ -87,6 +87,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     timeout = _timeout()
     n_features = _shards.n_columns(X)
     job_id = uuid.uuid4().hex[:16]
+    import distributed
+
     with _Futures(client) as futures:
         bundles = futures.track(_bundles(client, X, y, sample_weight, base_margin, ""))
         eval_bundles = [None if is_training else futures.track(_bundles(client, eX, ey, None, None,
@@ -116,6 +118,9 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
                                            job_workers)
             for w in job_workers:
                 evals_of[w].append([parts[i] for i in eval_plan[w]])
+        # Every piece in memory before any rank starts: a rank occupies its worker's
+        # thread, so a slice still to be cut there would wait for the whole job.
+        distributed.wait([f for w in job_workers for f in shards[w]])
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features)
         return _run_job(client, job, shards, runs, evals_of, futures)
@@ -265,13 +270,16 @@ class _Futures:
 
 
 def _bundles(client, X, y, weight, base_margin, what: str) -> list:
-    """One future per row partition: (X, y, weight, base_margin) of that partition."""
+    """One future per row partition: (X, y, weight, base_margin) of that partition.
+
+    Keys are the job's own (not pure), so that a job's clean-up never cancels another's.
+    """
     import dask
 
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
-    bundles = [dask.delayed(_shards.make_bundle, pure=True)(x, yy, w, m, i, what)
+    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what)
                for i, (x, yy, w, m) in enumerate(zip(*parts))]
     return client.compute(bundles)
 
@@ -295,7 +303,7 @@ def _piece(client, bundle, piece, length: int, holder):
     if piece.start == 0 and piece.stop == length:
         return bundle
     placed = {"workers": [holder], "allow_other_workers": False} if holder else {}
-    return client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, **placed)
+    return client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, pure=False, **placed)
 
 
 def _log_balance(lengths, holders, plan, workers) -> None:
@@ -350,17 +358,18 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
                                "Train again once the cluster is whole.")
         if failed:
             _stop(client, job, tasks, "another rank failed", alive)
-            _raise_first(job, tasks)
+            _raise_first(job, [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"])
 
 
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
-    """Abort every rank still running, give them a moment to stop, then cancel their tasks."""
+    """Abort every rank still running and give them a moment to stop (the caller's
+    _Futures cancels whatever is left)."""
     import distributed
 
     workers = [w for w in job.addresses if w in alive]
     if workers:
         try:
-            client.run(abort_job, job.name, reason, workers=workers, wait=False)
+            client.run(abort_job, job.name, reason, workers=workers, on_error="ignore")
         except Exception:  # noqa: BLE001 - a worker gone meanwhile; its peers time out anyway
             logger.debug("dgboost.dask: could not reach every worker to abort %s", job.name, exc_info=True)
     running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]
@@ -371,16 +380,13 @@ def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
         except _TIMEOUTS:
             pass
         running = [t for t in running if t.status == "pending"]
-    client.cancel(tasks)
 
 
-def _raise_first(job: JobSpec, tasks) -> None:
+def _raise_first(job: JobSpec, errors) -> None:
     """Raise the error that started the failure: a rank's own error before the ranks it stopped."""
-    errors = [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"]
-    rank, error = next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0]) \
-        if errors else (None, None)
-    if error is None:
+    if not errors:
         raise RuntimeError(f"dgboost job {job.name} was cancelled")
+    rank, error = next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0])
     where = f"worker {job.addresses[rank]} (rank {rank})"
     if isinstance(error, (ValueError, TypeError)):
         if hasattr(error, "add_note"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..collective import CollectiveError
+from ..collective import CollectiveError, LocalCommunicator
 from ..data import Dataset, RowSpans, check_feature_names, make_dataset
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module
@@ -34,7 +34,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     """
     from ..collective.host import DaskCommunicator
 
-    comm = DaskCommunicator(job.name, rank, job.addresses, job.timeout)
+    host = DaskCommunicator(job.name, rank, job.addresses, job.timeout)
+    comm = host
     try:
         params = job.options.params
         objective = make_objective(params)
@@ -48,7 +49,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         training = training.to(xp)
         for eval_set in eval_sets:
             eval_set.data = eval_set.data.to(xp)
-        comm = _device_communicator(comm, xp, job)
+        comm = _device_communicator(host, xp, job)
         booster = boost(params, objective, training, eval_sets, comm,
                         num_boost_round=job.options.num_boost_round, callbacks=job.options.all_callbacks(),
                         rows=RowSpans(runs))
@@ -59,7 +60,10 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         comm.abort(f"{type(error).__name__}: {error}")
         raise
     finally:
-        comm.close()
+        if comm is not host and hasattr(comm, "close"):
+            comm.close()  # closes host too
+        else:
+            host.close()
 
 
 def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, params, objective):
@@ -89,16 +93,18 @@ def _worker_device(device: str) -> str:
     return "cuda" if device.startswith("cuda") else device
 
 
-def _device_communicator(host_comm, xp, job: JobSpec):
-    """NCCL for device arrays where the data is on a GPU and there is more than one rank;
-    the host communicator otherwise."""
+def _device_communicator(host, xp, job: JobSpec):
+    """The communicator ``boost`` talks through: the world of one for a one-worker job;
+    NCCL between GPUs; the host communicator between CPU workers."""
     import numpy as np
 
-    if xp is np or host_comm.world_size == 1:
-        return host_comm
+    if host.world_size == 1:
+        return LocalCommunicator()
+    if xp is np:
+        return host
     from ..collective.nccl import NcclCommunicator
 
-    return NcclCommunicator(host_comm, timeout=job.timeout)
+    return NcclCommunicator(host, timeout=job.timeout)
 
 
 def abort_job(job: str, reason: str, dask_worker=None) -> None:

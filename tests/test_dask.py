@@ -1,0 +1,353 @@
+"""dgboost.dask on CPU LocalClusters (worker processes): the model equals dgboost.train's, byte
+for byte, whatever the number of workers and the chunking; eval sets, early stopping, lazy
+prediction, bad input, concurrent jobs and a worker lost mid-training."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dgboost  # noqa: E402
+import dgboost.dask  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
+from dgboost.collective import CollectiveError  # noqa: E402
+from dgboost.dask._shards import global_runs, plan_evals, plan_shards  # noqa: E402
+
+N_ROWS = 3000
+
+
+def _cluster(n_workers: int):
+    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                    dashboard_address=None, silence_logs=logging.CRITICAL)
+
+
+@pytest.fixture(scope="module", params=[1, 2, 3], ids=lambda n: f"{n}workers")
+def client(request):
+    with _cluster(request.param) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def client3():
+    with _cluster(3) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(42)
+    X = rng.standard_normal((N_ROWS, 6)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.standard_normal(N_ROWS) > 0).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[:, 5] = np.nan  # an all-missing column
+    weight = rng.uniform(0.5, 2.0, N_ROWS).astype(np.float32)
+    return X, y, weight
+
+
+def _model_bytes(booster, tmp_path, name):
+    path = tmp_path / f"{name}.json"
+    booster.save_model(path)
+    return path.read_bytes()
+
+
+CHUNKINGS = {
+    "even": 700,
+    "uneven": (1, 2500, 499),  # sizes far apart; with 3 workers the big chunk is cut
+    "one-chunk": N_ROWS,  # more workers than chunks
+}
+PARAMS = {
+    "binary": {"objective": "binary:logistic", "max_depth": 4, "eval_metric": ["logloss", "auc"],
+               "subsample": 0.8},
+    "regression": {"objective": "reg:squarederror", "max_depth": 3, "min_child_weight": 2.0},
+    "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3},
+}
+
+
+def _labels(kind, X, y):
+    if kind == "multiclass":
+        return np.digitize(np.nan_to_num(X[:, 0]), [-0.5, 0.5]).astype(np.float32)
+    if kind == "regression":
+        return (np.nan_to_num(X[:, 0]) * 2 + y).astype(np.float32)
+    return y
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("kind", list(PARAMS))
+def test_model_is_byte_identical_to_single_process(client, data, chunking, kind, tmp_path):
+    X, y, weight = data
+    y = _labels(kind, X, y)
+    params = PARAMS[kind]
+    use_weight = kind == "regression"
+    expected = dgboost.train(params, X, y, num_boost_round=4, sample_weight=weight if use_weight else None,
+                             evals=[(X, y, "train")])
+    chunks = CHUNKINGS[chunking]
+    dX, dy = da.from_array(X, chunks=(chunks, 6)), da.from_array(y, chunks=(chunks,))
+    dw = da.from_array(weight, chunks=(chunks,)) if use_weight else None
+    got = dgboost.dask.train(client, params, dX, dy, num_boost_round=4, sample_weight=dw,
+                             evals=[(dX, dy, "train")])
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+    assert got.evals_result() == expected.evals_result()
+
+
+def test_dataframes_with_feature_names(client3, data, tmp_path):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    labels = pd.Series(y, name="label")
+    params = {"objective": "binary:logistic", "max_depth": 3}
+    expected = dgboost.train(params, frame, labels, num_boost_round=3)
+    dX, dy = dd.from_pandas(frame, npartitions=4), dd.from_pandas(labels, npartitions=4)
+    got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=3)
+    assert got.feature_names == tuple(frame.columns)
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+    predicted = dgboost.dask.predict(client3, got, dX)
+    assert isinstance(predicted, dd.Series)
+    result = predicted.compute()
+    np.testing.assert_array_equal(result.index.to_numpy(), frame.index.to_numpy())
+    np.testing.assert_array_equal(result.to_numpy(), expected.predict(frame))
+
+
+def test_sampled_cuts_match_on_a_large_set(client3, tmp_path):
+    """Past sketch.SKETCH_SAMPLE_ROWS rows the cut sample is drawn by hash: still identical."""
+    from dgboost.sketch import SKETCH_SAMPLE_ROWS
+
+    rng = np.random.default_rng(1)
+    n = SKETCH_SAMPLE_ROWS + 40_000
+    X = rng.standard_normal((n, 3)).astype(np.float32)
+    y = (X[:, 0] > 0.1).astype(np.float32)
+    params = {"objective": "binary:logistic", "max_depth": 2}
+    expected = dgboost.train(params, X, y, num_boost_round=1)
+    got = dgboost.dask.train(client3, params, da.from_array(X, chunks=(70_000, 3)),
+                             da.from_array(y, chunks=70_000), num_boost_round=1)
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+
+
+def test_eval_sets_and_early_stopping(client3, data):
+    X, y, _ = data
+    X_valid, y_valid = X[:900] * 1.1, y[:900]
+    params = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.6, "eval_metric": ["auc", "logloss"]}
+    expected = dgboost.train(params, X, y, num_boost_round=60, evals=[(X_valid, y_valid, "valid")],
+                             early_stopping_rounds=3)
+    assert expected.num_boosted_rounds() < 60  # it did stop early
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    # A single eval partition: the other workers hold no eval rows.
+    dXv, dyv = da.from_array(X_valid, chunks=(900, 6)), da.from_array(y_valid, chunks=900)
+    got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=60, evals=[(dXv, dyv, "valid")],
+                             early_stopping_rounds=3)
+    assert got.num_boosted_rounds() == expected.num_boosted_rounds()
+    assert got.best_iteration == expected.best_iteration
+    assert got.evals_result() == expected.evals_result()
+
+
+def test_predict_is_lazy_and_keeps_order(client3, data):
+    X, y, _ = data
+    params = {"objective": "multi:softprob", "num_class": 3, "max_depth": 3}
+    labels = _labels("multiclass", X, y)
+    booster = dgboost.train(params, X, labels, num_boost_round=3)
+    dX = da.from_array(X, chunks=((5, 1995, 1000), 6))
+    predicted = dgboost.dask.predict(client3, booster, dX)
+    assert isinstance(predicted, da.Array) and predicted.shape == (N_ROWS, 3)
+    np.testing.assert_array_equal(predicted.compute(), booster.predict(X))
+    margins = dgboost.dask.predict(None, booster, dX, output_margin=True)
+    np.testing.assert_array_equal(margins.compute(), booster.predict(X, output_margin=True))
+    binary = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=2)
+    one = dgboost.dask.predict(client3, binary, dX)
+    assert one.shape == (N_ROWS,) and one.chunks == ((5, 1995, 1000),)
+    np.testing.assert_array_equal(one.compute(), binary.predict(X))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda X, y: (da.from_array(X, chunks=(1000, 3)), da.from_array(y, chunks=1000)), "chunked along its columns"),
+    (lambda X, y: (da.from_array(X, chunks=(1000, 6)), da.from_array(y, chunks=((1500, 1000, 500),))), "row chunks"),
+    (lambda X, y: (da.from_array(X, chunks=(1000, 6)), da.from_array(y[:2000], chunks=1000)), "partitions"),
+    (lambda X, y: (da.from_array(X[:0], chunks=(1000, 6)), da.from_array(y[:0], chunks=1000)), "empty"),
+    (lambda X, y: (da.from_array(X, chunks=(1000, 6)), y), "dask array or dask Series"),
+    (lambda X, y: (X, da.from_array(y, chunks=1000)), "dask DataFrame"),
+])
+def test_bad_collections_are_named_before_any_work(client3, data, make, match):
+    X, y, _ = data
+    dX, dy = make(X, y)
+    with pytest.raises((ValueError, TypeError), match=match):
+        dgboost.dask.train(client3, {"objective": "binary:logistic"}, dX, dy, num_boost_round=1)
+
+
+def test_bad_params_and_labels(client3, data):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    with pytest.raises(ValueError, match="max_depth"):
+        dgboost.dask.train(client3, {"max_depth": -1}, dX, dy)
+    bad = y.copy()
+    bad[2500] = 3.0  # only the last partition's worker sees it
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="y"):
+        dgboost.dask.train(client3, {"objective": "binary:logistic"}, dX, da.from_array(bad, chunks=1000),
+                           num_boost_round=2)
+    assert time.monotonic() - started < 60
+    with pytest.raises(ValueError, match="dgboost.timeout"):
+        import dask
+
+        with dask.config.set({"dgboost.timeout": "-1s"}):
+            dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1)
+    # The cluster is usable afterwards: no task left running, no lock held.
+    assert not any(client3.processing().values())
+    assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1
+
+
+def test_two_jobs_at_once_do_not_interleave(client3, data, tmp_path):
+    X, y, _ = data
+    params = [{"objective": "binary:logistic", "max_depth": 3}, {"objective": "reg:squarederror", "eta": 0.5}]
+    expected = [_model_bytes(dgboost.train(p, X, y, num_boost_round=5), tmp_path, f"local{i}")
+                for i, p in enumerate(params)]
+    dX, dy = da.from_array(X, chunks=800), da.from_array(y, chunks=800)
+    results = [None, None]
+
+    def run(i):
+        results[i] = dgboost.dask.train(client3, params[i], dX, dy, num_boost_round=5)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert [_model_bytes(r, tmp_path, f"dask{i}") for i, r in enumerate(results)] == expected
+
+
+class _Slow(TrainingCallback):
+    """Makes every round take a while, so that a worker can be killed mid-training."""
+
+    def after_iteration(self, model, epoch, evals_log):
+        time.sleep(0.1)
+        return False
+
+
+def test_a_killed_worker_gives_a_clear_error_and_no_hang(data):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    with _cluster(3) as cluster, distributed.Client(cluster) as client:
+        victim = sorted(client.scheduler_info()["workers"])[-1]  # the last rank
+        outcome = {}
+
+        def run():
+            try:
+                dgboost.dask.train(client, {"max_depth": 3}, dX, dy, num_boost_round=500, callbacks=[_Slow()])
+            except Exception as error:  # noqa: BLE001 - inspected below
+                outcome["error"] = error
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not any(str(k).startswith("dgboost-train") for keys in client.processing().values() for k in keys):
+            assert time.monotonic() < deadline, "training never started"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        killed = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        thread.join(90)
+        assert not thread.is_alive(), "train() hung after a worker died"
+        assert time.monotonic() - killed < 60
+        error = outcome.get("error")
+        assert isinstance(error, RuntimeError) and not isinstance(error, CollectiveError)
+        assert victim in str(error) and "left the cluster" in str(error)
+        client.wait_for_workers(3, timeout=60)
+        deadline = time.monotonic() + 30
+        while any(client.processing().values()):  # the survivors' tasks stop
+            assert time.monotonic() < deadline, f"tasks left running: {client.processing()}"
+            time.sleep(0.2)
+        # The lock was released: the restarted cluster trains.
+        assert dgboost.dask.train(client, {}, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
+
+
+def _lone_rank(job, addresses, timeout):
+    from dgboost.collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job, 0, addresses, timeout)
+    try:
+        comm.allreduce(np.ones(3))
+    finally:
+        comm.close()
+
+
+def test_a_collective_wait_is_bounded_and_names_the_peer(client3):
+    from dgboost.collective.host import CollectivePlugin
+
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])
+    started = time.monotonic()
+    future = client3.submit(_lone_rank, "lonely-job", workers, 1.0, workers=[workers[0]], pure=False)
+    with pytest.raises(CollectiveError, match=f"rank 1 \\({workers[1]}\\)"):
+        future.result(timeout=60)
+    assert time.monotonic() - started < 30
+
+
+def _collectives(job, rank, addresses):
+    from dgboost.collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job, rank, addresses, 30.0)
+    try:
+        x = np.arange(4, dtype=np.int64) * (rank + 1)
+        gathered = comm.allgather(np.full(rank + 1, rank, dtype=np.float32))
+        return (comm.allreduce(x), comm.allreduce(x.astype(np.float64), "max"), comm.allreduce(x, "min"),
+                comm.broadcast(x, root=1), [g.tolist() for g in gathered], gathered[0].dtype)
+    finally:
+        comm.close()
+
+
+def test_host_communicator_collectives(client3):
+    from dgboost.collective.host import CollectivePlugin
+
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])
+    futures = [client3.submit(_collectives, "collectives-job", rank, workers, workers=[w], pure=False)
+               for rank, w in enumerate(workers)]
+    for total, high, low, broadcast, gathered, dtype in client3.gather(futures):
+        np.testing.assert_array_equal(total, np.arange(4) * 6)
+        np.testing.assert_array_equal(high, np.arange(4) * 3.0)
+        assert high.dtype == np.float64
+        np.testing.assert_array_equal(low, np.arange(4))
+        np.testing.assert_array_equal(broadcast, np.arange(4) * 2)
+        assert gathered == [[0.0], [1.0, 1.0], [2.0, 2.0, 2.0]] and dtype == np.float32
+
+
+# ---- the plan, without a cluster ---------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(30))
+def test_plan_shares_every_row_once_and_evenly(seed):
+    rng = np.random.default_rng(seed)
+    workers = [f"w{i}" for i in range(rng.integers(1, 6))]
+    lengths = rng.integers(0, 50, rng.integers(1, 9)).tolist()
+    holders = [workers[rng.integers(len(workers))] if rng.random() < 0.8 else None for _ in lengths]
+    plan = plan_shards(lengths, holders, workers)
+    total = sum(lengths)
+    shares = [sum(p.n_rows for p in plan[w]) for w in workers]
+    assert sum(shares) == total and max(shares) - min(shares) <= 1
+    covered = np.zeros(total, dtype=int)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    for w in workers:
+        runs = global_runs(plan[w], lengths)
+        starts = [start for start, _ in runs]
+        assert starts == sorted(starts)  # global order within a worker
+        for piece in plan[w]:
+            covered[offsets[piece.part] + piece.start:offsets[piece.part] + piece.stop] += 1
+    assert (covered == 1).all()
+    # Rows stay where they are up to a worker's share.
+    for w, share in zip(workers, shares):
+        held = sum(n for n, h in zip(lengths, holders) if h == w)
+        kept = sum(p.n_rows for p in plan[w] if holders[p.part] == w)
+        assert kept == min(held, share)
+
+
+def test_plan_leaves_out_workers_beyond_the_rows():
+    plan = plan_shards([2], ["a"], ["a", "b", "c", "d"])
+    assert [sum(p.n_rows for p in plan[w]) for w in "abcd"] == [1, 1, 0, 0]
+    assert plan_evals([5, 7, 1], ["x", "b", None], ["a", "b"]) == {"a": [0, 2], "b": [1]}
