@@ -53,12 +53,13 @@ class NcclCommunicator:
                        np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
                        np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.int8): nccl.NCCL_INT8}
         self._ops = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
-        unique_id = np.zeros(_UNIQUE_ID_BYTES, dtype=np.int64)
+        unique_id = np.zeros(_UNIQUE_ID_BYTES, dtype=np.uint8)
         if host.rank == 0:
-            made = nccl.get_unique_id()
+            made = nccl.get_unique_id()  # bytes (cupy >= 14) or a tuple of char values
+            made = np.frombuffer(made, np.uint8) if isinstance(made, bytes) else np.array(made).astype(np.uint8)
             unique_id[:len(made)] = made
         unique_id = host.broadcast(unique_id, root=0)
-        self._comm = self._initialise(tuple(int(v) for v in unique_id))
+        self._comm = self._initialise(unique_id)
         self._pending: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._failure: str | None = None
@@ -150,7 +151,11 @@ class NcclCommunicator:
         def init():
             try:
                 with device:
-                    made["comm"] = self._nccl.NcclCommunicator(self.world_size, unique_id, self.rank)
+                    try:
+                        made["comm"] = self._nccl.NcclCommunicator(self.world_size, unique_id.tobytes(), self.rank)
+                    except TypeError:  # cupy < 14 takes the id as a tuple of char values
+                        made["comm"] = self._nccl.NcclCommunicator(
+                            self.world_size, tuple(unique_id.astype(np.int8).tolist()), self.rank)
             except Exception as error:  # noqa: BLE001 - reported below
                 made["error"] = error
 

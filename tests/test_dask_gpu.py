@@ -1,0 +1,133 @@
+"""dgboost.dask on GPUs (dask-cuda LocalCUDACluster, NCCL between the workers): the model equals
+single-process GPU training byte for byte over 1, 2 and 4 GPUs; a rank failing mid-training
+stops every rank through NCCL's abort, and the GPUs train again afterwards."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dgboost  # noqa: E402
+import dgboost.dask  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
+
+N_ROWS = 20_000
+
+
+def _gpu_count() -> int:
+    from dgboost.backend import cuda_device_count
+
+    return cuda_device_count()
+
+
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}gpus")
+def cuda_client(request):
+    dask_cuda = pytest.importorskip("dask_cuda")
+    n = request.param
+    if _gpu_count() < n:
+        pytest.skip(f"needs {n} GPUs, found {_gpu_count()}")
+    with dask_cuda.LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n)), dashboard_address=None,
+                                    silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((N_ROWS, 12)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.standard_normal(N_ROWS) > 0).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    weight = rng.uniform(0.5, 2.0, N_ROWS).astype(np.float32)
+    return X, y, weight
+
+
+def _bytes(booster, tmp_path, name) -> bytes:
+    path = tmp_path / f"{name}.json"
+    booster.save_model(path)
+    return path.read_bytes()
+
+
+PARAMS = {
+    "binary": {"objective": "binary:logistic", "max_depth": 6, "subsample": 0.7,
+               "eval_metric": ["logloss", "auc"]},
+    "regression": {"objective": "reg:squarederror", "max_depth": 5},
+    "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 4},
+}
+
+
+@pytest.mark.parametrize("chunks_on", ["cupy", "numpy"])
+@pytest.mark.parametrize("kind", list(PARAMS))
+def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, tmp_path):
+    import cupy
+
+    X, y, weight = data
+    if kind == "multiclass":
+        y = np.digitize(np.nan_to_num(X[:, 0]), [-0.5, 0.5]).astype(np.float32)
+    params = dict(PARAMS[kind], device="cuda")
+    use_weight = kind == "regression"
+    X_gpu, y_gpu = cupy.asarray(X), cupy.asarray(y)  # the same objects again in evals: the training set
+    expected = dgboost.train(params, X_gpu, y_gpu, num_boost_round=6,
+                             sample_weight=cupy.asarray(weight) if use_weight else None,
+                             evals=[(X_gpu, y_gpu, "train")])
+    move = cupy.asarray if chunks_on == "cupy" else (lambda a: a)
+    dX = da.from_array(X, chunks=((1, 9000, 4999, 6000), 12)).map_blocks(move)
+    dy = da.from_array(y, chunks=((1, 9000, 4999, 6000),)).map_blocks(move)
+    dw = da.from_array(weight, chunks=((1, 9000, 4999, 6000),)).map_blocks(move) if use_weight else None
+    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=6, sample_weight=dw,
+                             evals=[(dX, dy, "train")])
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+    assert got.evals_result() == expected.evals_result()
+    predicted = dgboost.dask.predict(cuda_client, got, dX).compute()
+    # cupy chunks predict on the GPUs; numpy chunks on the CPU (the same to 1e-6).
+    np.testing.assert_allclose(cupy.asnumpy(predicted) if chunks_on == "cupy" else predicted,
+                               cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
+
+
+def test_early_stopping_on_gpus(cuda_client, data):
+    import cupy
+
+    X, y, _ = data
+    X_valid, y_valid = X[:3000] * 1.1, y[:3000]
+    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.6, "eval_metric": ["auc"],
+              "device": "cuda"}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=80,
+                             evals=[(cupy.asarray(X_valid), cupy.asarray(y_valid), "valid")],
+                             early_stopping_rounds=3)
+    got = dgboost.dask.train(cuda_client, params, da.from_array(X, chunks=(5000, 12)),
+                             da.from_array(y, chunks=5000), num_boost_round=80,
+                             evals=[(da.from_array(X_valid, chunks=(3000, 12)),
+                                     da.from_array(y_valid, chunks=3000), "valid")],
+                             early_stopping_rounds=3)
+    assert got.best_iteration == expected.best_iteration
+    assert got.evals_result() == expected.evals_result()
+
+
+class _Boom(TrainingCallback):
+    def after_iteration(self, model, epoch, evals_log):
+        if epoch == 2:
+            raise RuntimeError("boom at round 2")
+        return False
+
+
+def test_a_rank_failing_mid_training_stops_every_gpu(cuda_client, data):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
+    params = {"max_depth": 6, "device": "cuda"}
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="boom at round 2"):
+        dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=50, callbacks=[_Boom()])
+    assert time.monotonic() - started < 120
+    deadline = time.monotonic() + 60
+    while any(cuda_client.processing().values()):
+        assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
+        time.sleep(0.2)
+    assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=3).num_boosted_rounds() == 3
