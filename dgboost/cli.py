@@ -7,14 +7,15 @@ Exit codes: 0 done, 2 bad usage or bad input (a message, no traceback),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
 from ._version import __version__
 
 _DEMO_EXAMPLE = """example:
-  dgboost demo                      # 100k rows, 100 rounds, on a GPU if there is one
-  dgboost demo --rows 1000000 --rounds 500 --device cuda
+  dgboost demo                      # 100k rows, 100 rounds, one Dask worker per GPU (else 2 CPU workers)
+  dgboost demo --rows 1000000 --rounds 500 --device cuda --workers 2
 """
 
 
@@ -38,8 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="train on a generated Higgs-like data set and report test AUC",
-        description="Train on generated Higgs-like data (../shared/BENCHMARKS.md) and report the "
-                    "test AUC, with progress as it trains.",
+        description="Train on generated Higgs-like data through dgboost.dask on a local Dask "
+                    "cluster (dask-cuda's LocalCUDACluster, one worker per GPU, when GPUs exist; "
+                    "else a LocalCluster of CPU worker processes) and report the test AUC, with "
+                    "progress as it trains.",
         epilog=_DEMO_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--rows", type=_positive, default=100_000, help="training rows (default 100000)")
     demo.add_argument("--test-rows", type=_positive, default=50_000, help="test rows (default 50000)")
@@ -47,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-depth", type=_positive, default=6, help="tree depth (default 6)")
     demo.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                       help="where to train; auto picks a CUDA GPU when one is found")
+    demo.add_argument("--workers", type=_positive, default=None,
+                      help="Dask workers (default: one per GPU on cuda, else 2)")
     demo.add_argument("--quiet", action="store_true", help="print only the final result")
     demo.set_defaults(run=_demo)
     return parser
@@ -63,28 +68,52 @@ def _positive(text: str) -> int:
 
 
 def _demo(args) -> int:
-    from . import train
+    import math
+
     from .backend import cuda_device_count
     from .datasets import make_higgs_like
 
     device = args.device
     if device == "auto":
         device = "cuda" if cuda_device_count() else "cpu"
+    workers = args.workers or (cuda_device_count() if device == "cuda" else 2)
     say = (lambda *a: None) if args.quiet else print
     say(f"dgboost {__version__} demo: higgs-like data, {args.rows} training and {args.test_rows} "
-        f"test rows, 28 features, on {device}")
+        f"test rows, 28 features, on {device}, {workers} Dask workers")
     X, y = make_higgs_like(args.rows, seed=0)
     X_test, y_test = make_higgs_like(args.test_rows, seed=1)
     params = {"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "eta": 0.1,
               "max_depth": args.max_depth, "device": device, "verbosity": 1 if args.quiet else 2}
-    started = time.perf_counter()
-    booster = train(params, X, y, num_boost_round=args.rounds, evals=[(X_test, y_test, "test")],
-                    verbose_eval=False if args.quiet else max(1, args.rounds // 10))
-    seconds = time.perf_counter() - started
+    with _local_cluster(device, workers) as client:
+        import dask.array as da
+
+        from . import dask as dgb_dask
+
+        def collection(values, rows):
+            chunks = max(1, math.ceil(rows / (2 * workers)))  # two partitions a worker
+            return da.from_array(values, chunks=(chunks,) + values.shape[1:])
+
+        dX, dy = collection(X, args.rows), collection(y, args.rows)
+        test = (collection(X_test, args.test_rows), collection(y_test, args.test_rows), "test")
+        started = time.perf_counter()
+        booster = dgb_dask.train(client, params, dX, dy, num_boost_round=args.rounds, evals=[test],
+                                 verbose_eval=False if args.quiet else max(1, args.rounds // 10))
+        seconds = time.perf_counter() - started
     result = booster.evals_result()["test"]
     print(f"trained {booster.num_boosted_rounds()} rounds in {seconds:.1f} s; "
           f"test AUC {result['auc'][-1]:.4f}, logloss {result['logloss'][-1]:.4f}")
     return 0
+
+
+@contextlib.contextmanager
+def _local_cluster(device: str, workers: int):
+    """A Client of dgboost.dask.local_cluster: one dask-cuda worker per GPU, or CPU processes."""
+    import distributed
+
+    from .dask import local_cluster
+
+    with local_cluster(device, workers) as cluster, distributed.Client(cluster) as client:
+        yield client
 
 
 if __name__ == "__main__":

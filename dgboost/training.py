@@ -62,13 +62,14 @@ class Options:
         return cls(params, num_boost_round, early_stopping_rounds, tuple(_callbacks(callbacks)),
                    _period(verbose_eval))
 
-    def all_callbacks(self) -> list:
-        """The user's callbacks, then early stopping and the progress printer where asked for."""
+    def all_callbacks(self, progress_file=None) -> list:
+        """The user's callbacks, then early stopping and the progress printer where asked for
+        (writing to ``progress_file``, default stdout)."""
         callbacks = list(self.callbacks)
         if self.early_stopping_rounds is not None:
             callbacks.append(EarlyStopping(self.early_stopping_rounds))
         if self.period:
-            callbacks.append(EvaluationMonitor(self.period))
+            callbacks.append(EvaluationMonitor(self.period, file=progress_file))
         return callbacks
 
 
@@ -153,9 +154,10 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     grower = TreeGrower(matrix, params, n_total, comm)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
+    may_stop = bool(callbacks)  # every rank has the same list: without one, no round asks
     booster = container.before_training(booster)
     for epoch in range(num_boost_round):
-        if _agree(comm, container.before_iteration(booster, epoch, evals_log)):
+        if may_stop and _agree(comm, container.before_iteration(booster, epoch, evals_log)):
             break
         gpair = objective.gradients(margins, training.label, training.weight)
         records = []
@@ -175,7 +177,7 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
             booster.append(Tree.from_record(record, cuts), output)
         _evaluate(evals, metrics, objective, comm, evals_log)
         booster.record_evals(evals_log)
-        if _agree(comm, container.after_iteration(booster, epoch, evals_log)):
+        if may_stop and _agree(comm, container.after_iteration(booster, epoch, evals_log)):
             break
     return container.after_training(booster)
 

@@ -26,8 +26,7 @@ N_ROWS = 3000
 
 
 def _cluster(n_workers: int):
-    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                    dashboard_address=None, silence_logs=logging.CRITICAL)
+    return dgboost.dask.local_cluster("cpu", n_workers, threads_per_worker=1, silence_logs=logging.CRITICAL)
 
 
 @pytest.fixture(scope="module", params=[1, 2, 3], ids=lambda n: f"{n}workers")

@@ -30,12 +30,11 @@ def _gpu_count() -> int:
 
 @pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}gpus")
 def cuda_client(request):
-    dask_cuda = pytest.importorskip("dask_cuda")
+    pytest.importorskip("dask_cuda")
     n = request.param
     if _gpu_count() < n:
         pytest.skip(f"needs {n} GPUs, found {_gpu_count()}")
-    with dask_cuda.LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n)), dashboard_address=None,
-                                    silence_logs=logging.CRITICAL) as cluster, \
+    with dgboost.dask.local_cluster("cuda", n, silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
         yield client
 

@@ -240,8 +240,9 @@ class DaskCommunicator:
         except CollectiveError:
             raise
         except Exception as error:  # an unreachable peer
+            peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
             message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {what} #{call} of "
-                       f"dgboost job {self.job} to ranks {targets}: {type(error).__name__}: {error}")
+                       f"dgboost job {self.job} to {peers}: {type(error).__name__}: {error}")
             self.abort(message)
             raise CollectiveError(message) from error
 

@@ -36,7 +36,7 @@ from ..training import Options
 from . import _shards
 from ._job import JobSpec, abort_job, train_rank
 
-__all__ = ["predict", "train"]
+__all__ = ["local_cluster", "predict", "train"]
 
 logger = logging.getLogger("dgboost")
 
@@ -89,6 +89,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     job_id = uuid.uuid4().hex[:16]
     import distributed
 
+    started = time.perf_counter()
+
     with _Futures(client) as futures:
         bundles = futures.track(_bundles(client, X, y, sample_weight, base_margin, ""))
         eval_bundles = [None if is_training else futures.track(_bundles(client, eX, ey, None, None,
@@ -97,7 +99,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         lengths = _lengths(client, bundles)
         if sum(lengths) == 0:
             raise ValueError("X has no rows: training needs at least one")
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(_workers(client))
         if not workers:
             raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                                "or use distributed.LocalCluster")
@@ -121,6 +123,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         # Every piece in memory before any rank starts: a rank occupies its worker's
         # thread, so a slice still to be cut there would wait for the whole job.
         distributed.wait([f for w in job_workers for f in shards[w]])
+        logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features)
         return _run_job(client, job, shards, runs, evals_of, futures)
@@ -191,6 +194,44 @@ def _frame_like(frame, values):
     return library.DataFrame(values, index=frame.index)
 
 
+def local_cluster(device: str = "cpu", n_workers: int | None = None, **kwargs):
+    """A local Dask cluster set up for dgboost: dask-cuda's ``LocalCUDACluster`` with one
+    worker per GPU for ``device="cuda"``, else a ``LocalCluster`` of worker processes.
+
+    CPU workers are started without distributed's ``MALLOC_TRIM_THRESHOLD_=65536``: it
+    stops glibc from adapting its mmap threshold, so every large NumPy temporary is mapped
+    and faulted in afresh, which made dgboost's CPU path 3x slower (docs/performance.md).
+    Other keyword arguments go to the cluster class.
+    """
+    import logging
+    import os
+
+    import dask
+
+    kwargs.setdefault("dashboard_address", None)
+    kwargs.setdefault("silence_logs", logging.ERROR)
+    if device.startswith("cuda"):
+        from ..backend import cuda_device_count
+
+        found = cuda_device_count()
+        n_workers = found if n_workers is None else n_workers
+        if not 1 <= n_workers <= found:
+            raise ValueError(f"n_workers={n_workers} needs as many GPUs, found {found}")
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            raise ValueError("device='cuda' needs dask-cuda: install dgboost[cuda12] or dgboost[cuda13]") from None
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n_workers)), **kwargs)
+    from distributed import LocalCluster
+
+    n_workers = 2 if n_workers is None else n_workers
+    kwargs.setdefault("threads_per_worker", max(1, (os.cpu_count() or 1) // n_workers))
+    environ = {key: value for key, value in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+               if key != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return LocalCluster(n_workers=n_workers, processes=True, **kwargs)
+
+
 # ---- the client's side of a job ---------------------------------------------------------------
 
 def _client(client):
@@ -205,6 +246,15 @@ def _client(client):
     if not isinstance(client, distributed.Client):
         raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
     return client
+
+
+def _workers(client) -> set[str]:
+    """Addresses of every worker of the cluster now."""
+    try:
+        info = client.scheduler_info(n_workers=-1)  # older distributed lists 5 unless asked
+    except TypeError:  # older still: no such argument, every worker listed
+        info = client.scheduler_info()
+    return set(info["workers"])
 
 
 def _timeout() -> float:
@@ -339,16 +389,24 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
     """Rank 0's Booster once every task is done; a clear error, every rank stopped, on failure."""
     import distributed
 
+    missing_before: set = set()
     while True:
         try:
             distributed.wait(tasks, timeout=_POLL_SECONDS)
         except _TIMEOUTS:
             pass
         if all(t.status == "finished" for t in tasks):
-            return tasks[0].result()
+            booster, phases = tasks[0].result()
+            logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
+            return booster
         failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
-        alive = set(client.scheduler_info()["workers"])
-        lost = [(rank, w) for rank, w in enumerate(job.addresses) if w not in alive]
+        alive = _workers(client)
+        # A worker counts as lost when two looks in a row miss it while its task is unfinished.
+        missing = {w for w, t in zip(job.addresses, tasks) if w not in alive and t.status != "finished"}
+        # A failed rank with a worker gone is the worker's loss: report that.
+        lost = [(rank, w) for rank, w in enumerate(job.addresses)
+                if w in missing and (w in missing_before or failed)]
+        missing_before = missing
         if lost:
             rank, worker = lost[0]
             reason = (f"worker {worker} (rank {rank}) left the cluster during dgboost job {job.name} "

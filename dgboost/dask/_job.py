@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 
 from ..collective import CollectiveError, LocalCommunicator
 from ..data import Dataset, RowSpans, check_feature_names, make_dataset
@@ -27,13 +28,16 @@ class JobSpec:
 
 
 def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
-    """Train on this worker's rows as rank ``rank`` of ``job``; rank 0 returns the Booster.
+    """Train on this worker's rows as rank ``rank`` of ``job``.
 
     ``shard`` holds the bundles of this rank's rows, in global order, ``runs``
     their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
+
+    Returns (the Booster on rank 0, else None; seconds of each phase on this rank).
     """
     from ..collective.host import DaskCommunicator
 
+    clock = _Phases()
     host = DaskCommunicator(job.name, rank, job.addresses, job.timeout)
     comm = host
     try:
@@ -49,11 +53,14 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         training = training.to(xp)
         for eval_set in eval_sets:
             eval_set.data = eval_set.data.to(xp)
+        clock.lap("shard")
         comm = _device_communicator(host, xp, job)
-        booster = boost(params, objective, training, eval_sets, comm,
-                        num_boost_round=job.options.num_boost_round, callbacks=job.options.all_callbacks(),
-                        rows=RowSpans(runs))
-        return booster if rank == 0 else None
+        clock.lap("communicator")
+        progress = _ClientLines() if rank == 0 else None
+        booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
+                        callbacks=job.options.all_callbacks(progress), rows=RowSpans(runs))
+        clock.lap("boosting")
+        return (booster if rank == 0 else None), clock.seconds
     except CollectiveError:
         raise  # another rank failed first, or a wait timed out (the peers were told)
     except BaseException as error:
@@ -64,6 +71,39 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
             comm.close()  # closes host too
         else:
             host.close()
+
+
+class _ClientLines:
+    """A text file whose lines print on the client, as distributed.print's do (the
+    coordinator's progress reaches the user's terminal, not only the worker's log)."""
+
+    def __init__(self):
+        from distributed import get_worker
+
+        self._worker = get_worker()
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._worker.log_event("print", {"args": (line,), "file": 1})
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Phases:
+    """Wall seconds of a rank's phases, for the client's log."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 4)
+        self._last = now
 
 
 def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, params, objective):
