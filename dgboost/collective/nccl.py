@@ -117,13 +117,25 @@ class NcclCommunicator:
         self._fail(reason)
 
     def close(self) -> None:
-        """Stop the watchdog and free NCCL's resources (the host communicator too)."""
+        """Stop the watchdog and free NCCL's resources (the host communicator too).
+
+        ncclCommDestroy takes a few hundred milliseconds; it runs in a thread of its
+        own once this rank's work on the stream is done, so the task returns at once.
+        """
         self._closed.set()
         self._watchdog.join()
         with self._lock:
             if self._failure is None:
-                self._cupy.cuda.get_current_stream().synchronize()
-                self._comm.destroy()
+                done = self._cupy.cuda.Event(disable_timing=True)
+                done.record(self._cupy.cuda.get_current_stream())
+                device = self._cupy.cuda.Device()
+
+                def destroy():
+                    with device:
+                        done.synchronize()
+                        self._comm.destroy()
+
+                threading.Thread(target=destroy, name="dgboost-nccl-destroy", daemon=True).start()
         self.host.close()
 
     # ---- internals ----
