@@ -93,11 +93,13 @@ class Dataset:
 
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
-                 allow_empty: bool = False) -> Dataset:
+                 allow_empty: bool = False, shard: bool = False) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
     ``allow_empty`` admits an X without rows: a worker's share of an eval set may be empty.
+    ``shard``: these are one worker's rows, so weights may all be zero here (the caller
+    checks that some row of the whole data set weighs more than 0).
     """
     X, feature_names = features(X, missing=missing, where=where, check_finite=check_finite,
                                 allow_empty=allow_empty)
@@ -106,7 +108,7 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
     label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
     if weight is not None:
         weight = vector(weight, f"{where}sample_weight", n_rows, xp, WEIGHT_DTYPE)
-        _check_weights(weight, f"{where}sample_weight")
+        _check_weights(weight, f"{where}sample_weight", some_positive=not shard)
     if base_margin is not None:
         base_margin = margins(base_margin, f"{where}base_margin", n_rows, n_outputs, xp)
     return Dataset(X, label, weight, base_margin, feature_names)
@@ -210,13 +212,17 @@ def _check_finite(values, name):
                          f"{name} must be finite (no NaN or inf); drop or fix those rows")
 
 
-def _check_weights(weight, name):
+def _check_weights(weight, name, some_positive: bool = True):
     negative = weight < 0
     if bool(negative.any()):
         row = _first_bad_row(negative)
         raise ValueError(f"{name} is negative ({float(weight[row])}) at row {row}: weights must be >= 0")
-    if not bool((weight > 0).any()):
-        raise ValueError(f"{name} is zero for every row: at least one row must weigh more than 0")
+    if some_positive and not bool((weight > 0).any()):
+        raise ValueError(ALL_ZERO_WEIGHTS.format(name=name))
+
+
+#: The error for weights that are zero on every row (also raised by a Dask job over all shards).
+ALL_ZERO_WEIGHTS = "{name} is zero for every row: at least one row must weigh more than 0"
 
 
 def _check_no_inf(X, name, feature_names):

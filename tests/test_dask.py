@@ -202,6 +202,18 @@ def test_bad_params_and_labels(client3, data):
     assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1
 
 
+def test_weights_are_checked_over_every_shard(client3, data, tmp_path):
+    X, y, _ = data
+    weight = np.ones(N_ROWS, np.float32)
+    weight[:1000] = 0.0  # the first worker's rows weigh nothing: fine, others do
+    expected = dgboost.train({}, X, y, num_boost_round=2, sample_weight=weight)
+    dX, dy, dw = (da.from_array(a, chunks=1000) for a in (X, y, weight))
+    got = dgboost.dask.train(client3, {}, dX, dy, num_boost_round=2, sample_weight=dw)
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+    with pytest.raises(ValueError, match="sample_weight is zero for every row"):
+        dgboost.dask.train(client3, {}, dX, dy, num_boost_round=2, sample_weight=dw * 0)
+
+
 def test_two_jobs_at_once_do_not_interleave(client3, data, tmp_path):
     X, y, _ = data
     params = [{"objective": "binary:logistic", "max_depth": 3}, {"objective": "reg:squarederror", "eta": 0.5}]

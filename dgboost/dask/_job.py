@@ -7,7 +7,7 @@ import logging
 import time
 
 from ..collective import CollectiveError, LocalCommunicator
-from ..data import Dataset, RowSpans, check_feature_names, make_dataset
+from ..data import ALL_ZERO_WEIGHTS, Dataset, RowSpans, check_feature_names, make_dataset
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module
 from ._shards import concat_bundles
@@ -45,8 +45,9 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         objective = make_objective(params)
         X, y, weight, base_margin = concat_bundles(shard)
         training = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
-                                n_outputs=objective.n_outputs)
+                                n_outputs=objective.n_outputs, shard=True)
         objective.check_labels(training.label, "y")
+        _check_some_weight(training, host)
         eval_sets = [_eval_set(index, name, is_training, parts, training, params, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
         xp = device_module(_worker_device(params.device))
@@ -104,6 +105,19 @@ class _Phases:
         now = time.perf_counter()
         self.seconds[name] = round(now - self._last, 4)
         self._last = now
+
+
+def _check_some_weight(training: Dataset, host) -> None:
+    """Some row of the whole data set weighs more than 0 (one shard's may all be 0)."""
+    if training.weight is None:
+        return
+    import numpy as np
+
+    here = np.array([int(bool((training.weight > 0).any()))], dtype=np.int64)
+    if host.world_size > 1:
+        here = host.allreduce(here, "max")
+    if not here[0]:
+        raise ValueError(ALL_ZERO_WEIGHTS.format(name="sample_weight"))
 
 
 def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, params, objective):
