@@ -240,18 +240,24 @@ def _evaluate(evals, metrics, objective: Objective, comm, evals_log: EvalsLog) -
         evals_log.setdefault(name, {}).setdefault(metric.name, []).append(value)
 
 
-def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):
+def eval_entries(evals):
+    """``(where, X, y, name)`` of each entry of ``evals``, its shape and unique names checked."""
     if not isinstance(evals, (list, tuple)):
         raise TypeError(f"evals must be a list of (X, y, name) tuples, got {type(evals).__name__}")
-    eval_sets, names = [], set()
+    names = set()
     for index, entry in enumerate(evals):
         where = f"evals[{index}]"
         if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not isinstance(entry[2], str):
             raise TypeError(f"{where} must be a tuple (X, y, name) with a string name, got {entry!r:.80}")
-        eval_X, eval_y, name = entry
-        if name in names:
-            raise ValueError(f"{where} repeats the eval set name {name!r}: give each a unique name")
-        names.add(name)
+        if entry[2] in names:
+            raise ValueError(f"{where} repeats the eval set name {entry[2]!r}: give each a unique name")
+        names.add(entry[2])
+        yield (where, *entry)
+
+
+def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):
+    eval_sets = []
+    for where, eval_X, eval_y, name in eval_entries(evals):
         if eval_X is X and eval_y is y:
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue

@@ -32,7 +32,7 @@ import uuid
 
 from ..booster import Booster
 from ..collective import CollectiveError
-from ..training import Options
+from ..training import Options, eval_entries
 from . import _shards
 from ._job import JobSpec, abort_job, train_rank
 
@@ -274,17 +274,8 @@ def _timeout() -> float:
 
 def _check_evals(evals, X, y) -> list[tuple]:
     """[(X, y, name, is_training)] of checked eval sets."""
-    if not isinstance(evals, (list, tuple)):
-        raise TypeError(f"evals must be a list of (X, y, name) tuples, got {type(evals).__name__}")
-    specs, names = [], set()
-    for index, entry in enumerate(evals):
-        where = f"evals[{index}]"
-        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not isinstance(entry[2], str):
-            raise TypeError(f"{where} must be a tuple (X, y, name) with a string name, got {entry!r:.80}")
-        eval_X, eval_y, name = entry
-        if name in names:
-            raise ValueError(f"{where} repeats the eval set name {name!r}: give each a unique name")
-        names.add(name)
+    specs = []
+    for where, eval_X, eval_y, name in eval_entries(evals):
         is_training = eval_X is X and eval_y is y
         if not is_training:
             _shards.check_collection(eval_X, f"{where} X", features=True)
