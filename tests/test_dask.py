@@ -202,6 +202,16 @@ def test_bad_params_and_labels(client3, data):
     assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1
 
 
+def test_workers_beyond_the_rows_sit_the_job_out(client3, tmp_path):
+    X = np.array([[0.0], [1.0]], dtype=np.float32)
+    y = np.array([0.0, 1.0], dtype=np.float32)
+    params = {"objective": "reg:squarederror", "min_child_weight": 0.0}
+    expected = dgboost.train(params, X, y, num_boost_round=2)
+    got = dgboost.dask.train(client3, params, da.from_array(X, chunks=(2, 1)), da.from_array(y, chunks=2),
+                             num_boost_round=2)  # 2 rows, 3 workers: one trains on nothing and is left out
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+
+
 def test_weights_are_checked_over_every_shard(client3, data, tmp_path):
     X, y, _ = data
     weight = np.ones(N_ROWS, np.float32)
