@@ -182,7 +182,7 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
 
 def _as_array(values, name):
     if _is_dataframe(values) or type(values).__name__ == "Series":
-        return values.to_numpy()
+        return values.to_cupy() if _is_cudf(values) else values.to_numpy()
     if isinstance(values, (list, tuple)):
         return np.asarray(values)
     if isinstance(values, np.ndarray) or is_cupy_array(values):
@@ -247,12 +247,16 @@ def _is_dataframe(obj) -> bool:
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns") and hasattr(obj, "dtypes")
 
 
+def _is_cudf(obj) -> bool:
+    return type(obj).__module__.startswith("cudf")
+
+
 def _is_sparse(obj) -> bool:
     return type(obj).__module__.startswith(("scipy.sparse", "cupyx.scipy.sparse"))
 
 
 def _dataframe_to_numpy(frame, name):
-    """A pandas DataFrame of numeric columns as (float32 array, feature names)."""
+    """A pandas (or cudf) DataFrame of numeric columns as (float32 numpy (or cupy) array, feature names)."""
     import pandas as pd
 
     names = tuple(str(column) for column in frame.columns)
@@ -265,6 +269,8 @@ def _dataframe_to_numpy(frame, name):
                     f"{name}[{column!r}].cat.codes)") if isinstance(dtype, pd.CategoricalDtype) else ""
             raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric{hint}; "
                             "convert it to numbers or drop it")
+    if _is_cudf(frame):  # stays on the GPU
+        return frame.to_cupy(dtype=FEATURE_DTYPE, na_value=np.nan), names
     return frame.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan), names
 
 
