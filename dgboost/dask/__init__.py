@@ -27,8 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
+
+import dask
+import distributed
+import numpy as np
 
 from ..booster import Booster
 from ..collective import CollectiveError
@@ -87,39 +92,10 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     timeout = _timeout()
     n_features = _shards.n_columns(X)
     job_id = uuid.uuid4().hex[:16]
-    import distributed
-
     started = time.perf_counter()
-
     with _Futures(client) as futures:
-        bundles = futures.track(_bundles(client, X, y, sample_weight, base_margin, ""))
-        eval_bundles = [None if is_training else futures.track(_bundles(client, eX, ey, None, None,
-                                                                          f"evals[{i}] "))
-                        for i, (eX, ey, _, is_training) in enumerate(eval_specs)]
-        lengths = _lengths(client, bundles)
-        if sum(lengths) == 0:
-            raise ValueError("X has no rows: training needs at least one")
-        workers = sorted(_workers(client))
-        if not workers:
-            raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
-                               "or use distributed.LocalCluster")
-        holders = _holders(client, bundles, workers)
-        plan = _shards.plan_shards(lengths, holders, workers)
-        _log_balance(lengths, holders, plan, workers)
-        job_workers = [w for w in workers if plan[w]]
-        shards = {w: [futures.track_one(_piece(client, bundles[p.part], p, lengths[p.part], holders[p.part]))
-                      for p in plan[w]] for w in job_workers}
-        runs = {w: _shards.global_runs(plan[w], lengths) for w in job_workers}
-        evals_of = {w: [] for w in job_workers}
-        for parts in eval_bundles:
-            if parts is None:
-                for w in job_workers:
-                    evals_of[w].append([])
-                continue
-            eval_plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers),
-                                           job_workers)
-            for w in job_workers:
-                evals_of[w].append([parts[i] for i in eval_plan[w]])
+        job_workers, shards, runs = _share_rows(client, futures, X, y, sample_weight, base_margin)
+        evals_of = _share_evals(client, futures, eval_specs, job_workers)
         # Every piece in memory before any rank starts: a rank occupies its worker's
         # thread, so a slice still to be cut there would wait for the whole job.
         distributed.wait([f for w in job_workers for f in shards[w]])
@@ -127,6 +103,41 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features)
         return _run_job(client, job, shards, runs, evals_of, futures)
+
+
+def _share_rows(client, futures, X, y, weight, base_margin):
+    """(the job's workers, each one's piece futures, each one's global row runs)."""
+    bundles = futures.track(_bundles(client, X, y, weight, base_margin, ""))
+    lengths = _lengths(client, bundles)
+    if sum(lengths) == 0:
+        raise ValueError("X has no rows: training needs at least one")
+    workers = sorted(_workers(client))
+    if not workers:
+        raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
+                           "or use dgboost.dask.local_cluster()")
+    holders = _holders(client, bundles, workers)
+    plan = _shards.plan_shards(lengths, holders, workers)
+    _log_balance(lengths, holders, plan, workers)
+    job_workers = [w for w in workers if plan[w]]  # workers beyond the rows sit the job out
+    shards = {w: [futures.track_one(_piece(client, bundles[p.part], p, lengths[p.part], holders[p.part]))
+                  for p in plan[w]] for w in job_workers}
+    runs = {w: _shards.global_runs(plan[w], lengths) for w in job_workers}
+    return job_workers, shards, runs
+
+
+def _share_evals(client, futures, eval_specs, job_workers) -> dict[str, list[list]]:
+    """Each job worker's bundles of each eval set (none for the training set, which it has)."""
+    evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
+    for index, (eval_X, eval_y, _, is_training) in enumerate(eval_specs):
+        if is_training:
+            for w in job_workers:
+                evals_of[w].append([])
+            continue
+        parts = futures.track(_bundles(client, eval_X, eval_y, None, None, f"evals[{index}] "))
+        plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers), job_workers)
+        for w in job_workers:
+            evals_of[w].append([parts[i] for i in plan[w]])
+    return evals_of
 
 
 def predict(client, booster: Booster, X, *, output_margin: bool = False):
@@ -147,8 +158,6 @@ def predict(client, booster: Booster, X, *, output_margin: bool = False):
     outputs, float32, chunked as X's rows. For a DataFrame: a dask Series (one output)
     or DataFrame (columns 0..n_outputs-1) with X's index and partitions.
     """
-    import dask
-
     if client is not None:
         _client(client)
     if not isinstance(booster, Booster):
@@ -160,8 +169,6 @@ def predict(client, booster: Booster, X, *, output_margin: bool = False):
     model = dask.delayed(booster, pure=False)  # one key: shipped to each worker once
     k = booster.n_outputs
     if _shards.is_dask_array(X):
-        import numpy as np
-
         meta = X._meta.astype(np.float32)  # numpy or cupy, as X's chunks
         if k == 1:
             return X.map_blocks(_predict_block, model, output_margin, drop_axis=1, meta=meta.reshape(0),
@@ -181,8 +188,6 @@ def _predict_frame(frame, booster: Booster, output_margin: bool):
 
 
 def _frame_meta(X, k: int):
-    import numpy as np
-
     return _frame_like(X._meta, np.zeros((0, k) if k > 1 else 0, np.float32))
 
 
@@ -203,11 +208,6 @@ def local_cluster(device: str = "cpu", n_workers: int | None = None, **kwargs):
     and faulted in afresh, which made dgboost's CPU path 3x slower (docs/performance.md).
     Other keyword arguments go to the cluster class.
     """
-    import logging
-    import os
-
-    import dask
-
     kwargs.setdefault("dashboard_address", None)
     kwargs.setdefault("silence_logs", logging.ERROR)
     if device.startswith("cuda"):
@@ -222,21 +222,17 @@ def local_cluster(device: str = "cpu", n_workers: int | None = None, **kwargs):
         except ImportError:
             raise ValueError("device='cuda' needs dask-cuda: install dgboost[cuda12] or dgboost[cuda13]") from None
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n_workers)), **kwargs)
-    from distributed import LocalCluster
-
     n_workers = 2 if n_workers is None else n_workers
     kwargs.setdefault("threads_per_worker", max(1, (os.cpu_count() or 1) // n_workers))
     environ = {key: value for key, value in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
                if key != "MALLOC_TRIM_THRESHOLD_"}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        return LocalCluster(n_workers=n_workers, processes=True, **kwargs)
+        return distributed.LocalCluster(n_workers=n_workers, processes=True, **kwargs)
 
 
 # ---- the client's side of a job ---------------------------------------------------------------
 
 def _client(client):
-    import distributed
-
     if client is None:
         try:
             return distributed.default_client()
@@ -258,7 +254,6 @@ def _workers(client) -> set[str]:
 
 
 def _timeout() -> float:
-    import dask
     from dask.utils import parse_timedelta
 
     value = dask.config.get("dgboost.timeout", _DEFAULT_TIMEOUT)
@@ -315,8 +310,6 @@ def _bundles(client, X, y, weight, base_margin, what: str) -> list:
 
     Keys are the job's own (not pure), so that a job's clean-up never cancels another's.
     """
-    import dask
-
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
@@ -331,8 +324,6 @@ def _lengths(client, bundles) -> list[int]:
 
 def _holders(client, futures, workers) -> list:
     """The worker (of ``workers``) holding each future's result, or None."""
-    import distributed
-
     distributed.wait(futures)
     who = client.who_has(futures)
     allowed = set(workers)
@@ -359,12 +350,10 @@ def _log_balance(lengths, holders, plan, workers) -> None:
 
 
 def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) -> Booster:
-    from distributed import MultiLock
-
     from ..collective.host import CollectivePlugin
 
     client.register_plugin(CollectivePlugin())
-    lock = MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
+    lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
     lock.acquire()
     try:
         tasks = [futures.track_one(client.submit(
@@ -378,8 +367,6 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) ->
 
 def _watch(client, job: JobSpec, tasks) -> Booster:
     """Rank 0's Booster once every task is done; a clear error, every rank stopped, on failure."""
-    import distributed
-
     missing_before: set = set()
     while True:
         try:
@@ -413,8 +400,6 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     """Abort every rank still running and give them a moment to stop (the caller's
     _Futures cancels whatever is left)."""
-    import distributed
-
     workers = [w for w in job.addresses if w in alive]
     if workers:
         try:
