@@ -106,9 +106,14 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
     """
     xp = get_xp(X)
     probability = min(1.0, SKETCH_SAMPLE_ROWS / max(n_total, 1))
+    keep = None
     if probability < 1.0:
+        keep = uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability
+    if weight is not None:  # a row that weighs nothing places no cut
+        keep = weight > 0 if keep is None else keep & (weight > 0)
+    if keep is not None:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
-        chosen = xp.flatnonzero(uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability)
+        chosen = xp.flatnonzero(keep)
         global_index, X = global_index[chosen], X[chosen]
         weight = None if weight is None else weight[chosen]
     weights = xp.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else weight
