@@ -372,3 +372,61 @@ def test_plan_leaves_out_workers_beyond_the_rows():
     plan = plan_shards([2], ["a"], ["a", "b", "c", "d"])
     assert [sum(p.n_rows for p in plan[w]) for w in "abcd"] == [1, 1, 0, 0]
     assert plan_evals([5, 7, 1], ["x", "b", None], ["a", "b"]) == {"a": [0, 2], "b": [1]}
+
+
+# ---- the Dask estimators -------------------------------------------------------------------
+
+def test_dask_regressor_equals_the_local_one(client3, data, tmp_path):
+    pytest.importorskip("sklearn")
+    import pickle
+
+    X, y, _ = data
+    target = _labels("regression", X, y)
+    local = dgboost.DGBRegressor(n_estimators=4, max_depth=3).fit(X, target)
+    dX, dy = da.from_array(X, chunks=700), da.from_array(target, chunks=700)
+    model = dgboost.dask.DaskDGBRegressor(n_estimators=4, max_depth=3, client=client3).fit(dX, dy)
+    assert _model_bytes(model.get_booster(), tmp_path, "dask") == _model_bytes(local.get_booster(), tmp_path, "local")
+    predicted = model.predict(dX)
+    assert isinstance(predicted, da.Array)
+    np.testing.assert_array_equal(predicted.compute(), local.predict(X))
+    plain = model.to_local()
+    assert type(plain) is dgboost.DGBRegressor and plain.get_params()["max_depth"] == 3
+    np.testing.assert_array_equal(plain.predict(X), local.predict(X))
+    again = pickle.loads(pickle.dumps(model))
+    assert again.client is None and model.client is client3
+    np.testing.assert_array_equal(again.get_booster().predict(X), local.predict(X))
+
+
+def test_dask_classifier_maps_labels_lazily(client3, data):
+    pytest.importorskip("sklearn")
+    X, y, _ = data
+    labels = np.where(y > 0, 7, 3)
+    local = dgboost.DGBClassifier(n_estimators=5, max_depth=3).fit(X, labels)
+    dX, dl = da.from_array(X, chunks=1000), da.from_array(labels, chunks=1000)
+    model = dgboost.dask.DaskDGBClassifier(n_estimators=5, max_depth=3, client=client3)
+    model.fit(dX, dl, eval_set=[(dX, dl)])
+    assert list(model.classes_) == [3, 7]
+    assert model.evals_result()["validation_0"] == local.fit(X, labels, eval_set=[(X, labels)]).evals_result()["validation_0"]
+    proba = model.predict_proba(dX)
+    assert isinstance(proba, da.Array) and proba.shape == (N_ROWS, 2)
+    np.testing.assert_allclose(proba.compute(), local.predict_proba(X), rtol=0, atol=0)
+    np.testing.assert_array_equal(model.predict(dX).compute(), local.predict(X))
+    with pytest.raises(ValueError, match="not among the training classes"):
+        model.fit(dX, dl, eval_set=[(dX, dl + 1)])
+
+
+def test_dask_classifier_on_dataframes_with_string_labels(client3, data):
+    pytest.importorskip("sklearn")
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    labels = pd.Series(np.array(["no", "yes"])[y.astype(int)], name="label")
+    local = dgboost.DGBClassifier(n_estimators=3).fit(frame, labels)
+    dX, dl = dd.from_pandas(frame, npartitions=3), dd.from_pandas(labels, npartitions=3)
+    model = dgboost.dask.DaskDGBClassifier(n_estimators=3).fit(dX, dl)  # the default client
+    assert list(model.classes_) == ["no", "yes"] and list(model.feature_names_in_) == list(frame.columns)
+    predicted = model.predict(dX).compute()
+    np.testing.assert_array_equal(predicted.to_numpy(), local.predict(frame))
+    np.testing.assert_array_equal(predicted.index.to_numpy(), frame.index.to_numpy())
+    np.testing.assert_allclose(model.predict_proba(dX).compute().to_numpy(), local.predict_proba(frame))

@@ -41,7 +41,16 @@ from ..training import Options, eval_entries
 from . import _shards
 from ._job import JobSpec, abort_job, train_rank
 
-__all__ = ["local_cluster", "predict", "train"]
+__all__ = ["DaskDGBClassifier", "DaskDGBRegressor", "local_cluster", "predict", "train"]
+
+
+def __getattr__(name: str):
+    """The estimators load on first use: they need scikit-learn."""
+    if name in ("DaskDGBClassifier", "DaskDGBRegressor"):
+        from . import _estimators
+
+        return getattr(_estimators, name)
+    raise AttributeError(f"module 'dgboost.dask' has no attribute {name!r}")
 
 logger = logging.getLogger("dgboost")
 

@@ -1,0 +1,174 @@
+"""scikit-learn style estimators over dask collections: ``DaskDGBRegressor``, ``DaskDGBClassifier``.
+
+They take every constructor argument of ``dgboost.DGBRegressor`` / ``DGBClassifier``
+plus ``client`` (None: the current client when fitting), train through
+``dgboost.dask.train`` and predict lazily through ``dgboost.dask.predict``.
+``to_local()`` gives the plain estimator; pickling drops the client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sklearn import DGBClassifier, DGBRegressor, _DGBModel
+from . import _shards
+
+
+class _DaskModel:
+    """What the two Dask estimators add to their local twins."""
+
+    _local: type  # the plain estimator class
+
+    def __init__(self, *, client=None, **kwargs):
+        super().__init__(**kwargs)
+        self.client = client
+
+    @classmethod
+    def _get_param_names(cls):
+        return sorted(set(_DGBModel._get_param_names()) | {"client"})
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["client"] = None  # a Client does not travel; fitting again takes the current one
+        return state
+
+    def to_local(self):
+        """The plain (in-memory) estimator with this one's parameters and trained model."""
+        params = {k: v for k, v in self.get_params().items() if k != "client"}
+        local = self._local(**params)
+        for name in ("_Booster", "n_features_in_", "feature_names_in_", "classes_", "n_classes_"):
+            if hasattr(self, name):
+                setattr(local, name, getattr(self, name))
+        return local
+
+    def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose):
+        from . import train
+
+        _shards.check_collection(X, "X", features=True)
+        evals = []
+        for index, entry in enumerate(eval_set or ()):
+            if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+                raise TypeError(f"eval_set[{index}] must be a pair (X, y) of dask collections, got {entry!r:.80}")
+            evals.append((entry[0], self._eval_labels(entry[1]), f"validation_{index}"))
+        booster = train(self.client, params, X, y, num_boost_round=self.n_estimators, evals=evals,
+                        sample_weight=sample_weight, base_margin=base_margin,
+                        early_stopping_rounds=self.early_stopping_rounds,
+                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose)
+        self._Booster = booster
+        self.n_features_in_ = booster.num_features
+        if booster.feature_names is not None:
+            self.feature_names_in_ = np.array(booster.feature_names, dtype=object)
+
+    def _lazy(self, X, output_margin: bool):
+        from . import predict
+
+        booster = self.get_booster()
+        if booster.best_iteration is not None:
+            booster = booster[: booster.best_iteration + 1]
+        return predict(self.client, booster, X, output_margin=output_margin)
+
+
+class DaskDGBRegressor(_DaskModel, DGBRegressor):
+    """``dgboost.DGBRegressor`` over dask collections; ``predict`` is lazy."""
+
+    _local = DGBRegressor
+
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
+        self._train(X, y, self._train_params({}), sample_weight, base_margin, eval_set, verbose)
+        return self
+
+    def predict(self, X, *, output_margin: bool = False):
+        return self._lazy(X, output_margin)
+
+
+class DaskDGBClassifier(_DaskModel, DGBClassifier):
+    """``dgboost.DGBClassifier`` over dask collections: labels of any type are found
+    (one pass over y), mapped to 0..n-1 lazily, and mapped back by ``predict``."""
+
+    _local = DGBClassifier
+
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
+        import dask
+
+        _shards.check_collection(y, "y", features=False, like=X)
+        (classes,) = dask.compute(_unique(y))
+        self.classes_ = np.unique(np.asarray(classes))
+        if len(self.classes_) < 2:
+            raise ValueError(f"y has one class ({self.classes_[0]!r}): a classifier needs at least two")
+        self.n_classes_ = len(self.classes_)
+        objective = {"objective": self.objective or "binary:logistic"} if self.n_classes_ == 2 else \
+            {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
+        self._train(X, self._codes(y), self._train_params(objective), sample_weight, base_margin, eval_set,
+                    verbose)
+        return self
+
+    def _eval_labels(self, y):
+        return self._codes(y)
+
+    def _codes(self, y):
+        """y's labels as float32 codes 0..n-1, lazily (unknown labels raise when computed)."""
+        classes = self.classes_
+        if _shards.is_dask_array(y):
+            return y.map_blocks(_encode, classes, dtype=np.float32)
+        return y.map_partitions(_encode_series, classes, meta=(y.name, np.float32))
+
+    def predict_proba(self, X):
+        probabilities = self._lazy(X, False)
+        if self.n_classes_ > 2:
+            return probabilities
+        if _shards.is_dask_array(probabilities):
+            return probabilities.map_blocks(_two_columns, chunks=(probabilities.chunks[0], (2,)), new_axis=1,
+                                            dtype=np.float32)
+        return probabilities.map_partitions(_two_columns_frame, meta=_two_columns_frame(probabilities._meta))
+
+    def predict(self, X, *, output_margin: bool = False):
+        if output_margin:
+            return self._lazy(X, True)
+        probabilities = self.predict_proba(X)
+        classes = self.classes_
+        if _shards.is_dask_array(probabilities):
+            return probabilities.map_blocks(_labels_of, classes, drop_axis=1, dtype=classes.dtype)
+        return probabilities.map_partitions(_label_series, classes, meta=(None, classes.dtype))
+
+
+def _unique(y):
+    if _shards.is_dask_array(y):
+        import dask.array as da
+
+        return da.unique(y.reshape(-1) if y.ndim > 1 else y)
+    return y.drop_duplicates().values if hasattr(y, "drop_duplicates") else y.unique()
+
+
+def _encode(block, classes):
+    values = np.asarray(block).reshape(-1)
+    codes = np.searchsorted(classes, values)
+    bad = (codes >= len(classes)) | (classes[np.minimum(codes, len(classes) - 1)] != values)
+    if bad.any():
+        raise ValueError(f"labels {sorted(set(values[bad].tolist()))[:5]} are not among the training classes "
+                         f"{classes.tolist()[:10]}")
+    return codes.astype(np.float32)
+
+
+def _encode_series(series, classes):
+    return type(series)(_encode(series.to_numpy(), classes), index=series.index, name=series.name)
+
+
+def _two_columns(p):
+    xp = np if isinstance(p, np.ndarray) else __import__(type(p).__module__.split(".")[0])
+    return xp.stack([1.0 - p, p], axis=1).astype(np.float32)
+
+
+def _two_columns_frame(series):
+    frame = series.to_frame(name=1)
+    frame.insert(0, 0, (1.0 - series).astype(np.float32))
+    return frame
+
+
+def _labels_of(probabilities, classes):
+    from ..backend import to_numpy
+
+    return classes[to_numpy(probabilities).argmax(axis=1)]
+
+
+def _label_series(frame, classes):
+    return type(frame.iloc[:, 0])(classes[frame.to_numpy().argmax(axis=1)], index=frame.index)
