@@ -192,9 +192,13 @@ class Booster:
         return {names[f]: float(value[f]) for f in np.flatnonzero(count)}
 
     # -- the model file ------------------------------------------------------------------
+    def save_raw(self) -> bytes:
+        """The model file's bytes (what ``save_model`` writes)."""
+        return json.dumps(_with_checksum(self._document()), separators=(",", ":"), allow_nan=False).encode()
+
     def save_model(self, path) -> None:
         """Write the model as versioned JSON; the file is replaced atomically."""
-        text = json.dumps(_with_checksum(self._document()), separators=(",", ":"), allow_nan=False)
+        text = self.save_raw().decode()
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")

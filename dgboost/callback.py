@@ -146,3 +146,88 @@ class EarlyStopping(TrainingCallback):
         if self.save_best and model.best_iteration is not None:
             return model[: model.best_iteration + 1]
         return model
+
+
+class LearningRateScheduler(TrainingCallback):
+    """The learning rate (eta) of each round: ``learning_rates(round)`` or ``learning_rates[round]``.
+
+    Every rank of a job applies it (the boosting loop asks it for each round's
+    rate), so it must depend on the round alone.
+    """
+
+    def __init__(self, learning_rates):
+        if not callable(learning_rates) and not isinstance(learning_rates, (list, tuple)):
+            raise TypeError("learning_rates must be a function of the round or a list of rates, got "
+                            f"{type(learning_rates).__name__}")
+        self.learning_rates = learning_rates
+
+    def rate(self, epoch: int) -> float:
+        rates = self.learning_rates
+        if callable(rates):
+            value = rates(epoch)
+        elif epoch < len(rates):
+            value = rates[epoch]
+        else:
+            raise ValueError(f"LearningRateScheduler has {len(rates)} rates but round {epoch} asks for one: "
+                             "give one rate per round")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"LearningRateScheduler gave {value!r} for round {epoch}: rates must be > 0")
+        return float(value)
+
+
+class TrainingCheckpoint(TrainingCallback):
+    """Save the model every ``interval`` rounds and when training ends.
+
+    ``path`` is a local path or an fsspec URL (``s3://bucket/model.json``); a
+    ``{round}`` in it keeps every checkpoint (``ckpt/model-{round}.json``),
+    otherwise each replaces the last. Writes are atomic: a local file is written
+    beside the target and renamed over it, an object store receives the whole
+    model in one put, so a crash never leaves a half-written model. In a Dask
+    job the coordinator's worker writes, so give a path that worker can reach.
+    """
+
+    def __init__(self, path, interval: int = 100):
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"interval={interval!r} must be an integer >= 1")
+        self.path = str(path)
+        self.interval = interval
+        self._last: int | None = None
+
+    def after_iteration(self, model, epoch, evals_log):
+        if (epoch + 1) % self.interval == 0:
+            self._save(model, epoch)
+        return False
+
+    def after_training(self, model):
+        rounds = model.num_boosted_rounds()
+        if rounds and self._last != rounds - 1:
+            self._save(model, rounds - 1)
+        return model
+
+    def _save(self, model, epoch: int) -> None:
+        write_atomically(self.path.format(round=epoch), model.save_raw())
+        self._last = epoch
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to a local path or an fsspec URL so that no reader sees half of it."""
+    import os
+    import tempfile
+
+    if "://" in path and not path.startswith("file://"):
+        import fsspec
+
+        filesystem, target = fsspec.core.url_to_fs(path)
+        filesystem.pipe_file(target, data)  # one put: the object appears whole or not at all
+        return
+    path = path.removeprefix("file://")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

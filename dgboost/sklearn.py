@@ -116,7 +116,7 @@ class _DGBModel(BaseEstimator):
             return _validate_data(self, X, **kwargs), None
         return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), **kwargs)
 
-    def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose) -> None:
+    def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None) -> None:
         if sample_weight is not None and not is_cupy_array(X):
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         evals = []
@@ -128,7 +128,8 @@ class _DGBModel(BaseEstimator):
         booster = train(params, X, y, num_boost_round=self.n_estimators, evals=evals,
                         sample_weight=sample_weight, base_margin=base_margin,
                         early_stopping_rounds=self.early_stopping_rounds,
-                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose)
+                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
+                        init_model=_booster_of(init_model))
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             booster.feature_names = tuple(str(name) for name in names)
@@ -145,6 +146,11 @@ class _DGBModel(BaseEstimator):
         return self._Booster.predict(X, output_margin=output_margin, iteration_range=iteration_range)
 
 
+def _booster_of(model):
+    """A fitted estimator's Booster; a Booster, a path or None as they are."""
+    return model.get_booster() if isinstance(model, _DGBModel) else model
+
+
 def _required(estimator, y):
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None")
@@ -154,10 +160,11 @@ def _required(estimator, y):
 class DGBRegressor(RegressorMixin, _DGBModel):
     """Gradient-boosted trees for regression (``objective`` default ``reg:squarederror``)."""
 
-    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
-        """Train on (X, y); ``eval_set`` is a list of (X, y) pairs, named validation_0, 1, ..."""
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
+        """Train on (X, y); ``eval_set`` is a list of (X, y) pairs, named validation_0, 1, ...;
+        ``init_model`` (a Booster, a path or a fitted estimator) continues its training."""
         X, y = self._check(X, _required(self, y), reset=True)
-        self._fit(X, y, self._train_params({}), sample_weight, base_margin, eval_set, verbose)
+        self._fit(X, y, self._train_params({}), sample_weight, base_margin, eval_set, verbose, init_model)
         return self
 
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):
@@ -170,8 +177,9 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
     (``multi:softprob``), chosen from the labels. Labels of any type are mapped to
     0..n_classes-1 for training and back in ``predict``; ``classes_`` holds them."""
 
-    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
-        """Train on (X, y); ``eval_set`` is a list of (X, y) pairs, named validation_0, 1, ..."""
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
+        """Train on (X, y); ``eval_set`` is a list of (X, y) pairs, named validation_0, 1, ...;
+        ``init_model`` (a Booster, a path or a fitted estimator) continues its training."""
         X, y = self._check(X, _required(self, y), reset=True)
         y = to_numpy(y)
         check_classification_targets(y)
@@ -182,7 +190,7 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
         objective = {"objective": self.objective or "binary:logistic"} if self.n_classes_ == 2 else \
             {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
         self._fit(X, encoded.astype(np.float32), self._train_params(objective), sample_weight, base_margin,
-                  eval_set, verbose)
+                  eval_set, verbose, init_model)
         return self
 
     def _eval_labels(self, y):

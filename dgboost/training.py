@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import os
 from typing import Sequence
 
 import numpy as np
@@ -17,7 +18,8 @@ import numpy as np
 from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
 from .backend import asarray, cuda_device_count, get_xp, to_numpy, to_numpy_many, xp_for_device
 from .booster import Booster
-from .callback import CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, TrainingCallback
+from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
+                       TrainingCallback)
 from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
@@ -43,10 +45,11 @@ class Options:
     early_stopping_rounds: int | None
     callbacks: tuple
     period: int  # print the metrics every `period` rounds; 0: never
+    init_model: Booster | None = None  # training continues from its trees
 
     @classmethod
     def check(cls, params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval, *,
-              has_evals: bool) -> "Options":
+              has_evals: bool, init_model=None) -> "Options":
         """Validate everything but the data; raises ValueError/TypeError naming the argument."""
         params = TrainParams.from_dict(params)
         _configure_logging(params.verbosity)
@@ -60,7 +63,7 @@ class Options:
                 raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric "
                                  "is set and no eval_metric is given")
         return cls(params, num_boost_round, early_stopping_rounds, tuple(_callbacks(callbacks)),
-                   _period(verbose_eval))
+                   _period(verbose_eval), _init_model(init_model, params))
 
     def all_callbacks(self, progress_file=None) -> list:
         """The user's callbacks, then early stopping and the progress printer where asked for
@@ -85,7 +88,7 @@ class EvalSet:
 
 def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False) -> Booster:
+          verbose_eval: bool | int = False, init_model=None) -> Booster:
     """Train a gradient-boosted tree model in this process.
 
     Parameters
@@ -105,13 +108,17 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     callbacks : list of dgboost.callback.TrainingCallback, optional
     verbose_eval : bool or int
         Print the metrics every round (True) or every ``verbose_eval`` rounds.
+    init_model : Booster or path, optional
+        Continue training: its trees come first, rows start from its margins,
+        and rounds are numbered on from its last.
 
     Returns
     -------
     Booster
     """
     options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
-                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0)
+                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
+                            init_model=init_model)
     params = options.params
     objective = make_objective(params)
     if y is None:
@@ -126,11 +133,12 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
         eval_set.data = eval_set.data.to(xp)
     return boost(params, objective, training, eval_sets, LocalCommunicator(),
                  num_boost_round=options.num_boost_round, callbacks=options.all_callbacks(),
-                 rows=RowSpans.contiguous(0, training.n_rows))
+                 rows=RowSpans.contiguous(0, training.n_rows), init_model=options.init_model)
 
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
-          *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans) -> Booster:
+          *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans,
+          init_model: Booster | None = None) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
     Every rank calls this with its shard; ``rows`` holds the global indices of
@@ -144,19 +152,30 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     matrix = build_ellpack(training.X, cuts)
     logger.info("compressed matrix: %d rows x %d features, %d bits a cell, %d bytes a row",
                 matrix.n_rows, matrix.layout.n_features, matrix.layout.bits, matrix.layout.bytes_per_row)
-    base_margin = objective.base_margin(training.label, training.weight, comm)
+    if init_model is None:
+        base_margin = objective.base_margin(training.label, training.weight, comm)
+    else:
+        base_margin = init_model.base_margin
+        _check_continues(init_model, training)
     booster = Booster(params, training.n_features, training.feature_names, base_margin)
-    margins = _start_margins(training, base_margin, xp)
+    if init_model is not None:
+        for tree, output in zip(init_model.trees, init_model.tree_outputs):
+            booster.append(tree, output)
+    margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
               else _EvalState(e.name, build_ellpack(e.data.X, cuts), e.data,
-                              _start_margins(e.data, base_margin, xp))) for e in eval_sets]
+                              _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = TreeGrower(matrix, params, n_total, comm)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     may_stop = bool(callbacks)  # every rank has the same list: without one, no round asks
+    schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     booster = container.before_training(booster)
-    for epoch in range(num_boost_round):
+    first = booster.num_boosted_rounds()
+    for epoch in range(first, first + num_boost_round):
+        if schedule is not None:  # every rank asks it: the rate depends on the round alone
+            grower.eta = schedule.rate(epoch)
         if may_stop and _agree(comm, container.before_iteration(booster, epoch, evals_log)):
             break
         gpair = objective.gradients(margins, training.label, training.weight)
@@ -219,11 +238,38 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
 
 
-def _start_margins(data: Dataset, base_margin: np.ndarray, xp):
-    """Each row's starting margins: its own base_margin if given, else the model's."""
+def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
+    """Each row's starting margins: its own base_margin if given, else the model's; then
+    the trees of ``init_model``, if any."""
+    if init_model is not None:
+        margins = init_model.predict(data.X, output_margin=True, base_margin=data.base_margin)
+        return xp.ascontiguousarray(margins.reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if data.base_margin is not None:
         return data.base_margin.astype(MARGIN_DTYPE, copy=True)
     return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))
+
+
+def _check_continues(init_model: Booster, training: Dataset) -> None:
+    if init_model.num_features != training.n_features:
+        raise ValueError(f"init_model was trained on {init_model.num_features} features but X has "
+                         f"{training.n_features}")
+    check_feature_names(init_model.feature_names, training.feature_names, "X (for init_model)")
+
+
+def _init_model(init_model, params: TrainParams) -> Booster | None:
+    """``init_model`` as a Booster (loaded from its path), checked against ``params``."""
+    if init_model is None:
+        return None
+    if isinstance(init_model, (str, os.PathLike)):
+        init_model = Booster.load_model(init_model)
+    if not isinstance(init_model, Booster):
+        raise TypeError(f"init_model must be a dgboost.Booster or a model file's path, got "
+                        f"{type(init_model).__name__}")
+    outputs = make_objective(params).n_outputs
+    if (init_model.params.objective, init_model.n_outputs) != (params.objective, outputs):
+        raise ValueError(f"init_model was trained with objective={init_model.params.objective!r} and "
+                         f"{init_model.n_outputs} outputs; continue it with the same objective (and num_class)")
+    return init_model
 
 
 def _evaluate(evals, metrics, objective: Objective, comm, evals_log: EvalsLog) -> None:

@@ -430,3 +430,16 @@ def test_dask_classifier_on_dataframes_with_string_labels(client3, data):
     np.testing.assert_array_equal(predicted.to_numpy(), local.predict(frame))
     np.testing.assert_array_equal(predicted.index.to_numpy(), frame.index.to_numpy())
     np.testing.assert_allclose(model.predict_proba(dX).compute().to_numpy(), local.predict_proba(frame))
+
+
+def test_continuing_and_a_rate_schedule_through_dask(client3, data, tmp_path):
+    from dgboost.callback import LearningRateScheduler
+
+    X, y, _ = data
+    params = {"objective": "binary:logistic", "max_depth": 3, "subsample": 0.8}
+    schedule = LearningRateScheduler(lambda r: 0.5 / (1 + r))
+    first = dgboost.train(params, X, y, num_boost_round=3)
+    expected = dgboost.train(params, X, y, num_boost_round=3, init_model=first, callbacks=[schedule])
+    dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+    got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=3, init_model=first, callbacks=[schedule])
+    assert got.save_raw() == expected.save_raw() and got.num_boosted_rounds() == 6

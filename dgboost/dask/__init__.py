@@ -64,7 +64,7 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3
 
 def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False) -> Booster:
+          verbose_eval: bool | int = False, init_model=None) -> Booster:
     """Train a gradient-boosted tree model on the workers of a Dask cluster.
 
     Parameters
@@ -82,13 +82,16 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     evals : sequence of (X, y, name) with dask collections
         Passing the training (X, y) again reuses its matrix.
     sample_weight, base_margin : dask collections with X's row partitioning, optional
+    init_model : Booster or path, optional
+        Continue training from this model, as in ``dgboost.train``.
 
     Returns
     -------
     Booster, equal (bytes of its saved model) to dgboost.train's on the same rows.
     """
     options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
-                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0)
+                            has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
+                            init_model=init_model)
     client = _client(client)
     _shards.check_collection(X, "X", features=True)
     if y is None:

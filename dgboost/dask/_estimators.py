@@ -41,7 +41,8 @@ class _DaskModel:
                 setattr(local, name, getattr(self, name))
         return local
 
-    def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose):
+    def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model=None):
+        from ..sklearn import _booster_of
         from . import train
 
         _shards.check_collection(X, "X", features=True)
@@ -53,7 +54,8 @@ class _DaskModel:
         booster = train(self.client, params, X, y, num_boost_round=self.n_estimators, evals=evals,
                         sample_weight=sample_weight, base_margin=base_margin,
                         early_stopping_rounds=self.early_stopping_rounds,
-                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose)
+                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
+                        init_model=_booster_of(init_model))
         self._Booster = booster
         self.n_features_in_ = booster.num_features
         if booster.feature_names is not None:
@@ -73,8 +75,8 @@ class DaskDGBRegressor(_DaskModel, DGBRegressor):
 
     _local = DGBRegressor
 
-    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
-        self._train(X, y, self._train_params({}), sample_weight, base_margin, eval_set, verbose)
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
+        self._train(X, y, self._train_params({}), sample_weight, base_margin, eval_set, verbose, init_model)
         return self
 
     def predict(self, X, *, output_margin: bool = False):
@@ -87,7 +89,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
 
     _local = DGBClassifier
 
-    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False):
+    def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
         import dask
 
         _shards.check_collection(y, "y", features=False, like=X)
@@ -99,7 +101,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         objective = {"objective": self.objective or "binary:logistic"} if self.n_classes_ == 2 else \
             {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
         self._train(X, self._codes(y), self._train_params(objective), sample_weight, base_margin, eval_set,
-                    verbose)
+                    verbose, init_model)
         return self
 
     def _eval_labels(self, y):

@@ -59,7 +59,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         clock.lap("communicator")
         progress = _ClientLines() if rank == 0 else None
         booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
-                        callbacks=job.options.all_callbacks(progress), rows=RowSpans(runs))
+                        callbacks=job.options.all_callbacks(progress), rows=RowSpans(runs),
+                        init_model=job.options.init_model)
         clock.lap("boosting")
         return (booster if rank == 0 else None), clock.seconds
     except CollectiveError:

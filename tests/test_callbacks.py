@@ -1,0 +1,75 @@
+"""Training control: continuing from a model, learning-rate schedules and checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dgboost
+from dgboost.callback import LearningRateScheduler, TrainingCheckpoint
+
+
+@pytest.fixture
+def task(binary_data):
+    return binary_data
+
+
+@pytest.mark.parametrize("params", [{"objective": "binary:logistic", "subsample": 0.7, "max_depth": 3},
+                                    {"objective": "multi:softprob", "num_class": 2, "max_depth": 2}])
+def test_continuing_equals_training_in_one_go(task, params, tmp_path):
+    X, y = task
+    whole = dgboost.train(params, X, y, num_boost_round=10)
+    first = dgboost.train(params, X, y, num_boost_round=6)
+    first.save_model(tmp_path / "first.json")
+    for init in (first, tmp_path / "first.json"):
+        continued = dgboost.train(params, X, y, num_boost_round=4, init_model=init)
+        assert continued.save_raw() == whole.save_raw()
+    assert first.num_boosted_rounds() == 6  # the init model is not changed
+
+
+def test_init_model_must_fit(task):
+    X, y = task
+    model = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=2)
+    with pytest.raises(ValueError, match="continue it with the same objective"):
+        dgboost.train({"objective": "reg:squarederror"}, X, y, num_boost_round=2, init_model=model)
+    with pytest.raises(ValueError, match="trained on 5 features but X has 4"):
+        dgboost.train({"objective": "binary:logistic"}, X[:, :4], y, num_boost_round=2, init_model=model)
+    with pytest.raises(TypeError, match="init_model must be a dgboost.Booster"):
+        dgboost.train({}, X, y, init_model=42)
+
+
+def test_learning_rate_schedule(task):
+    X, y = task
+    constant = dgboost.train({"eta": 0.3}, X, y, num_boost_round=5)
+    scheduled = dgboost.train({"eta": 0.9}, X, y, num_boost_round=5,
+                              callbacks=[LearningRateScheduler([0.3] * 5)])
+    assert scheduled.trees[-1].value.tolist() == constant.trees[-1].value.tolist()
+    decaying = dgboost.train({}, X, y, num_boost_round=5,
+                             callbacks=[LearningRateScheduler(lambda r: 0.3 if r < 2 else 0.05)])
+    assert decaying.trees[1].value.tolist() == constant.trees[1].value.tolist()
+    assert np.abs(decaying.trees[4].value).max() < np.abs(constant.trees[4].value).max()
+    with pytest.raises(ValueError, match="round 3 asks for one"):
+        dgboost.train({}, X, y, num_boost_round=5, callbacks=[LearningRateScheduler([0.1, 0.1, 0.1])])
+    with pytest.raises(ValueError, match="rates must be > 0"):
+        dgboost.train({}, X, y, num_boost_round=2, callbacks=[LearningRateScheduler(lambda r: -1.0)])
+
+
+def test_checkpoints(task, tmp_path):
+    X, y = task
+    model = dgboost.train({}, X, y, num_boost_round=10,
+                          callbacks=[TrainingCheckpoint(tmp_path / "every" / "model-{round}.json", interval=3),
+                                     TrainingCheckpoint(tmp_path / "last.json", interval=4)])
+    written = sorted(p.name for p in (tmp_path / "every").iterdir())
+    assert written == ["model-2.json", "model-5.json", "model-8.json", "model-9.json"]  # no temporary left
+    assert dgboost.Booster.load_model(tmp_path / "every" / "model-5.json").num_boosted_rounds() == 6
+    assert (tmp_path / "last.json").read_bytes() == model.save_raw()
+    continued = dgboost.train({}, X, y, num_boost_round=4, init_model=tmp_path / "every" / "model-5.json")
+    assert continued.save_raw() == model.save_raw()
+
+
+def test_checkpoints_to_an_fsspec_url(task):
+    fsspec = pytest.importorskip("fsspec")
+    X, y = task
+    model = dgboost.train({}, X, y, num_boost_round=3, callbacks=[TrainingCheckpoint("memory://ckpt/model.json", 2)])
+    with fsspec.open("memory://ckpt/model.json", "rb") as stream:
+        assert stream.read() == model.save_raw()
