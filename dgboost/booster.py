@@ -192,13 +192,27 @@ class Booster:
         return {names[f]: float(value[f]) for f in np.flatnonzero(count)}
 
     # -- the model file ------------------------------------------------------------------
-    def save_raw(self) -> bytes:
-        """The model file's bytes (what ``save_model`` writes)."""
-        return json.dumps(_with_checksum(self._document()), separators=(",", ":"), allow_nan=False).encode()
+    def save_raw(self, format: str = "json") -> bytes:
+        """The model file's bytes (what ``save_model`` writes in that format)."""
+        if format == "json":
+            document = _with_checksum(self._document())
+        elif format == "xgboost":
+            from .interchange import xgboost_document
 
-    def save_model(self, path) -> None:
-        """Write the model as versioned JSON; the file is replaced atomically."""
-        text = self.save_raw().decode()
+            document = xgboost_document(self)
+        else:
+            raise ValueError(f"format={format!r} must be 'json' (dgboost's model file) or 'xgboost' "
+                             "(XGBoost's JSON model, for xgboost.Booster().load_model, treelite, Triton FIL)")
+        return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+    def save_model(self, path, format: str = "json") -> None:
+        """Write the model; the file is replaced atomically.
+
+        ``format="json"``: dgboost's versioned JSON (``load_model`` reads it).
+        ``format="xgboost"``: XGBoost's JSON model format, whose predictions in
+        XGBoost equal dgboost's (to float32 rounding of the intercept).
+        """
+        text = self.save_raw(format).decode()
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")

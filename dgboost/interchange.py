@@ -1,0 +1,123 @@
+"""A Booster in XGBoost's JSON model format, for ``xgboost.Booster().load_model`` and the
+servers that read it (treelite, Triton FIL).
+
+The trees map node for node: both number nodes breadth first with a right child
+right after its left sibling, both send ``x < threshold`` left and missing values
+the learned default way. The intercept goes into ``base_score``, which XGBoost
+keeps in output space for one-output objectives (probability, count, value) and
+in margin space, one per class, for multiclass ones, as XGBoost 3 writes it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: The XGBoost release whose JSON layout this writes.
+XGBOOST_VERSION = [3, 2, 0]
+#: XGBoost's "no parent" (the root's parent id).
+_NO_PARENT = 2147483647
+
+
+def xgboost_document(booster) -> dict:
+    """``booster`` as an XGBoost JSON model document."""
+    params = booster.params
+    n_outputs = booster.n_outputs
+    trees = [_tree(tree, index, booster.num_features) for index, tree in enumerate(booster.trees)]
+    rounds = len(booster.trees) // n_outputs
+    return {
+        "version": XGBOOST_VERSION,
+        "learner": {
+            "attributes": _attributes(booster),
+            "feature_names": list(booster.feature_names or []),
+            "feature_types": ["float"] * booster.num_features if booster.feature_names else [],
+            "gradient_booster": {
+                "name": "gbtree",
+                "model": {
+                    "cats": {"enc": [], "feature_segments": [], "sorted_idx": []},
+                    "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": str(len(trees))},
+                    "iteration_indptr": [k * n_outputs for k in range(rounds + 1)],
+                    "tree_info": [int(o) for o in booster.tree_outputs],
+                    "trees": trees,
+                },
+            },
+            "learner_model_param": {
+                "base_score": _vector(_base_score(booster)),
+                "boost_from_average": "1",
+                "num_class": str(params.num_class if n_outputs > 1 else 0),
+                "num_feature": str(booster.num_features),
+                "num_target": "1",
+            },
+            "objective": _objective(params),
+        },
+    }
+
+
+def _base_score(booster) -> list[float]:
+    """XGBoost's base_score: the intercept in output space (binary:logitraw's is its margin,
+    as XGBoost reads it), or per-class margins."""
+    margin = [float(m) for m in booster.base_margin]
+    objective = booster.params.objective
+    if booster.n_outputs > 1:
+        return margin
+    if objective in ("binary:logistic", "reg:logistic"):
+        return [1.0 / (1.0 + math.exp(-margin[0]))]
+    if objective == "count:poisson":
+        return [math.exp(margin[0])]
+    return margin
+
+
+def _objective(params) -> dict:
+    name = params.objective
+    if name.startswith("multi:"):
+        return {"name": name, "softmax_multiclass_param": {"num_class": str(params.num_class)}}
+    if name == "reg:pseudohubererror":
+        return {"name": name, "pseudo_huber_param": {"huber_slope": _number(params.huber_slope)}}
+    if name == "count:poisson":
+        return {"name": name, "poisson_regression_param": {"max_delta_step": _number(params.effective_max_delta_step)}}
+    return {"name": name, "reg_loss_param": {"scale_pos_weight": _number(params.scale_pos_weight)}}
+
+
+def _attributes(booster) -> dict:
+    if booster.best_iteration is None:
+        return {}
+    attributes = {"best_iteration": str(booster.best_iteration)}
+    if booster.best_score is not None and math.isfinite(booster.best_score):
+        attributes["best_score"] = repr(float(booster.best_score))
+    return attributes
+
+
+def _tree(tree, index: int, num_feature: int) -> dict:
+    n = tree.n_nodes
+    leaf = tree.is_leaf
+    parents = np.full(n, _NO_PARENT, dtype=np.int64)
+    split = np.flatnonzero(~leaf)
+    parents[tree.left[split]] = split
+    parents[tree.right[split]] = split
+    conditions = np.where(leaf, tree.value, tree.threshold).astype(np.float32)
+    return {
+        "base_weights": tree.value.astype(np.float32).tolist(),
+        "categories": [], "categories_nodes": [], "categories_segments": [], "categories_sizes": [],
+        "default_left": tree.default_left.astype(int).tolist(),
+        "id": index,
+        "left_children": tree.left.astype(int).tolist(),
+        "loss_changes": tree.gain.astype(np.float32).tolist(),
+        "parents": parents.tolist(),
+        "right_children": tree.right.astype(int).tolist(),
+        "split_conditions": conditions.tolist(),
+        "split_indices": np.where(leaf, 0, tree.feature).astype(int).tolist(),
+        "split_type": [0] * n,
+        "sum_hessian": tree.cover.astype(np.float32).tolist(),
+        "tree_param": {"num_deleted": "0", "num_feature": str(num_feature), "num_nodes": str(n),
+                       "size_leaf_vector": "1"},
+    }
+
+
+def _vector(values) -> str:
+    return "[" + ",".join(_number(v) for v in values) + "]"
+
+
+def _number(value) -> str:
+    """A float as XGBoost's parameter strings hold one (float32 precision suffices)."""
+    return repr(float(np.float32(value)))
