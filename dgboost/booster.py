@@ -14,7 +14,7 @@ import numpy as np
 
 from ._dtypes import MARGIN_DTYPE
 from ._version import __version__
-from .backend import asarray, get_xp
+from .backend import asarray, get_xp, to_numpy
 from .data import check_feature_names, features, margins as margins_argument
 from .objectives import make_objective
 from .params import TrainParams
@@ -113,7 +113,8 @@ class Booster:
         return sliced
 
     # -- prediction ----------------------------------------------------------------
-    def predict(self, X, *, output_margin: bool = False, iteration_range=None, base_margin=None):
+    def predict(self, X, *, output_margin: bool = False, iteration_range=None, base_margin=None,
+                pred_leaf: bool = False, pred_contribs: bool = False):
         """Predictions for raw features ``X``, in the array family of ``X``.
 
         Parameters
@@ -125,12 +126,21 @@ class Booster:
             Use rounds ``[begin, end)`` only; ``end == 0`` means all (XGBoost's rule).
         base_margin : array (n_rows,) or (n_rows, n_outputs), optional
             Starting margins in place of the model's base score.
+        pred_leaf : bool
+            Each row's leaf id in every tree: int32 (n_rows, n_trees), XGBoost's node ids.
+        pred_contribs : bool
+            Exact TreeSHAP contributions of every feature, then the bias (the
+            model's expected margin): float32 (n_rows, n_features + 1), or
+            (n_rows, n_outputs, n_features + 1); they sum to the margin. As XGBoost's
+            ``pred_contribs`` (explain.py). Computed on the host.
 
         Returns
         -------
         array of shape (n_rows,), or (n_rows, num_class) for multi:softprob and for
         multiclass margins; numpy for numpy or pandas input, cupy for cupy input.
         """
+        if pred_leaf and pred_contribs:
+            raise ValueError("pred_leaf and pred_contribs cannot both be True: ask for one at a time")
         X, names = features(X, missing=self.params.missing)
         if X.shape[1] != self.num_features:
             raise ValueError(f"X has {X.shape[1]} features but the model was trained on "
@@ -142,10 +152,22 @@ class Booster:
             start = xp.broadcast_to(asarray(xp, self.base_margin), (X.shape[0], self.n_outputs))
         else:
             start = margins_argument(base_margin, "base_margin", X.shape[0], self.n_outputs, xp)
+        if pred_leaf or pred_contribs:
+            return asarray(xp, self._explain(to_numpy(X), to_numpy(start), begin, end, pred_leaf))
         result = predict_margins(self._forest(xp, begin, end), X, start)
         if output_margin:
             return result[:, 0] if self.n_outputs == 1 else result
         return self._objective.transform(result)
+
+    def _explain(self, X: np.ndarray, start: np.ndarray, begin: int, end: int, leaves: bool) -> np.ndarray:
+        from .explain import contributions, leaf_indices
+
+        k = self.n_outputs
+        trees, outputs = self.trees[begin * k:end * k], self.tree_outputs[begin * k:end * k]
+        if leaves:
+            return leaf_indices(trees, X)
+        phi = contributions(trees, outputs, start, X)
+        return phi[:, 0, :] if k == 1 else phi
 
     def _round_range(self, iteration_range):
         rounds = self.num_boosted_rounds()
@@ -168,6 +190,29 @@ class Booster:
             self._forests[key] = Forest.from_trees(self.trees[begin * k:end * k],
                                                    self.tree_outputs[begin * k:end * k], xp)
         return self._forests[key]
+
+    # -- looking inside ------------------------------------------------------------
+    def trees_to_dataframe(self):
+        """Every node as a row of a pandas DataFrame, with XGBoost's columns (Tree, Node, ID,
+        Feature, Split, Yes, No, Missing, Gain (a leaf's value at leaves), Cover, Category)."""
+        import pandas as pd
+
+        from .interchange import trees_to_rows
+
+        return pd.DataFrame(trees_to_rows(self), columns=["Tree", "Node", "ID", "Feature", "Split", "Yes", "No",
+                                                           "Missing", "Gain", "Cover", "Category"])
+
+    def get_dump(self, with_stats: bool = False) -> list[str]:
+        """Each tree as text, XGBoost's dump format (``0:[f1<0.5] yes=1,no=2,missing=1``)."""
+        from .interchange import text_dump
+
+        return text_dump(self, with_stats)
+
+    def dump_model(self, path, with_stats: bool = False) -> None:
+        """Write ``get_dump`` to a text file, each tree headed ``booster[i]:``."""
+        with open(path, "w", encoding="utf-8") as stream:
+            for index, text in enumerate(self.get_dump(with_stats)):
+                stream.write(f"booster[{index}]:\n{text}")
 
     # -- importance ------------------------------------------------------------------
     def get_score(self, importance_type: str = "weight") -> dict[str, float]:

@@ -121,3 +121,51 @@ def _vector(values) -> str:
 def _number(value) -> str:
     """A float as XGBoost's parameter strings hold one (float32 precision suffices)."""
     return repr(float(np.float32(value)))
+
+
+def trees_to_rows(booster) -> list[dict]:
+    """One dict a node, as XGBoost's ``trees_to_dataframe`` columns."""
+    names = booster.feature_names or tuple(f"f{i}" for i in range(booster.num_features))
+    rows = []
+    for t, tree in enumerate(booster.trees):
+        for node in range(tree.n_nodes):
+            leaf = tree.left[node] < 0
+            ident = lambda n: f"{t}-{int(n)}"  # noqa: E731
+            rows.append({
+                "Tree": t, "Node": node, "ID": ident(node),
+                "Feature": "Leaf" if leaf else names[tree.feature[node]],
+                "Split": float("nan") if leaf else float(tree.threshold[node]),
+                "Yes": None if leaf else ident(tree.left[node]),
+                "No": None if leaf else ident(tree.right[node]),
+                "Missing": None if leaf else ident(tree.left[node] if tree.default_left[node] else tree.right[node]),
+                "Gain": float(tree.value[node]) if leaf else float(tree.gain[node]),
+                "Cover": float(tree.cover[node]),
+                "Category": None,
+            })
+    return rows
+
+
+def text_dump(booster, with_stats: bool = False) -> list[str]:
+    """Each tree as XGBoost's text dump: one line a node, indented by depth."""
+    names = booster.feature_names or tuple(f"f{i}" for i in range(booster.num_features))
+    dumps = []
+    for tree in booster.trees:
+        lines = []
+
+        def visit(node: int, depth: int) -> None:
+            tab = "\t" * depth
+            stats = f",cover={float(tree.cover[node]):g}" if with_stats else ""
+            if tree.left[node] < 0:
+                lines.append(f"{tab}{node}:leaf={float(tree.value[node]):g}{stats}")
+                return
+            left, right = int(tree.left[node]), int(tree.right[node])
+            missing = left if tree.default_left[node] else right
+            gain = f",gain={float(tree.gain[node]):g}" if with_stats else ""
+            lines.append(f"{tab}{node}:[{names[tree.feature[node]]}<{float(tree.threshold[node]):g}] "
+                         f"yes={left},no={right},missing={missing}{gain}{stats}")
+            visit(left, depth + 1)
+            visit(right, depth + 1)
+
+        visit(0, 0)
+        dumps.append("\n".join(lines) + "\n")
+    return dumps

@@ -68,3 +68,61 @@ def test_feature_names_and_best_iteration_travel(tmp_path, rng):
     assert int(loaded.attr("best_iteration")) == model.best_iteration
     with pytest.raises(ValueError, match="format='onnx' must be"):
         model.save_model(path, format="onnx")
+
+
+@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic", "multi:softprob"])
+def test_contributions_equal_xgboosts_and_sum_to_the_margin(objective, tmp_path, rng):
+    X = rng.standard_normal((150, 5)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:, 4] = np.round(X[:, 4])  # a feature split several times on one path
+    y = _labels(objective, X, rng)
+    model = dgboost.train({"objective": objective, "max_depth": 5, **OBJECTIVES[objective]}, X, y,
+                          num_boost_round=6)
+    ours = model.predict(X, pred_contribs=True)
+    margin = model.predict(X, output_margin=True)
+    np.testing.assert_allclose(ours.sum(axis=-1), margin, rtol=0, atol=1e-4)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    theirs = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(X, missing=np.nan), pred_contribs=True)
+    np.testing.assert_allclose(ours, theirs.reshape(ours.shape), rtol=0, atol=1e-4)
+
+
+def test_leaf_indices_equal_xgboosts(tmp_path, rng):
+    X = rng.standard_normal((200, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = _labels("multi:softprob", X, rng)
+    model = dgboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 4}, X, y, num_boost_round=3)
+    ours = model.predict(X, pred_leaf=True)
+    assert ours.shape == (200, 9) and ours.dtype == np.int32
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    theirs = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(X, missing=np.nan), pred_leaf=True)
+    np.testing.assert_array_equal(ours, theirs.astype(np.int32))
+    # A leaf's id gives back the tree's value: the margins add up.
+    values = np.stack([tree.value[ours[:, t]] for t, tree in enumerate(model.trees)], axis=1)
+    np.testing.assert_allclose(values.reshape(200, 3, 3).sum(axis=1) + model.base_margin,
+                               model.predict(X, output_margin=True), rtol=0, atol=1e-5)
+
+
+def test_dumps_and_dataframe_match_xgboosts(tmp_path, rng):
+    pd = pytest.importorskip("pandas")
+    X = rng.standard_normal((300, 3)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = _labels("reg:squarederror", X, rng)
+    model = dgboost.train({"max_depth": 3}, X, y, num_boost_round=2)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    loaded = xgb.Booster(model_file=str(path))
+    ours, theirs = model.trees_to_dataframe(), loaded.trees_to_dataframe()
+    assert list(ours.columns) == list(theirs.columns) and len(ours) == len(theirs)
+    for column in ("Tree", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+        assert ours[column].fillna("").astype(str).tolist() == theirs[column].fillna("").astype(str).tolist(), column
+    for column in ("Split", "Gain", "Cover"):
+        np.testing.assert_allclose(ours[column].to_numpy(float), theirs[column].to_numpy(float), rtol=1e-5)
+    dump = model.get_dump()
+    assert len(dump) == 2 and dump[0].startswith("0:[f") and "yes=1,no=2,missing=" in dump[0]
+    assert [line.split(":")[0].strip() for line in dump[0].splitlines()] == \
+        [line.split(":")[0].strip() for line in loaded.get_dump()[0].splitlines()]
+    model.dump_model(tmp_path / "dump.txt", with_stats=True)
+    text = (tmp_path / "dump.txt").read_text()
+    assert text.startswith("booster[0]:\n0:[f") and "gain=" in text and "cover=" in text

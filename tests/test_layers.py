@@ -21,7 +21,7 @@ LAYERS = {
     3: {"data", "sketch", "ellpack", "datasets"},
     4: {"objectives", "metrics", "sampling", "histogram", "split", "partition", "grower", "tree",
         "predict", "reduce"},
-    5: {"training", "callback", "booster", "interchange"},
+    5: {"training", "callback", "booster", "interchange", "explain"},
     6: {"cli", "dask", "sklearn", "__init__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
