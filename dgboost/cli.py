@@ -54,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="Dask workers (default: one per GPU on cuda, else 2)")
     demo.add_argument("--quiet", action="store_true", help="print only the final result")
     demo.set_defaults(run=_demo)
+    info = commands.add_parser(
+        "info", help="versions, GPUs and (with --scheduler) a cluster's workers",
+        description="Print dgboost's version and its dependencies', the CUDA GPUs cupy finds, and the "
+                    "workers of a Dask cluster when given its scheduler.",
+        epilog="example:\n  dgboost info\n  dgboost info --scheduler tcp://10.0.0.5:8786\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    info.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
+    info.set_defaults(run=_info)
     return parser
 
 
@@ -102,6 +110,44 @@ def _demo(args) -> int:
     result = booster.evals_result()["test"]
     print(f"trained {booster.num_boosted_rounds()} rounds in {seconds:.1f} s; "
           f"test AUC {result['auc'][-1]:.4f}, logloss {result['logloss'][-1]:.4f}")
+    return 0
+
+
+def _info(args) -> int:
+    import importlib
+    import platform
+
+    from .backend import cuda_device_count
+
+    print(f"dgboost {__version__} (python {platform.python_version()}, {platform.machine()})")
+    for module in ("numpy", "dask", "distributed", "cupy", "dask_cuda", "sklearn", "xgboost", "pandas"):
+        try:
+            version = importlib.import_module(module).__version__
+        except ImportError:
+            version = "not installed"
+        print(f"  {module}: {version}")
+    gpus = cuda_device_count()
+    print(f"CUDA GPUs: {gpus}")
+    if gpus:
+        import cupy
+
+        for index in range(gpus):
+            properties = cupy.cuda.runtime.getDeviceProperties(index)
+            name = properties["name"].decode() if isinstance(properties["name"], bytes) else properties["name"]
+            print(f"  {index}: {name}, {properties['totalGlobalMem'] / 2**30:.0f} GiB")
+    if args.scheduler:
+        import distributed
+
+        try:
+            client = distributed.Client(args.scheduler, timeout="10s")
+        except OSError as error:
+            raise ValueError(f"--scheduler {args.scheduler}: no Dask scheduler answered ({error})") from None
+        with client:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+            print(f"cluster {args.scheduler}: {len(workers)} workers")
+            for address, worker in sorted(workers.items()):
+                print(f"  {address}: {worker.get('nthreads', '?')} threads, "
+                      f"{worker.get('memory_limit', 0) / 2**30:.1f} GiB")
     return 0
 
 

@@ -41,3 +41,16 @@ def test_version():
     result = subprocess.run([sys.executable, "-m", "dgboost.cli", "--version"],
                             capture_output=True, text=True, check=True)
     assert result.stdout.strip() == f"dgboost {__version__}"
+
+
+def test_info_lists_versions_and_a_clusters_workers(capsys):
+    from dgboost.dask import local_cluster
+
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"dgboost {__version__}") and "numpy:" in out and "CUDA GPUs:" in out
+    with local_cluster("cpu", 2, threads_per_worker=1) as cluster:
+        assert main(["info", "--scheduler", cluster.scheduler_address]) == 0
+    assert "2 workers" in capsys.readouterr().out
+    assert main(["info", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "no Dask scheduler answered" in capsys.readouterr().err

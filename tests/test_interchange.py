@@ -105,7 +105,7 @@ def test_leaf_indices_equal_xgboosts(tmp_path, rng):
 
 
 def test_dumps_and_dataframe_match_xgboosts(tmp_path, rng):
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     X = rng.standard_normal((300, 3)).astype(np.float32)
     X[rng.random(X.shape) < 0.1] = np.nan
     y = _labels("reg:squarederror", X, rng)
