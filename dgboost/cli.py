@@ -30,12 +30,19 @@ def main(argv=None) -> int:
     except (ValueError, TypeError) as error:
         print(f"dgboost {args.command}: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - reported, with the traceback under --debug
+        if args.debug:
+            raise
+        print(f"dgboost {args.command} failed: {type(error).__name__}: {error} (--debug shows the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgboost", description="Gradient-boosted decision trees on GPUs through Dask.")
     parser.add_argument("--version", action="version", version=f"dgboost {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="train on a generated Higgs-like data set and report test AUC",
@@ -62,7 +69,79 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     info.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
     info.set_defaults(run=_info)
+
+    train = _command(commands, "train", "train on a table as a TOML config says",
+                     "Train through dgboost.dask on the tables a TOML config names; key=value pairs "
+                     "override the config's keys. Writes the model and, beside it, an evaluation JSON "
+                     "(NAME.eval.json). Config keys: train, evals (a table of name = path), label_column, "
+                     "weight_column, feature_columns, model, num_boost_round, early_stopping_rounds, "
+                     "verbose_eval, and any training parameter by its XGBoost name.",
+                     "  dgboost train job.toml\n  dgboost train job.toml max_depth=8 eta=0.05 device=cuda "
+                     "--scheduler tcp://10.0.0.5:8786\n")
+    train.add_argument("config", help="the TOML config file")
+    train.add_argument("overrides", nargs="*", metavar="key=value", help="config keys to override")
+    train.set_defaults(run=_train)
+
+    predict = _command(commands, "predict", "write a model's predictions for a table",
+                       "Predict every row of a CSV or Parquet table with a saved model and write the "
+                       "predictions, in row order, to a CSV or Parquet file (one column, or one a class).",
+                       "  dgboost predict --model model.json --data test.parquet --out predictions.csv\n")
+    predict.add_argument("--model", required=True, help="a model file written by dgboost train or save_model")
+    predict.add_argument("--data", required=True, help="the table to predict (CSV or Parquet path or URL)")
+    predict.add_argument("--out", required=True, help="where to write the predictions (.csv or .parquet)")
+    predict.set_defaults(run=_predict)
+
+    evaluate = _command(commands, "evaluate", "a model's metrics on a labelled table",
+                        "Print, as JSON, the model's metrics (its eval_metric, else the objective's "
+                        "default) on a labelled CSV or Parquet table.",
+                        "  dgboost evaluate --model model.json --data valid.csv --label-column label\n")
+    evaluate.add_argument("--model", required=True, help="a model file")
+    evaluate.add_argument("--data", required=True, help="the labelled table")
+    evaluate.add_argument("--label-column", required=True, help="the labels' column")
+    evaluate.add_argument("--weight-column", help="the weights' column, if any")
+    evaluate.set_defaults(run=_evaluate)
     return parser
+
+
+def _command(commands, name: str, summary: str, description: str, example: str):
+    parser = commands.add_parser(name, help=summary, description=description, epilog=f"example:\n{example}",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address (else a local cluster)")
+    where.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file")
+    return parser
+
+
+def _train(args) -> int:
+    from .jobs import client_for, evaluation_path, load_config, train_job
+
+    config = load_config(args.config, args.overrides)
+    with client_for(args.scheduler, args.scheduler_file, str(config.get("device", "cpu"))) as client:
+        summary = train_job(config, client)
+    print(f"trained {summary['rounds']} rounds; model written to {summary['model']}, evaluation to "
+          f"{evaluation_path(summary['model'])}")
+    return 0
+
+
+def _predict(args) -> int:
+    from .jobs import client_for, predict_job
+
+    with client_for(args.scheduler, args.scheduler_file, "cpu") as client:
+        rows = predict_job(args.model, args.data, args.out, client, {})
+    print(f"wrote {rows} predictions to {args.out}")
+    return 0
+
+
+def _evaluate(args) -> int:
+    import json
+
+    from .jobs import client_for, evaluate_job
+
+    config = {"label_column": args.label_column, "weight_column": args.weight_column}
+    with client_for(args.scheduler, args.scheduler_file, "cpu") as client:
+        result = evaluate_job(args.model, args.data, client, config)
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def _positive(text: str) -> int:

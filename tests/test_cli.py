@@ -1,6 +1,8 @@
 """The dgboost command: exit codes, help with examples, and a small demo."""
 
 import subprocess
+
+import pytest
 import sys
 
 from dgboost import __version__
@@ -54,3 +56,75 @@ def test_info_lists_versions_and_a_clusters_workers(capsys):
     assert "2 workers" in capsys.readouterr().out
     assert main(["info", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "no Dask scheduler answered" in capsys.readouterr().err
+
+
+def _tables(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.standard_normal((1200, 4)).astype(np.float32), columns=["a", "b", "c", "d"])
+    frame["label"] = (frame["a"] + frame["b"] * frame["c"] > 0).astype(np.float32)
+    frame.iloc[:900].to_csv(tmp_path / "train.csv", index=False)
+    frame.iloc[900:].to_parquet(tmp_path / "valid.parquet", index=False)
+    return frame
+
+
+def test_train_predict_evaluate_from_a_config(tmp_path, capsys):
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    import dgboost
+
+    frame = _tables(tmp_path)
+    config = tmp_path / "job.toml"
+    config.write_text(f"""
+train = "{tmp_path / 'train.csv'}"
+label_column = "label"
+model = "{tmp_path / 'model.json'}"
+num_boost_round = 50
+objective = "binary:logistic"
+eval_metric = ["logloss", "auc"]
+max_depth = 3
+
+[evals]
+valid = "{tmp_path / 'valid.parquet'}"
+""")
+    assert main(["train", str(config), "num_boost_round=7", "eta=0.5"]) == 0
+    assert "trained 7 rounds" in capsys.readouterr().out
+    model = dgboost.Booster.load_model(tmp_path / "model.json")
+    features, train = frame[["a", "b", "c", "d"]], frame.iloc[:900]
+    expected = dgboost.train({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "max_depth": 3,
+                              "eta": 0.5}, train[["a", "b", "c", "d"]], train["label"], num_boost_round=7)
+    assert model.save_raw() == expected.save_raw()  # the command line trains the same model
+    evaluation = json.loads((tmp_path / "model.eval.json").read_text())
+    assert evaluation["rounds"] == 7 and len(evaluation["evals_result"]["valid"]["auc"]) == 7
+
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "valid.parquet"),
+                 "--out", str(out)]) == 0
+    written = pd.read_csv(out)
+    np.testing.assert_allclose(written.iloc[:, 0].to_numpy(), model.predict(features.iloc[900:]), rtol=1e-6)
+
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "valid.parquet"),
+                 "--label-column", "label"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["rows"] == 300
+    assert result["metrics"]["auc"] == pytest.approx(evaluation["evals_result"]["valid"]["auc"][-1], abs=1e-12)
+
+
+def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):
+    _tables(tmp_path)
+    config = tmp_path / "job.toml"
+    config.write_text(f'train = "{tmp_path / "train.csv"}"\nmodel = "{tmp_path / "m.json"}"\n')
+    assert main(["train", str(config)]) == 2
+    assert "label_column is required" in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "nope.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", str(config), "label_column=label", "max_depth=-3"]) == 2
+    assert "max_depth" in capsys.readouterr().err
+    assert main(["train", str(config), "oops"]) == 2
+    assert "must be key=value" in capsys.readouterr().err
