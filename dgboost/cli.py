@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                      "--scheduler tcp://10.0.0.5:8786\n")
     train.add_argument("config", help="the TOML config file")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="config keys to override")
+    train.add_argument("--plot", metavar="FILE", help="also write the learning curves of every eval set (PNG, "
+                       "SVG or PDF; needs matplotlib)")
     train.set_defaults(run=_train)
 
     predict = _command(commands, "predict", "write a model's predictions for a table",
@@ -120,7 +122,31 @@ def _train(args) -> int:
         summary = train_job(config, client)
     print(f"trained {summary['rounds']} rounds; model written to {summary['model']}, evaluation to "
           f"{evaluation_path(summary['model'])}")
+    if args.plot:
+        _plot_curves(summary["evals_result"], args.plot)
+        print(f"learning curves written to {args.plot}")
     return 0
+
+
+def _plot_curves(evals_result: dict, path: str) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'dgboost[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plotting import plot_metric
+
+    metrics = list(dict.fromkeys(m for curves in evals_result.values() for m in curves))
+    if not metrics:
+        raise ValueError("--plot needs eval sets: give the config an [evals] table")
+    figure, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        plot_metric(evals_result, metric, ax=ax)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
 
 
 def _predict(args) -> int:

@@ -22,7 +22,7 @@ LAYERS = {
     4: {"objectives", "metrics", "sampling", "histogram", "split", "partition", "grower", "tree",
         "predict", "reduce"},
     5: {"training", "callback", "booster", "interchange", "explain"},
-    6: {"cli", "dask", "sklearn", "jobs", "__init__"},
+    6: {"cli", "dask", "sklearn", "jobs", "plotting", "__init__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
 ALLOWED = {2: {1}}  # kernels and collective know only the foundations
