@@ -17,7 +17,13 @@ EvalsLog = dict[str, dict[str, list[float]]]
 
 
 class TrainingCallback:
-    """Base class: override the hooks you need."""
+    """Base class: override the hooks you need.
+
+    A subclass whose hooks never return True may say so with ``never_stops = True``:
+    a Dask job then skips asking the coordinator whether to stop after each round.
+    """
+
+    never_stops = False
 
     def before_training(self, model):
         return model
@@ -58,6 +64,8 @@ class CallbackContainer:
 
 class EvaluationMonitor(TrainingCallback):
     """Prints ``[round]\\tset-metric:value ...`` every ``period`` rounds and at the end."""
+
+    never_stops = True
 
     def __init__(self, period: int = 1, file: TextIO | None = None):
         self.period = period
@@ -155,6 +163,8 @@ class LearningRateScheduler(TrainingCallback):
     rate), so it must depend on the round alone.
     """
 
+    never_stops = True
+
     def __init__(self, learning_rates):
         if not callable(learning_rates) and not isinstance(learning_rates, (list, tuple)):
             raise TypeError("learning_rates must be a function of the round or a list of rates, got "
@@ -185,6 +195,8 @@ class TrainingCheckpoint(TrainingCallback):
     model in one put, so a crash never leaves a half-written model. In a Dask
     job the coordinator's worker writes, so give a path that worker can reach.
     """
+
+    never_stops = True
 
     def __init__(self, path, interval: int = 100):
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:

@@ -169,14 +169,15 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     grower = TreeGrower(matrix, params, n_total, comm)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
-    may_stop = bool(callbacks)  # every rank has the same list: without one, no round asks
+    # Every rank has the same list: if no callback may stop, no round asks the coordinator.
+    may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     booster = container.before_training(booster)
     first = booster.num_boosted_rounds()
     for epoch in range(first, first + num_boost_round):
         if schedule is not None:  # every rank asks it: the rate depends on the round alone
             grower.eta = schedule.rate(epoch)
-        if may_stop and _agree(comm, container.before_iteration(booster, epoch, evals_log)):
+        if _agree(comm, container.before_iteration(booster, epoch, evals_log), may_stop):
             break
         gpair = objective.gradients(margins, training.label, training.weight)
         records = []
@@ -196,14 +197,15 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
             booster.append(Tree.from_record(record, cuts), output)
         _evaluate(evals, metrics, objective, comm, evals_log)
         booster.record_evals(evals_log)
-        if may_stop and _agree(comm, container.after_iteration(booster, epoch, evals_log)):
+        if _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop):
             break
     return container.after_training(booster)
 
 
-def _agree(comm, stop: bool) -> bool:
-    """The coordinator's decision to stop, on every rank (a host array: no device work)."""
-    if comm.world_size == 1:
+def _agree(comm, stop: bool, may_stop: bool = True) -> bool:
+    """The coordinator's decision to stop, on every rank (a host array: no device work).
+    Without a callback that may stop, every rank knows the answer already: no message."""
+    if comm.world_size == 1 or not may_stop:
         return stop
     return bool(comm.broadcast(np.array([stop], dtype=bool), root=0)[0])
 

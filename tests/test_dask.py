@@ -443,3 +443,21 @@ def test_continuing_and_a_rate_schedule_through_dask(client3, data, tmp_path):
     dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
     got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=3, init_model=first, callbacks=[schedule])
     assert got.save_raw() == expected.save_raw() and got.num_boosted_rounds() == 6
+
+
+def test_each_round_is_a_dask_event(client3, data):
+    from dgboost.dask._job import EVENT_TOPIC
+
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    booster = dgboost.dask.train(client3, {"objective": "binary:logistic", "eval_metric": "auc"}, dX, dy,
+                                 num_boost_round=4, evals=[(dX, dy, "train")])
+    deadline = time.monotonic() + 10
+    while True:
+        events = [msg for _, msg in client3.get_events(EVENT_TOPIC)]  # in the order they were sent
+        mine = [msg for msg in events if msg["job"] == events[-1]["job"]] if events else []
+        if len(mine) >= 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert [msg["round"] for msg in mine][-4:] == [0, 1, 2, 3]
+    assert [msg["metrics"]["train"]["auc"] for msg in mine][-4:] == booster.evals_result()["train"]["auc"]

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import time
 
+from ..callback import TrainingCallback
 from ..collective import CollectiveError, LocalCommunicator
 from ..data import ALL_ZERO_WEIGHTS, Dataset, RowSpans, check_feature_names, make_dataset
 from ..objectives import make_objective
@@ -58,9 +59,9 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         comm = _device_communicator(host, xp, job)
         clock.lap("communicator")
         progress = _ClientLines() if rank == 0 else None
+        callbacks = job.options.all_callbacks(progress) + [_RoundEvents(job.name)]
         booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
-                        callbacks=job.options.all_callbacks(progress), rows=RowSpans(runs),
-                        init_model=job.options.init_model)
+                        callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model)
         clock.lap("boosting")
         return (booster if rank == 0 else None), clock.seconds
     except CollectiveError:
@@ -73,6 +74,28 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
             comm.close()  # closes host too
         else:
             host.close()
+
+
+#: The Dask event topic of training progress: one event a round, from the coordinator.
+EVENT_TOPIC = "dgboost-train"
+
+
+class _RoundEvents(TrainingCallback):
+    """Sends each round's latest metrics as a Dask event (``client.get_events("dgboost-train")``,
+    or ``client.subscribe_topic``): ``{"job", "round", "metrics": {set: {metric: value}}}``."""
+
+    never_stops = True
+
+    def __init__(self, job: str):
+        self.job = job
+
+    def after_iteration(self, model, epoch, evals_log):
+        from distributed import get_worker
+
+        latest = {name: {metric: values[-1] for metric, values in metrics.items()}
+                  for name, metrics in evals_log.items()}
+        get_worker().log_event(EVENT_TOPIC, {"job": self.job, "round": epoch, "metrics": latest})
+        return False
 
 
 class _ClientLines:
