@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import TextIO
 
 from .metrics import HIGHER_IS_BETTER
@@ -92,6 +93,83 @@ class EvaluationMonitor(TrainingCallback):
 
     def _write(self, line):
         print(line, file=self.file or sys.stdout, flush=True)
+
+
+class ProgressBar(TrainingCallback):
+    """One line redrawn in place on a terminal: rounds done of ``total``, the latest
+    metrics, and the time left at the pace so far. ``verbose_eval`` uses it when
+    stdout is a terminal, else EvaluationMonitor's lines."""
+
+    never_stops = True
+
+    def __init__(self, total: int, file: TextIO | None = None):
+        self.line = ProgressLine(total, file)
+
+    def before_training(self, model):
+        self.line.start(model.num_boosted_rounds())
+        return model
+
+    def after_iteration(self, model, epoch, evals_log):
+        self.line.update(epoch, {name: {metric: values[-1] for metric, values in metrics.items()}
+                                 for name, metrics in evals_log.items()})
+        return False
+
+    def after_training(self, model):
+        self.line.close()
+        return model
+
+
+class ProgressLine:
+    """The drawing behind ProgressBar (the Dask client draws one from round events)."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, file: TextIO | None = None, label: str = "building the matrix"):
+        self.total = max(int(total), 1)
+        self.file = file or sys.stdout
+        self._first = 0
+        self._started = time.monotonic()
+        self._drawn = False
+        self._draw(f"[{' ' * self.WIDTH}] 0/{self.total} rounds, {label}")
+
+    def start(self, first_round: int) -> None:
+        """Rounds before ``first_round`` (a continued model's) do not count toward the pace."""
+        self._first = first_round
+        self._started = time.monotonic()
+
+    def update(self, epoch: int, latest: dict) -> None:
+        done = epoch - self._first + 1
+        filled = min(self.WIDTH, round(self.WIDTH * done / self.total))
+        seconds = time.monotonic() - self._started
+        left = seconds / done * (self.total - done) if done else math.nan
+        metrics = "  ".join(f"{name}-{metric}:{value:.5f}" for name, values in latest.items()
+                            for metric, value in values.items())
+        self._draw(f"[{'#' * filled}{' ' * (self.WIDTH - filled)}] {done}/{self.total} rounds"
+                   f"  {metrics}  ETA {_duration(left)}")
+
+    def close(self) -> None:
+        if self._drawn:
+            self.file.write("\n")
+            self.file.flush()
+            self._drawn = False
+
+    def _draw(self, text: str) -> None:
+        self.file.write("\r" + text + "\x1b[K")  # back to the line's start; clear what is left
+        self.file.flush()
+        self._drawn = True
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def on_terminal(file: TextIO | None = None) -> bool:
+    """Whether ``file`` (default stdout) is an interactive terminal."""
+    stream = file or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 class EarlyStopping(TrainingCallback):

@@ -19,7 +19,7 @@ from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
 from .backend import asarray, cuda_device_count, get_xp, to_numpy, to_numpy_many, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
-                       TrainingCallback)
+                       ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
@@ -66,12 +66,14 @@ class Options:
                    _period(verbose_eval), _init_model(init_model, params))
 
     def all_callbacks(self, progress_file=None) -> list:
-        """The user's callbacks, then early stopping and the progress printer where asked for
-        (writing to ``progress_file``, default stdout)."""
+        """The user's callbacks, then early stopping and progress where asked for: a bar on
+        a terminal, else lines (written to ``progress_file``, default stdout)."""
         callbacks = list(self.callbacks)
         if self.early_stopping_rounds is not None:
             callbacks.append(EarlyStopping(self.early_stopping_rounds))
-        if self.period:
+        if self.period and progress_file is None and on_terminal():
+            callbacks.append(ProgressBar(self.num_boost_round))
+        elif self.period:
             callbacks.append(EvaluationMonitor(self.period, file=progress_file))
         return callbacks
 

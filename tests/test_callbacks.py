@@ -73,3 +73,39 @@ def test_checkpoints_to_an_fsspec_url(task):
     model = dgboost.train({}, X, y, num_boost_round=3, callbacks=[TrainingCheckpoint("memory://ckpt/model.json", 2)])
     with fsspec.open("memory://ckpt/model.json", "rb") as stream:
         assert stream.read() == model.save_raw()
+
+
+class _Terminal:
+    """A stream that says it is a terminal, keeping what is written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_a_progress_bar_on_a_terminal(task, monkeypatch):
+    import sys
+
+    X, y = task
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    dgboost.train({"eval_metric": "auc", "objective": "binary:logistic"}, X, y, num_boost_round=4,
+                  evals=[(X, y, "train")], verbose_eval=True)
+    frames = terminal.text.split("\r")[1:]
+    assert frames[0].startswith("[" + " " * 24 + "] 0/4 rounds, building the matrix")
+    assert frames[-1].startswith("[" + "#" * 24 + "] 4/4 rounds  train-auc:0.") and "ETA 0s" in frames[-1]
+    assert terminal.text.endswith("\n") and terminal.text.count("\n") == 1  # one line, redrawn
+
+
+def test_lines_when_not_on_a_terminal(task, capsys):
+    X, y = task
+    dgboost.train({"eval_metric": "rmse"}, X, y, num_boost_round=3, evals=[(X, y, "train")], verbose_eval=True)
+    assert capsys.readouterr().out.splitlines()[0].startswith("[0]\ttrain-rmse:")

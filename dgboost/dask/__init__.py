@@ -36,10 +36,11 @@ import distributed
 import numpy as np
 
 from ..booster import Booster
+from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
 from ..training import Options, eval_entries
 from . import _shards
-from ._job import JobSpec, abort_job, train_rank
+from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
 
 __all__ = ["DaskDGBClassifier", "DaskDGBRegressor", "local_cluster", "predict", "train"]
 
@@ -113,7 +114,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         distributed.wait([f for w in job_workers for f in shards[w]])
         logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
-                      tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features)
+                      tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features,
+                      client_draws_progress=bool(options.period) and on_terminal())
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 
@@ -367,14 +369,46 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) ->
     client.register_plugin(CollectivePlugin())
     lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
     lock.acquire()
+    progress = _ProgressFromEvents(client, job) if job.client_draws_progress else None
     try:
         tasks = [futures.track_one(client.submit(
             train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
             workers=[w], allow_other_workers=False, pure=False, retries=0))
             for rank, w in enumerate(job.addresses)]
-        return _watch(client, job, tasks)
+        booster = _watch(client, job, tasks)
+        if progress is not None:
+            progress.close(booster.num_boosted_rounds() - 1)
+            progress = None
+        return booster
     finally:
         lock.release()
+        if progress is not None:  # the job failed: stop drawing at once
+            progress.close()
+
+
+class _ProgressFromEvents:
+    """A progress bar on the client's terminal, drawn from the coordinator's round events."""
+
+    def __init__(self, client, job: JobSpec):
+        self.client, self.job = client, job
+        self.line = ProgressLine(job.options.num_boost_round)
+        self.line.start(0 if job.options.init_model is None else job.options.init_model.num_boosted_rounds())
+        self.last_round = -1
+        client.subscribe_topic(EVENT_TOPIC, self._on_event)
+
+    def _on_event(self, event) -> None:
+        _, message = event
+        if isinstance(message, dict) and message.get("job") == self.job.name:
+            self.line.update(message["round"], message["metrics"])
+            self.last_round = message["round"]
+
+    def close(self, final_round: int | None = None) -> None:
+        """Stop drawing, once the final round's event (if given) is drawn or a second has passed."""
+        deadline = time.monotonic() + 1.0
+        while final_round is not None and self.last_round < final_round and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.client.unsubscribe_topic(EVENT_TOPIC)
+        self.line.close()
 
 
 def _watch(client, job: JobSpec, tasks) -> Booster:

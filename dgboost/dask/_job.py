@@ -26,6 +26,7 @@ class JobSpec:
     options: Options
     evals: tuple[tuple[str, bool], ...]  # (name, is the training data) of each eval set
     n_features: int | None  # known to the client for arrays; checked on every rank
+    client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
 
 
 def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
@@ -58,8 +59,11 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         clock.lap("shard")
         comm = _device_communicator(host, xp, job)
         clock.lap("communicator")
-        progress = _ClientLines() if rank == 0 else None
-        callbacks = job.options.all_callbacks(progress) + [_RoundEvents(job.name)]
+        options = job.options
+        if job.client_draws_progress:
+            options = dataclasses.replace(options, period=0)
+        callbacks = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
+        callbacks.append(_RoundEvents(job.name))
         booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
                         callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model)
         clock.lap("boosting")
