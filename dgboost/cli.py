@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                      "--scheduler tcp://10.0.0.5:8786\n")
     train.add_argument("config", help="the TOML config file")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="config keys to override")
+    train.add_argument("--quiet", action="store_true", help="no progress (verbose_eval=false), only the last line")
     train.add_argument("--plot", metavar="FILE", help="also write the learning curves of every eval set (PNG, "
                        "SVG or PDF; needs matplotlib)")
     train.set_defaults(run=_train)
@@ -118,6 +119,8 @@ def _train(args) -> int:
     from .jobs import client_for, evaluation_path, load_config, train_job
 
     config = load_config(args.config, args.overrides)
+    if args.quiet:
+        config["verbose_eval"] = False
     with client_for(args.scheduler, args.scheduler_file, str(config.get("device", "cpu"))) as client:
         summary = train_job(config, client)
     print(f"trained {summary['rounds']} rounds; model written to {summary['model']}, evaluation to "

@@ -92,8 +92,8 @@ max_depth = 3
 [evals]
 valid = "{tmp_path / 'valid.parquet'}"
 """)
-    assert main(["train", str(config), "num_boost_round=7", "eta=0.5"]) == 0
-    assert "trained 7 rounds" in capsys.readouterr().out
+    assert main(["train", str(config), "num_boost_round=7", "eta=0.5", "verbose_eval=1", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("trained 7 rounds")  # --quiet: no progress lines
     model = dgboost.Booster.load_model(tmp_path / "model.json")
     features, train = frame[["a", "b", "c", "d"]], frame.iloc[:900]
     expected = dgboost.train({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "max_depth": 3,
