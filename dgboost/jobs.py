@@ -59,10 +59,15 @@ def read_table(path: str):
                          f"pip install 'dgboost[dataframe]' ({error})") from None
 
     lowered = str(path).lower()
-    if lowered.endswith((".csv", ".csv.gz", ".txt")):
-        return dd.read_csv(path)
-    if lowered.endswith((".parquet", ".pq")) or pathlib.Path(path).is_dir():
-        return dd.read_parquet(path)
+    if "://" not in str(path) and not pathlib.Path(path).exists():
+        raise ValueError(f"{path} does not exist: give the path of a .csv or .parquet table")
+    try:
+        if lowered.endswith((".csv", ".csv.gz", ".txt")):
+            return dd.read_csv(path)
+        if lowered.endswith((".parquet", ".pq")) or pathlib.Path(path).is_dir():
+            return dd.read_parquet(path)
+    except FileNotFoundError as error:
+        raise ValueError(f"{path} does not exist ({error})") from None
     raise ValueError(f"{path}: give a .csv or .parquet file (or a directory of Parquet parts)")
 
 

@@ -128,3 +128,54 @@ def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert "max_depth" in capsys.readouterr().err
     assert main(["train", str(config), "oops"]) == 2
     assert "must be key=value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: {"train": str(t / "missing.csv")}, "missing.csv does not exist"),
+    (lambda t: {"label_column": "nope"}, "label_column='nope' is not a column"),
+    (lambda t: {"max_dept": 3}, "max_dept"),
+    (lambda t: {"train": str(t / "words.csv")}, "not numeric"),
+])
+def test_bad_config_inputs_exit_2_with_a_clear_message(tmp_path, capsys, change, message):
+    frame = _tables(tmp_path)
+    words = frame.iloc[:100].copy()
+    words["b"] = "text"
+    words.to_csv(tmp_path / "words.csv", index=False)
+    config = {"train": str(tmp_path / "train.csv"), "label_column": "label", "model": str(tmp_path / "m.json"),
+              "num_boost_round": 2} | change(tmp_path)
+    (tmp_path / "job.toml").write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in config.items()))
+    assert main(["train", str(tmp_path / "job.toml")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_the_progress_bar_shows_on_a_terminal_and_stays_out_of_logs(tmp_path):
+    import os
+    import pty
+    import select
+
+    _tables(tmp_path)
+    code = ("import sys, pandas as pd, dgboost; f = pd.read_csv(sys.argv[1]); "
+            "dgboost.train({}, f[['a', 'b']], f['label'], num_boost_round=5, evals=[(f[['a', 'b']], f['label'], 't')], "
+            "verbose_eval=True)")
+    command = [sys.executable, "-c", code, str(tmp_path / "train.csv")]
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(60)
+    os.close(leader)
+    assert b"\r[" in seen and b"5/5 rounds" in seen and b"[0]\t" not in seen
+    logged = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "\r" not in logged and logged.startswith("[0]\tt-rmse:")
