@@ -179,3 +179,10 @@ def test_the_progress_bar_shows_on_a_terminal_and_stays_out_of_logs(tmp_path):
     assert b"\r[" in seen and b"5/5 rounds" in seen and b"[0]\t" not in seen
     logged = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     assert "\r" not in logged and logged.startswith("[0]\tt-rmse:")
+
+
+@pytest.mark.parametrize("command", ["demo", "info", "train", "predict", "evaluate"])
+def test_every_command_shows_an_example_in_its_help(command):
+    result = subprocess.run([sys.executable, "-m", "dgboost.cli", command, "--help"], capture_output=True, text=True,
+                            check=True)
+    assert "example:" in result.stdout and f"dgboost {command}" in result.stdout

@@ -126,3 +126,19 @@ def test_dumps_and_dataframe_match_xgboosts(tmp_path, rng):
     model.dump_model(tmp_path / "dump.txt", with_stats=True)
     text = (tmp_path / "dump.txt").read_text()
     assert text.startswith("booster[0]:\n0:[f") and "gain=" in text and "cover=" in text
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob", "reg:squarederror"])
+def test_treelite_serves_the_exported_model(objective, tmp_path, rng):
+    treelite = pytest.importorskip("treelite")
+    import treelite.gtil
+
+    X = rng.standard_normal((300, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = _labels(objective, X, rng)
+    model = dgboost.train({"objective": objective, "max_depth": 3, **OBJECTIVES[objective]}, X, y, num_boost_round=5)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    served = treelite.gtil.predict(treelite.frontend.load_xgboost_model(str(path)), X)
+    ours = model.predict(X)
+    np.testing.assert_allclose(served.reshape(ours.shape), ours, rtol=0, atol=1e-6)
