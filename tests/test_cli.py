@@ -186,3 +186,22 @@ def test_every_command_shows_an_example_in_its_help(command):
     result = subprocess.run([sys.executable, "-m", "dgboost.cli", command, "--help"], capture_output=True, text=True,
                             check=True)
     assert "example:" in result.stdout and f"dgboost {command}" in result.stdout
+
+
+def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    import dgboost
+    from dgboost.dask import local_cluster
+
+    frame = _tables(tmp_path)
+    features = frame[["a", "b", "c", "d"]]
+    model = dgboost.train({}, features, frame["label"], num_boost_round=3)
+    model.save_model(tmp_path / "model.json")
+    with local_cluster("cpu", 2, threads_per_worker=1) as cluster:
+        assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
+                     "--out", str(tmp_path / "out.parquet"), "--scheduler", cluster.scheduler_address]) == 0
+    written = pd.read_parquet(tmp_path / "out.parquet")
+    np.testing.assert_allclose(written.iloc[:, 0].to_numpy(), model.predict(features.iloc[:900]), rtol=1e-6)
+    assert "wrote 900 predictions" in capsys.readouterr().out
