@@ -27,3 +27,32 @@ def binary_data(rng):
     y = (X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + 0.3 * rng.standard_normal(600) > 0).astype(np.float32)
     X[rng.random(X.shape) < 0.05] = np.nan
     return X, y
+
+
+class _Terminal:
+    """A stdout that says it is a terminal, keeping what is written (``.text``)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """A fake terminal as the stdout dgboost's progress output sees (its ``sys``, not the
+    interpreter's: pytest's output capture resets sys.stdout after fixtures run)."""
+    import types
+
+    import dgboost.callback
+
+    fake = _Terminal()
+    monkeypatch.setattr(dgboost.callback, "sys", types.SimpleNamespace(stdout=fake))
+    return fake

@@ -75,28 +75,8 @@ def test_checkpoints_to_an_fsspec_url(task):
         assert stream.read() == model.save_raw()
 
 
-class _Terminal:
-    """A stream that says it is a terminal, keeping what is written."""
-
-    def __init__(self):
-        self.text = ""
-
-    def write(self, text):
-        self.text += text
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return True
-
-
-def test_a_progress_bar_on_a_terminal(task, monkeypatch):
-    import sys
-
+def test_a_progress_bar_on_a_terminal(task, terminal):
     X, y = task
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stdout", terminal)
     dgboost.train({"eval_metric": "auc", "objective": "binary:logistic"}, X, y, num_boost_round=4,
                   evals=[(X, y, "train")], verbose_eval=True)
     frames = terminal.text.split("\r")[1:]
