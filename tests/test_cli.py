@@ -205,3 +205,18 @@ def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys):
     written = pd.read_parquet(tmp_path / "out.parquet")
     np.testing.assert_allclose(written.iloc[:, 0].to_numpy(), model.predict(features.iloc[:900]), rtol=1e-6)
     assert "wrote 900 predictions" in capsys.readouterr().out
+
+
+def test_other_failures_exit_1_and_debug_shows_the_traceback(monkeypatch, capsys):
+    import dgboost.jobs
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(dgboost.jobs, "evaluate_job", broken)
+    monkeypatch.setattr(dgboost.jobs, "client_for", lambda *a: __import__("contextlib").nullcontext(None))
+    argv = ["evaluate", "--model", "m.json", "--data", "d.csv", "--label-column", "y"]
+    assert main(argv) == 1
+    assert "RuntimeError: disk on fire (--debug shows the traceback)" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        main(["--debug", *argv])
