@@ -8,11 +8,11 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 
 from ._dtypes import MARGIN_DTYPE
+from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
 from .data import check_feature_names, features, margins as margins_argument
@@ -67,6 +67,11 @@ class Booster:
         self._forests: dict = {}
 
     # -- growing -----------------------------------------------------------------
+    @property
+    def feature_labels(self) -> tuple[str, ...]:
+        """The training DataFrame's column names, else ``f0, f1, ...`` (XGBoost's names)."""
+        return self.feature_names or tuple(f"f{i}" for i in range(self.num_features))
+
     @property
     def n_outputs(self) -> int:
         return self._objective.n_outputs
@@ -233,7 +238,7 @@ class Booster:
             np.add.at(cover, tree.feature[split], tree.cover[split])
         value = {"weight": count, "total_gain": gain, "total_cover": cover,
                  "gain": gain / np.maximum(count, 1), "cover": cover / np.maximum(count, 1)}[importance_type]
-        names = self.feature_names or tuple(f"f{i}" for i in range(self.num_features))
+        names = self.feature_labels
         return {names[f]: float(value[f]) for f in np.flatnonzero(count)}
 
     # -- the model file ------------------------------------------------------------------
@@ -257,17 +262,7 @@ class Booster:
         ``format="xgboost"``: XGBoost's JSON model format, whose predictions in
         XGBoost equal dgboost's (to float32 rounding of the intercept).
         """
-        text = self.save_raw(format).decode()
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        write_atomically(path, self.save_raw(format))
 
     @_ClassOrInstanceMethod
     def load_model(cls, self, path):

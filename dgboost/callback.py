@@ -11,6 +11,7 @@ import sys
 import time
 from typing import TextIO
 
+from ._files import write_atomically
 from .metrics import HIGHER_IS_BETTER
 
 #: {eval set name: {metric name: [value per round]}}
@@ -297,27 +298,3 @@ class TrainingCheckpoint(TrainingCallback):
     def _save(self, model, epoch: int) -> None:
         write_atomically(self.path.format(round=epoch), model.save_raw())
         self._last = epoch
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Write ``data`` to a local path or an fsspec URL so that no reader sees half of it."""
-    import os
-    import tempfile
-
-    if "://" in path and not path.startswith("file://"):
-        import fsspec
-
-        filesystem, target = fsspec.core.url_to_fs(path)
-        filesystem.pipe_file(target, data)  # one put: the object appears whole or not at all
-        return
-    path = path.removeprefix("file://")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".dgboost-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

@@ -199,6 +199,6 @@ def evaluate_job(model: str, data: str, client, config: dict) -> dict:
 
 
 def _write_json(path: str, document: dict) -> None:
-    from .callback import write_atomically
+    from ._files import write_atomically
 
     write_atomically(path, json.dumps(document, indent=2, allow_nan=True).encode())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-from .backend import is_cupy_array, to_numpy
+from .backend import get_xp, is_cupy_array, to_numpy
 from .booster import Booster
 from .training import train
 
@@ -95,7 +95,7 @@ class _DGBModel(BaseEstimator):
         """Each feature's mean split gain (XGBoost's default "gain"), normalised to sum to 1."""
         booster = self.get_booster()
         score = booster.get_score("gain")
-        names = booster.feature_names or tuple(f"f{i}" for i in range(booster.num_features))
+        names = booster.feature_labels
         values = np.array([score.get(name, 0.0) for name in names], dtype=np.float32)
         total = values.sum()
         return values / total if total > 0 else values
@@ -119,21 +119,26 @@ class _DGBModel(BaseEstimator):
     def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None) -> None:
         if sample_weight is not None and not is_cupy_array(X):
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        evals = []
-        for index, entry in enumerate(eval_set or ()):
-            if not isinstance(entry, (list, tuple)) or len(entry) != 2:
-                raise TypeError(f"eval_set[{index}] must be a pair (X, y), got {entry!r:.80}")
-            eval_X, eval_y = self._check(entry[0], reset=False)[0], self._eval_labels(entry[1])
-            evals.append((eval_X, eval_y, f"validation_{index}"))
-        booster = train(params, X, y, num_boost_round=self.n_estimators, evals=evals,
-                        sample_weight=sample_weight, base_margin=base_margin,
-                        early_stopping_rounds=self.early_stopping_rounds,
-                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
-                        init_model=_booster_of(init_model))
+        booster = self._run(train, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model,
+                            check_eval_X=lambda eval_X: self._check(eval_X, reset=False)[0])
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             booster.feature_names = tuple(str(name) for name in names)
         self._Booster = booster
+
+    def _run(self, trainer, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model,
+             check_eval_X) -> Booster:
+        """``trainer`` (dgboost.train, or dgboost.dask.train with a client) with this estimator's
+        arguments; eval sets named validation_0, 1, ..., their labels mapped as y's were."""
+        evals = []
+        for index, entry in enumerate(eval_set or ()):
+            if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+                raise TypeError(f"eval_set[{index}] must be a pair (X, y), got {entry!r:.80}")
+            evals.append((check_eval_X(entry[0]), self._eval_labels(entry[1]), f"validation_{index}"))
+        return trainer(params, X, y, num_boost_round=self.n_estimators, evals=evals, sample_weight=sample_weight,
+                       base_margin=base_margin, early_stopping_rounds=self.early_stopping_rounds,
+                       callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
+                       init_model=_booster_of(init_model))
 
     def _eval_labels(self, y):
         return y
@@ -183,33 +188,27 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
         X, y = self._check(X, _required(self, y), reset=True)
         y = to_numpy(y)
         check_classification_targets(y)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
+        classes, encoded = np.unique(y, return_inverse=True)
+        params = self._train_params(self._learn_classes(classes))
+        self._fit(X, encoded.astype(np.float32), params, sample_weight, base_margin, eval_set, verbose, init_model)
+        return self
+
+    def _learn_classes(self, classes) -> dict:
+        """Keep the sorted labels ``classes``; the objective (and num_class) they call for."""
+        self.classes_ = np.asarray(classes)
         if len(self.classes_) < 2:
             raise ValueError(f"y has one class ({self.classes_[0]!r}): a classifier needs at least two")
         self.n_classes_ = len(self.classes_)
-        objective = {"objective": self.objective or "binary:logistic"} if self.n_classes_ == 2 else \
-            {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
-        self._fit(X, encoded.astype(np.float32), self._train_params(objective), sample_weight, base_margin,
-                  eval_set, verbose, init_model)
-        return self
+        if self.n_classes_ == 2:
+            return {"objective": self.objective or "binary:logistic"}
+        return {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
 
     def _eval_labels(self, y):
-        y = to_numpy(y).reshape(-1)
-        codes = np.searchsorted(self.classes_, y)
-        unknown = (codes >= len(self.classes_)) | (self.classes_[np.minimum(codes, len(self.classes_) - 1)] != y)
-        if unknown.any():
-            raise ValueError(f"eval_set labels {sorted(set(y[unknown].tolist()))[:5]} are not among the "
-                             f"training classes {self.classes_.tolist()[:10]}")
-        return codes.astype(np.float32)
+        return encode_labels(y, self.classes_)
 
     def predict_proba(self, X, *, iteration_range=None) -> np.ndarray:
         """Class probabilities, shape (n_rows, n_classes), columns in ``classes_`` order."""
-        probabilities = self._margins(X, False, iteration_range)
-        if probabilities.ndim == 1:
-            module = type(probabilities).__module__.split(".")[0]
-            xp = np if module == "numpy" else __import__(module)
-            return xp.stack([1.0 - probabilities, probabilities], axis=1)
-        return probabilities
+        return two_columns(self._margins(X, False, iteration_range))
 
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):
         """The most probable class of each row (its label); margins with ``output_margin``."""
@@ -217,3 +216,22 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
             return self._margins(X, True, iteration_range)
         probabilities = to_numpy(self.predict_proba(X, iteration_range=iteration_range))
         return self.classes_[probabilities.argmax(axis=1)]
+
+
+def encode_labels(y, classes: np.ndarray) -> np.ndarray:
+    """Labels as float32 codes into the sorted ``classes``; a label not among them raises."""
+    values = to_numpy(y).reshape(-1)
+    codes = np.searchsorted(classes, values)
+    unknown = (codes >= len(classes)) | (classes[np.minimum(codes, len(classes) - 1)] != values)
+    if unknown.any():
+        raise ValueError(f"labels {sorted(set(values[unknown].tolist()))[:5]} are not among the training "
+                         f"classes {classes.tolist()[:10]}")
+    return codes.astype(np.float32)
+
+
+def two_columns(probabilities):
+    """A binary model's P(class 1) as (P(class 0), P(class 1)) columns; others as they are."""
+    if probabilities.ndim != 1:
+        return probabilities
+    xp = get_xp(probabilities)
+    return xp.stack([1.0 - probabilities, probabilities], axis=1)

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "dgboost"
 # side on the foundations and know only them; the data layer builds its matrix with
 # the kernels; faces (command line, later Dask and scikit-learn) sit on top.
 LAYERS = {
-    1: {"_dtypes", "_hashing", "_version", "backend", "params", "fixed_point"},
+    1: {"_dtypes", "_files", "_hashing", "_version", "backend", "params", "fixed_point"},
     2: {"kernels", "collective"},
     3: {"data", "sketch", "ellpack", "datasets"},
     4: {"objectives", "metrics", "sampling", "histogram", "split", "partition", "grower", "tree",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sklearn import DGBClassifier, DGBRegressor, _DGBModel
+from ..sklearn import DGBClassifier, DGBRegressor, _DGBModel, encode_labels, two_columns
 from . import _shards
 
 
@@ -42,20 +42,13 @@ class _DaskModel:
         return local
 
     def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model=None):
-        from ..sklearn import _booster_of
+        import functools
+
         from . import train
 
         _shards.check_collection(X, "X", features=True)
-        evals = []
-        for index, entry in enumerate(eval_set or ()):
-            if not isinstance(entry, (list, tuple)) or len(entry) != 2:
-                raise TypeError(f"eval_set[{index}] must be a pair (X, y) of dask collections, got {entry!r:.80}")
-            evals.append((entry[0], self._eval_labels(entry[1]), f"validation_{index}"))
-        booster = train(self.client, params, X, y, num_boost_round=self.n_estimators, evals=evals,
-                        sample_weight=sample_weight, base_margin=base_margin,
-                        early_stopping_rounds=self.early_stopping_rounds,
-                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
-                        init_model=_booster_of(init_model))
+        booster = self._run(functools.partial(train, self.client), X, y, params, sample_weight, base_margin,
+                            eval_set, verbose, init_model, check_eval_X=lambda eval_X: eval_X)
         self._Booster = booster
         self.n_features_in_ = booster.num_features
         if booster.feature_names is not None:
@@ -94,14 +87,8 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
 
         _shards.check_collection(y, "y", features=False, like=X)
         (classes,) = dask.compute(_unique(y))
-        self.classes_ = np.unique(np.asarray(classes))
-        if len(self.classes_) < 2:
-            raise ValueError(f"y has one class ({self.classes_[0]!r}): a classifier needs at least two")
-        self.n_classes_ = len(self.classes_)
-        objective = {"objective": self.objective or "binary:logistic"} if self.n_classes_ == 2 else \
-            {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
-        self._train(X, self._codes(y), self._train_params(objective), sample_weight, base_margin, eval_set,
-                    verbose, init_model)
+        params = self._train_params(self._learn_classes(np.unique(np.asarray(classes))))
+        self._train(X, self._codes(y), params, sample_weight, base_margin, eval_set, verbose, init_model)
         return self
 
     def _eval_labels(self, y):
@@ -111,7 +98,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         """y's labels as float32 codes 0..n-1, lazily (unknown labels raise when computed)."""
         classes = self.classes_
         if _shards.is_dask_array(y):
-            return y.map_blocks(_encode, classes, dtype=np.float32)
+            return y.map_blocks(encode_labels, classes, dtype=np.float32)
         return y.map_partitions(_encode_series, classes, meta=(y.name, np.float32))
 
     def predict_proba(self, X):
@@ -119,7 +106,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         if self.n_classes_ > 2:
             return probabilities
         if _shards.is_dask_array(probabilities):
-            return probabilities.map_blocks(_two_columns, chunks=(probabilities.chunks[0], (2,)), new_axis=1,
+            return probabilities.map_blocks(two_columns, chunks=(probabilities.chunks[0], (2,)), new_axis=1,
                                             dtype=np.float32)
         return probabilities.map_partitions(_two_columns_frame, meta=_two_columns_frame(probabilities._meta))
 
@@ -141,23 +128,8 @@ def _unique(y):
     return y.drop_duplicates().values if hasattr(y, "drop_duplicates") else y.unique()
 
 
-def _encode(block, classes):
-    values = np.asarray(block).reshape(-1)
-    codes = np.searchsorted(classes, values)
-    bad = (codes >= len(classes)) | (classes[np.minimum(codes, len(classes) - 1)] != values)
-    if bad.any():
-        raise ValueError(f"labels {sorted(set(values[bad].tolist()))[:5]} are not among the training classes "
-                         f"{classes.tolist()[:10]}")
-    return codes.astype(np.float32)
-
-
 def _encode_series(series, classes):
-    return type(series)(_encode(series.to_numpy(), classes), index=series.index, name=series.name)
-
-
-def _two_columns(p):
-    xp = np if isinstance(p, np.ndarray) else __import__(type(p).__module__.split(".")[0])
-    return xp.stack([1.0 - p, p], axis=1).astype(np.float32)
+    return type(series)(encode_labels(series.to_numpy(), classes), index=series.index, name=series.name)
 
 
 def _two_columns_frame(series):
