@@ -114,7 +114,7 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
         warm = min(_WARM_UP_ROWS, args.rows)
         record = {"workers": n, "cluster_s": round(cluster_seconds, 2), "data_s": round(data_seconds, 2)}
         for system in args.systems:
-            run = _DGBOOST if system == "dgboost" else _XGBOOST
+            run = _RUNS[system]
             run(args, client, X[:warm], y[:warm], 2)  # warm-up: kernels compiled, pools filled
             began = time.perf_counter()
             run(args, client, X, y, 0)  # the job without rounds: data to workers, matrix, communicators
@@ -147,7 +147,7 @@ def _run_xgboost(args, client, X, y, rounds):
                           num_boost_round=rounds)["booster"]
 
 
-_DGBOOST, _XGBOOST = _run_dgboost, _run_xgboost
+_RUNS = {"dgboost": _run_dgboost, "xgboost": _run_xgboost}
 
 
 def _auc(system: str, model, X_test, y_test, args) -> float:

@@ -18,7 +18,7 @@ from .backend import asarray, get_xp, to_numpy
 from .data import check_feature_names, features, margins as margins_argument
 from .objectives import make_objective
 from .params import TrainParams
-from .predict import Forest, predict_margins
+from .predict import Forest, predict_leaf_ids, predict_margins
 from .tree import Tree
 
 #: Settings of a training run, not of the model: left out of the file, so a model
@@ -157,21 +157,20 @@ class Booster:
             start = xp.broadcast_to(asarray(xp, self.base_margin), (X.shape[0], self.n_outputs))
         else:
             start = margins_argument(base_margin, "base_margin", X.shape[0], self.n_outputs, xp)
-        if pred_leaf or pred_contribs:
-            return asarray(xp, self._explain(to_numpy(X), to_numpy(start), begin, end, pred_leaf))
+        if pred_leaf:
+            return predict_leaf_ids(self._forest(xp, begin, end), X)
+        if pred_contribs:
+            return asarray(xp, self._contributions(to_numpy(X), to_numpy(start), begin, end))
         result = predict_margins(self._forest(xp, begin, end), X, start)
         if output_margin:
             return result[:, 0] if self.n_outputs == 1 else result
         return self._objective.transform(result)
 
-    def _explain(self, X: np.ndarray, start: np.ndarray, begin: int, end: int, leaves: bool) -> np.ndarray:
-        from .explain import contributions, leaf_indices
+    def _contributions(self, X: np.ndarray, start: np.ndarray, begin: int, end: int) -> np.ndarray:
+        from .explain import contributions
 
         k = self.n_outputs
-        trees, outputs = self.trees[begin * k:end * k], self.tree_outputs[begin * k:end * k]
-        if leaves:
-            return leaf_indices(trees, X)
-        phi = contributions(trees, outputs, start, X)
+        phi = contributions(self.trees[begin * k:end * k], self.tree_outputs[begin * k:end * k], start, X)
         return phi[:, 0, :] if k == 1 else phi
 
     def _round_range(self, iteration_range):

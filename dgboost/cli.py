@@ -7,7 +7,6 @@ Exit codes: 0 done, 2 bad usage or bad input (a message, no traceback),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
 
@@ -200,7 +199,9 @@ def _demo(args) -> int:
     X_test, y_test = make_higgs_like(args.test_rows, seed=1)
     params = {"objective": "binary:logistic", "eval_metric": ["logloss", "auc"], "eta": 0.1,
               "max_depth": args.max_depth, "device": device, "verbosity": 1 if args.quiet else 2}
-    with _local_cluster(device, workers) as client:
+    from .jobs import client_for
+
+    with client_for(None, None, device, workers) as client:
         import dask.array as da
 
         from . import dask as dgb_dask
@@ -257,17 +258,6 @@ def _info(args) -> int:
                 print(f"  {address}: {worker.get('nthreads', '?')} threads, "
                       f"{worker.get('memory_limit', 0) / 2**30:.1f} GiB")
     return 0
-
-
-@contextlib.contextmanager
-def _local_cluster(device: str, workers: int):
-    """A Client of dgboost.dask.local_cluster: one dask-cuda worker per GPU, or CPU processes."""
-    import distributed
-
-    from .dask import local_cluster
-
-    with local_cluster(device, workers) as cluster, distributed.Client(cluster) as client:
-        yield client
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Leaf indices and exact TreeSHAP feature contributions, on the host.
+"""Exact TreeSHAP feature contributions, on the host.
 
 TreeSHAP is the path-dependent algorithm of Lundberg, Erion & Lee (2018,
 "Consistent individualized feature attribution for tree ensembles",
@@ -14,29 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import GAIN_DTYPE, NODE_INDEX_DTYPE
+from ._dtypes import GAIN_DTYPE
 
 
 def goes_left(tree, X: np.ndarray, node: int) -> np.ndarray:
     """Which rows of X a split node sends left (missing values its default way)."""
     column = X[:, tree.feature[node]]
     return np.where(np.isnan(column), bool(tree.default_left[node]), column < tree.threshold[node])
-
-
-def leaf_indices(trees, X: np.ndarray) -> np.ndarray:
-    """Each row's leaf id in each tree: (n_rows, n_trees), int32, XGBoost's node numbering."""
-    out = np.empty((X.shape[0], len(trees)), dtype=NODE_INDEX_DTYPE)
-    for t, tree in enumerate(trees):
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        for _ in range(tree.depth):
-            split = tree.left[node] >= 0
-            if not split.any():
-                break
-            column = X[np.arange(X.shape[0]), np.where(split, tree.feature[node], 0)]
-            left = np.where(np.isnan(column), tree.default_left[node], column < tree.threshold[node])
-            node = np.where(split, np.where(left, tree.left[node], tree.right[node]), node)
-        out[:, t] = node
-    return out
 
 
 def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.ndarray:

@@ -19,34 +19,34 @@ JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns"
 
 def load_config(path, overrides) -> dict:
     """The config file's keys, then each ``key=value`` override; ValueError names a bad one."""
+    toml = _toml()
     try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
-    try:
-        config = tomllib.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        config = toml.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"config file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as error:
+    except toml.TOMLDecodeError as error:
         raise ValueError(f"config file {path} is not valid TOML: {error}") from None
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"override {item!r} must be key=value, e.g. max_depth=8 or device=\"cuda\"")
-        config[key.strip()] = _value(text.strip())
+        config[key.strip()] = _value(text.strip(), toml)
     return config
 
 
-def _value(text: str):
-    """A TOML value, or the bare text when it is not one (``device=cuda``)."""
+def _toml():
     try:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib
+    return tomllib
+
+
+def _value(text: str, toml):
+    """A TOML value, or the bare text when it is not one (``device=cuda``)."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+        return toml.loads(f"v = {text}")["v"]
+    except toml.TOMLDecodeError:
         return text
 
 
@@ -91,8 +91,9 @@ def columns(frame, config: dict, where: str, need_label: bool = True):
 
 
 @contextlib.contextmanager
-def client_for(scheduler: str | None, scheduler_file: str | None, device: str):
-    """A Client of the given scheduler, or of a local cluster made for ``device``."""
+def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n_workers: int | None = None):
+    """A Client of the given scheduler, or of a local cluster made for ``device`` (``n_workers``:
+    local_cluster's default when None)."""
     import distributed
 
     from .dask import local_cluster
@@ -106,7 +107,7 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str):
         with client:
             yield client
         return
-    with local_cluster("cuda" if device.startswith("cuda") else "cpu") as cluster, \
+    with local_cluster("cuda" if device.startswith("cuda") else "cpu", n_workers) as cluster, \
             distributed.Client(cluster) as client:
         yield client
 

@@ -83,3 +83,15 @@ def predict_margins(forest: Forest, X, margins):
     return kernels.predict_margins(X, forest.left, forest.right, forest.feature, forest.threshold,
                                    forest.default_left, forest.value, forest.roots, forest.outputs_device,
                                    forest.depth, margins)
+
+
+def predict_leaf_ids(forest: Forest, X):
+    """Each row's leaf in every tree, numbered within its tree (XGBoost's node ids).
+
+    Returns
+    -------
+    array of shape (n_rows, n_trees), int32, on X's device
+    """
+    leaves = kernels.cpu.predict_leaves(X, forest.left, forest.right, forest.feature, forest.threshold,
+                                        forest.default_left, forest.roots, forest.depth)
+    return (leaves - forest.roots[None, :]).astype(NODE_INDEX_DTYPE)

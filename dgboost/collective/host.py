@@ -19,6 +19,7 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import logging
 import threading
 import time
 
@@ -28,6 +29,8 @@ from distributed.protocol import to_serialize
 
 from ..backend import asarray, get_xp, to_numpy
 from .base import CollectiveError, ReduceOp
+
+logger = logging.getLogger("dgboost")
 
 PLUGIN_NAME = "dgboost-collective"
 _DELIVER = "dgboost_collective_deliver"
@@ -177,7 +180,7 @@ class DaskCommunicator:
                     await asyncio.wait_for(self._worker.rpc(address).dgboost_collective_abort(
                         job=self.job, reason=message), _ABORT_SEND_SECONDS)
                 except Exception:  # noqa: BLE001 - a dead peer cannot be told; its own wait times out
-                    pass
+                    logger.debug("dgboost job %s: could not tell %s to abort", self.job, address, exc_info=True)
             await asyncio.gather(*(tell(a) for a in peers))
 
         # Sent from the event loop without waiting: a dead peer must not hold this rank up.

@@ -17,12 +17,15 @@ CollectiveError.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 
 import numpy as np
 
 from .base import CollectiveError, ReduceOp
+
+logger = logging.getLogger("dgboost")
 
 #: Seconds between the watchdog's looks.
 _WATCH_SECONDS = 0.25
@@ -189,8 +192,8 @@ class NcclCommunicator:
             self._failure = reason
         try:
             self._comm.abort()
-        except Exception:  # noqa: BLE001 - already torn down
-            pass
+        except Exception:  # noqa: BLE001 - already torn down: nothing is left to stop
+            logger.debug("rank %d: NCCL abort after %s", self.rank, reason, exc_info=True)
 
     def _watch(self) -> None:
         while not self._closed.wait(_WATCH_SECONDS):

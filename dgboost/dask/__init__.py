@@ -26,6 +26,7 @@ one collective wait may take before the job is aborted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -415,10 +416,7 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
     """Rank 0's Booster once every task is done; a clear error, every rank stopped, on failure."""
     missing_before: set = set()
     while True:
-        try:
-            distributed.wait(tasks, timeout=_POLL_SECONDS)
-        except _TIMEOUTS:
-            pass
+        _settle(tasks)
         if all(t.status == "finished" for t in tasks):
             booster, phases = tasks[0].result()
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
@@ -443,6 +441,12 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
             _raise_first(job, [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"])
 
 
+def _settle(futures) -> None:
+    """Wait until ``futures`` are done or _POLL_SECONDS pass; the caller looks at them again."""
+    with contextlib.suppress(*_TIMEOUTS):
+        distributed.wait(futures, timeout=_POLL_SECONDS)
+
+
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     """Abort every rank still running and give them a moment to stop (the caller's
     _Futures cancels whatever is left)."""
@@ -455,10 +459,7 @@ def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]
     deadline = time.monotonic() + min(_STOP_GRACE_SECONDS, job.timeout)
     while running and time.monotonic() < deadline:
-        try:
-            distributed.wait(running, timeout=_POLL_SECONDS)
-        except _TIMEOUTS:
-            pass
+        _settle(running)
         running = [t for t in running if t.status == "pending"]
 
 

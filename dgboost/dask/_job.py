@@ -119,7 +119,7 @@ class _ClientLines:
         return len(text)
 
     def flush(self) -> None:
-        pass
+        """Nothing to do: whole lines go out as they are written."""
 
 
 class _Phases:
