@@ -4,7 +4,11 @@ Wraps every function of ``dgboost.kernels.cuda`` so that each call records a
 CUDA event before and after it on the current stream, trains, then sums the
 elapsed times per kernel. What the kernels do not account for is the glue
 between them (cupy array operations, Python, launches) and is reported as
-"other". A profile, not a comparison: side_by_side.py is the benchmark.
+"other". It also splits each round's wall time on the host: issuing work
+and handling the finished rounds (trees on the host, callbacks), against
+waiting in the round's read of its trees for the GPU. A round that barely waits is bound by
+the host's launches, not by the GPU. A profile, not a comparison:
+side_by_side.py is the benchmark.
 
     python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
 """
@@ -37,6 +41,7 @@ def main(argv=None) -> int:
     import cupy
 
     import dgboost
+    from dgboost import backend
     from dgboost.kernels import cuda
 
     objective, extra, _, _ = TASKS[args.dataset]
@@ -75,6 +80,16 @@ def main(argv=None) -> int:
             return False
 
     clock = Clock()
+    host = {"wait": 0.0}
+    read = backend.HostRead.result
+
+    def timed_read(self):
+        started = time.perf_counter()
+        result = read(self)
+        host["wait"] += time.perf_counter() - started
+        return result
+
+    backend.HostRead.result = timed_read
     for name, function in originals.items():
         setattr(cuda, name, timed(name, function))
     try:
@@ -97,6 +112,7 @@ def main(argv=None) -> int:
     finally:
         for name, function in originals.items():
             setattr(cuda, name, function)
+        backend.HostRead.result = read
 
     profile = {name: {"calls": len(pairs),
                       "ms": sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs)}
@@ -113,8 +129,11 @@ def main(argv=None) -> int:
     other = 1000 * wall - kernel_ms
     print(f"| other (glue, launches, host) | | {other:.1f} | {other / args.rounds:.3f} | "
           f"{other / 10 / wall:.1f}% |")
+    wait = host["wait"]
+    print(f"host: {1000 * (wall - wait) / args.rounds:.2f} ms a round issuing work and handling trees, "
+          f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in the round's read")
     if args.out:
-        args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "kernels": profile, "args": vars(args)}, default=str,
+        args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "host_wait_s": wait, "kernels": profile, "args": vars(args)}, default=str,
                                        indent=1))
     return 0
 

@@ -78,21 +78,59 @@ def to_numpy(array) -> np.ndarray:
 
 
 def to_numpy_many(arrays) -> list:
-    """Host copies of several arrays of 8-byte dtypes in one device-to-host read.
+    """Host copies of several arrays of 8-byte dtypes in one device-to-host read."""
+    return start_read(arrays).result()
 
-    Device arrays are viewed as int64, laid end to end, read once, and cut apart
-    again with their own dtypes and shapes.
+
+class HostRead:
+    """A device-to-host read under way: ``result()`` waits for it and returns the host arrays.
+
+    Made by ``start_read``. On a GPU the copy is queued on the current stream
+    into page-locked memory, so the host can go on queueing work and collect
+    the copy later (after queueing the next round, say) without draining the
+    stream. Host arrays are ready at once.
+    """
+
+    def __init__(self, arrays, flat=None, host=None, done=None):
+        self._arrays = arrays  # numpy arrays, or the device arrays (dtypes, shapes) read into ``host``
+        self._flat, self._host, self._done = flat, host, done  # device source, pinned target, event
+
+    def result(self) -> list:
+        if self._done is None:
+            return [np.asarray(a) for a in self._arrays]
+        global _host_reads
+        _host_reads += 1
+        with read_guard():
+            self._done.synchronize()
+        pieces = np.split(self._host.copy(), np.cumsum([a.size for a in self._arrays])[:-1])
+        return [piece.view(a.dtype).reshape(a.shape) for piece, a in zip(pieces, self._arrays)]
+
+
+def start_read(arrays) -> HostRead:
+    """Start reading several arrays of 8-byte dtypes to the host in one transfer (HostRead).
+
+    Device arrays are viewed as int64, laid end to end, copied once, and cut
+    apart again with their own dtypes and shapes. It is counted as one read
+    (``host_reads``) when its result is collected.
     """
     arrays = list(arrays)
     if not arrays or not any(is_cupy_array(a) for a in arrays):
-        return [to_numpy(a) for a in arrays]
-    xp = get_xp(next(a for a in arrays if is_cupy_array(a)))
+        return HostRead(arrays)
+    import cupy
+
     if any(a.dtype.itemsize != 8 for a in arrays):
-        raise TypeError("to_numpy_many reads 8-byte dtypes only; cast the others first")
-    flat = to_numpy(xp.concatenate([xp.ascontiguousarray(asarray(xp, a)).reshape(-1).view(np.int64)
-                                    for a in arrays]))
-    pieces = np.split(flat, np.cumsum([a.size for a in arrays])[:-1])
-    return [piece.view(a.dtype).reshape(a.shape) for piece, a in zip(pieces, arrays)]
+        raise TypeError("start_read reads 8-byte dtypes only; cast the others first")
+    flat = cupy.concatenate([cupy.ascontiguousarray(cupy.asarray(a)).reshape(-1).view(np.int64)
+                             for a in arrays])
+    pinned = cupy.cuda.alloc_pinned_memory(max(flat.nbytes, 8))
+    host = np.frombuffer(pinned, dtype=np.int64, count=flat.size)
+    stream = cupy.cuda.get_current_stream()
+    if flat.size:
+        cupy.cuda.runtime.memcpyAsync(host.ctypes.data, flat.data.ptr, flat.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+    done = cupy.cuda.Event(block=False, disable_timing=True)
+    done.record(stream)
+    return HostRead(arrays, flat, host, done)
 
 
 #: Chunks of column_reduce's first pass on a GPU.

@@ -7,6 +7,7 @@ with its own shard and a real Communicator; nothing below knows the difference.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import numbers
@@ -16,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
-from .backend import asarray, cuda_device_count, get_xp, to_numpy, to_numpy_many, xp_for_device
+from .backend import HostRead, asarray, cuda_device_count, get_xp, start_read, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
@@ -174,34 +175,97 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
+    work = _RoundWork(params, objective, training, evals, metrics, grower, schedule, rows, comm, margins)
     booster = container.before_training(booster)
-    first = booster.num_boosted_rounds()
-    for epoch in range(first, first + num_boost_round):
-        if schedule is not None:  # every rank asks it: the rate depends on the round alone
-            grower.eta = schedule.rate(epoch)
-        if _agree(comm, container.before_iteration(booster, epoch, evals_log), may_stop):
+    epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
+    lookahead = _lookahead(xp)
+    in_flight, queued = collections.deque(), epochs.start
+    if not epochs or _agree(comm, container.before_iteration(booster, epochs.start, evals_log), may_stop):
+        return container.after_training(booster)
+    for epoch in epochs:
+        while queued <= epoch + lookahead and queued in epochs:
+            in_flight.append(work.start(queued))
+            queued += 1
+        trees, metric_values = in_flight.popleft().finish()
+        for output, tree in enumerate(trees):
+            booster.append(Tree.from_record(tree, cuts), output)
+        for (name, metric_name), value in metric_values:
+            evals_log.setdefault(name, {}).setdefault(metric_name, []).append(value)
+        booster.record_evals(evals_log)
+        if _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop):
             break
+        if epoch + 1 not in epochs or _agree(comm, container.before_iteration(booster, epoch + 1, evals_log),
+                                             may_stop):
+            break
+    return container.after_training(booster)
+
+
+@dataclasses.dataclass
+class _RoundWork:
+    """What a round computes, queued on the device by ``start`` and collected by the
+    returned _Round's ``finish``: its trees and every eval metric, in one read."""
+
+    params: TrainParams
+    objective: Objective
+    training: Dataset
+    evals: list
+    metrics: list
+    grower: TreeGrower
+    schedule: LearningRateScheduler | None
+    rows: RowSpans
+    comm: object
+    margins: object  # (n_rows, n_outputs) float32: the training rows', updated in place
+
+    def start(self, epoch: int) -> "_Round":
+        if self.schedule is not None:  # every rank asks it: the rate depends on the round alone
+            self.grower.eta = self.schedule.rate(epoch)
+        objective, training = self.objective, self.training
+        margins = self.margins
         gpair = objective.gradients(margins, training.label, training.weight)
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
-            gpair_output = subsample_rows(gpair[:, output], params.subsample, params.seed, tree_index,
-                                          rows)
-            grown = grower.grow(gpair_output)
+            gpair_output = subsample_rows(gpair[:, output], self.params.subsample, self.params.seed, tree_index,
+                                          self.rows)
+            grown = self.grower.grow(gpair_output)
             records.append(grown.record)
             margins[:, output] += grown.leaf_value[grown.positions]
-            for state in evals:
+            for state in self.evals:
                 if state.margins is not margins:
                     state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
             del grown  # its row-sized arrays go before the next tree's are made
-        # The round's trees cross to the host in one read (its only one without eval sets).
-        for output, record in enumerate(to_numpy_many(records)):
-            booster.append(Tree.from_record(record, cuts), output)
-        _evaluate(evals, metrics, objective, comm, evals_log)
-        booster.record_evals(evals_log)
-        if _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop):
-            break
-    return container.after_training(booster)
+        names, parts = [], []
+        for state in self.evals:
+            predictions = objective.eval_transform(state.margins)
+            for metric in self.metrics:
+                partial = metric.partial(state.data.label, predictions, state.data.weight, self.comm)
+                names.append(((state.name, metric.name), metric, len(partial)))
+                parts += partial
+        return _Round(start_read(records + parts), len(records), names)
+
+
+@dataclasses.dataclass
+class _Round:
+    """A round queued on the device; ``finish`` reads its trees' records and metric values."""
+
+    read: HostRead
+    n_trees: int
+    metrics: list  # ((eval name, metric name), Metric, number of its parts), in read order
+
+    def finish(self):
+        host = self.read.result()
+        trees, rest = host[:self.n_trees], iter(host[self.n_trees:])
+        values = [(key, metric.finish([next(rest) for _ in range(n_parts)]))
+                  for key, metric, n_parts in self.metrics]
+        return trees, values
+
+
+def _lookahead(xp) -> int:
+    """Rounds queued beyond the one being finished. On a GPU the next round is queued
+    before this one's trees are read, so the device never waits for the host between
+    rounds; a round queued past a stop is dropped. The callbacks still see every
+    round in order, finished. On the host queueing is computing: no lookahead."""
+    return 0 if xp is np else 1
 
 
 def _agree(comm, stop: bool, may_stop: bool = True) -> bool:
@@ -274,20 +338,6 @@ def _init_model(init_model, params: TrainParams) -> Booster | None:
         raise ValueError(f"init_model was trained with objective={init_model.params.objective!r} and "
                          f"{init_model.n_outputs} outputs; continue it with the same objective (and num_class)")
     return init_model
-
-
-def _evaluate(evals, metrics, objective: Objective, comm, evals_log: EvalsLog) -> None:
-    """Every metric of every eval set, read from the device in one transfer."""
-    pending = []
-    for state in evals:
-        predictions = objective.eval_transform(state.margins)
-        for metric in metrics:
-            pending.append((state.name, metric, metric.partial(state.data.label, predictions,
-                                                               state.data.weight, comm)))
-    host = iter(to_numpy_many([part for _, _, parts in pending for part in parts]))
-    for name, metric, parts in pending:
-        value = metric.finish([next(host) for _ in parts])
-        evals_log.setdefault(name, {}).setdefault(metric.name, []).append(value)
 
 
 def eval_entries(evals):

@@ -187,6 +187,47 @@ def test_a_callback_can_stop_training(binary_data):
     assert booster.num_boosted_rounds() == 3
 
 
+@pytest.mark.parametrize("lookahead", [1, 3])
+def test_rounds_queued_ahead_change_neither_the_model_nor_the_callbacks(binary_data, monkeypatch, tmp_path,
+                                                                      lookahead):
+    """The GPU queues rounds ahead of the one it finishes (training._lookahead); the
+    host path runs the same loop, so queueing ahead is checked here: the callbacks see
+    the same rounds in the same order, and rounds queued past a stop are dropped."""
+    from dgboost import training
+
+    class Journal(TrainingCallback):
+        def __init__(self):
+            self.calls = []
+
+        def before_iteration(self, model, epoch, evals_log):
+            self.calls.append(("before", epoch, model.num_boosted_rounds()))
+            return False
+
+        def after_iteration(self, model, epoch, evals_log):
+            self.calls.append(("after", epoch, model.num_boosted_rounds(),
+                               {name: dict(m) for name, m in evals_log.items()}.__repr__()))
+            return False
+
+    X, y = binary_data
+    X_valid, y_valid = X[:200], 1 - y[:200]
+
+    def run(num_boost_round, path):
+        journal = Journal()
+        booster = dgboost.train({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"],
+                                 "subsample": 0.8}, X, y, num_boost_round=num_boost_round,
+                                evals=[(X, y, "train"), (X_valid, y_valid, "valid")], early_stopping_rounds=3,
+                                callbacks=[journal])
+        booster.save_model(path)
+        return journal.calls, path.read_bytes()
+
+    for num_boost_round in (50, 2):  # stopped early; ended by the round count
+        expected = run(num_boost_round, tmp_path / "plain.json")
+        with monkeypatch.context() as patch:
+            patch.setattr(training, "_lookahead", lambda xp: lookahead)
+            assert run(num_boost_round, tmp_path / "ahead.json") == expected
+    assert expected[0][-1][0] == "after"
+
+
 def test_training_set_as_eval_matches_a_separate_copy(binary_data):
     X, y = binary_data
     same = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5, evals=[(X, y, "t")])
