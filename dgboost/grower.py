@@ -29,11 +29,12 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, LEAF_DTYPE, POSITION_DTYPE
-from .backend import asarray, column_max_abs, get_xp
+from ._dtypes import GRADIENT_DTYPE, HIST_DTYPE, POSITION_DTYPE
+from .backend import asarray, get_xp
 from .ellpack import EllpackMatrix
-from .fixed_point import HISTOGRAM_HEADROOM_BITS, fixed_column_sums, power_of_two_scale
-from .kernels import Regularisation, next_frontier, node_weights, number_children
+from .fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
+from .kernels import (Regularisation, gradient_bounds, gradient_sums, next_frontier, number_children,
+                      tree_record)
 from .params import TrainParams
 from . import histogram, partition
 from .split import SplitTable, find_splits
@@ -41,10 +42,6 @@ from .split import SplitTable, find_splits
 #: Largest histogram of one level (bytes) allocated for the upper bound rather
 #: than the exact node count; see the module docstring.
 HISTOGRAM_BUDGET_BYTES = 1 << 28
-
-#: Columns of a finished tree's per-node record, read by the host once per tree.
-RECORD_COLUMNS = ("active", "valid", "feature", "bin", "default_left", "left_child",
-                  "gain", "cover", "value")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +70,7 @@ class GrownTree:
     depth : int: levels below the root
     positions : array of shape (n_rows,), int32: each training row's leaf id
     leaf_value : array of shape (n_ids,), float32: eta * weight of every node id
-    record : array of shape (n_ids, len(RECORD_COLUMNS)), float64: what Tree.from_record reads
+    record : array of shape (n_ids, len(kernels.RECORD_COLUMNS)), float64: what Tree.from_record reads
     """
 
     splits: SplitTable
@@ -154,12 +151,12 @@ class TreeGrower:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
-        max_abs = column_max_abs(gpair).astype(GAIN_DTYPE)
-        scales = power_of_two_scale(self.comm.allreduce(max_abs, "max"), self.n_total, HISTOGRAM_HEADROOM_BITS)
+        scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
+                                    HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        frontier = _Frontier.root(self.comm.allreduce(fixed_column_sums(gpair, scales)[None, :]), n_rows)
+        frontier = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows)
         levels = []
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
@@ -193,17 +190,9 @@ class TreeGrower:
 
     def _finish(self, levels, positions, scales) -> GrownTree:
         xp = get_xp(positions)
-        node_sums = xp.concatenate([level.node_sums for level in levels])
-        gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
-        hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
-        leaf_value = (self.eta * node_weights(gradient, hessian, self.rules)).astype(LEAF_DTYPE)
         splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
         left_child = xp.concatenate([level.left_child for level in levels])
-        record = xp.empty((len(left_child), len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)  # RECORD_COLUMNS
-        record[:, 0] = xp.concatenate([level.active for level in levels])
-        record[:, 1:5] = splits.table[:, 0:4]  # valid, feature, bin, default_left (flags are 0/1)
-        record[:, 5] = left_child
-        record[:, 6] = splits.gain
-        record[:, 7] = hessian
-        record[:, 8] = leaf_value
+        record, leaf_value = tree_record(xp.concatenate([level.node_sums for level in levels]),
+                                         xp.concatenate([level.active for level in levels]), splits.table,
+                                         left_child, scales, self.rules, self.eta)
         return GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)

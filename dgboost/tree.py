@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._dtypes import CUT_DTYPE, GAIN_DTYPE, INDEX_DTYPE, LEAF_DTYPE, NODE_INDEX_DTYPE
-from .grower import RECORD_COLUMNS
+from .kernels import RECORD_COLUMNS
 from .sketch import Cuts
 
 
@@ -57,7 +57,7 @@ class Tree:
 
     @classmethod
     def from_record(cls, record: np.ndarray, cuts: Cuts) -> "Tree":
-        """Build from a grower record (grower.RECORD_COLUMNS), dropping padding slots."""
+        """Build from a grower record (kernels.RECORD_COLUMNS), dropping padding slots."""
         column = dict(zip(RECORD_COLUMNS, record.T))
         kept = np.flatnonzero(column["active"] != 0)
         compact = np.full(len(record), -1, dtype=INDEX_DTYPE)

@@ -98,6 +98,72 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
     np.testing.assert_array_equal(leaf_gpu.get(), leaf)
 
 
+def test_histograms_and_partition_of_many_slots_equal_their_twins():
+    """3001 slots, some empty: the slot offsets' single-block scan gives each thread
+    several slots, and the per-slot left counts cover every slot."""
+    n_rows, n_slots = 20_000, 3001
+    X, cuts, rng = _matrix_inputs(n_rows, 28, 256, 3)
+    host, device = build_ellpack(X, cuts), build_ellpack(cp.asarray(X), cuts)
+    layout = host.layout
+    on = lambda arrays: tuple(cp.asarray(a) for a in arrays)  # noqa: E731
+    slot = rng.integers(-1, n_slots, size=n_rows).astype(np.int32)
+    gpair = (rng.standard_normal((n_rows, 2)) * 100).astype(np.float32)
+    args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
+    scales = np.array([2.0**30, 2.0**29])
+    hist = cpu.build_histograms(host.packed, *args, gpair, scales, *grouped(slot, n_slots))
+    np.testing.assert_array_equal(
+        cuda.build_histograms(device.packed, *args, *on((gpair, scales)), *on(grouped(slot, n_slots))).get(), hist)
+    ridx, seg_begin, seg_end = grouped(np.maximum(slot, 0), n_slots)
+    positions = (1 + np.maximum(slot, 0)).astype(np.int32)
+    left_child = np.where(rng.random(n_slots) < 0.7, 5000 + 2 * np.arange(n_slots), -1).astype(np.int32)
+    split = (rng.integers(0, 28, n_slots).astype(np.int32), rng.integers(0, 256, n_slots).astype(np.int32),
+             rng.random(n_slots) < 0.5, left_child)
+    positions_gpu = cp.asarray(positions)
+    expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
+                                  positions, 1, seg_begin, seg_end, *split)
+    got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
+                              *on((ridx,)), positions_gpu, 1, *on((seg_begin, seg_end) + split))
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g.get(), e)
+    np.testing.assert_array_equal(positions_gpu.get(), positions)
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 1000, 3_000_001])
+def test_gradient_reductions_equal_their_twins(n_rows):
+    """A tree's max |gradient| and fixed-point sums, over a grid-stride loop; a NaN wins the max."""
+    rng = np.random.default_rng(n_rows)
+    gpair = (rng.standard_normal((n_rows, 2)) * 1e3).astype(np.float32)
+    gpair[:, 1] = np.abs(gpair[:, 1])
+    scales = np.array([2.0**25, 2.0**28])
+    for expected, got in [(cpu.gradient_bounds(gpair), cuda.gradient_bounds(cp.asarray(gpair))),
+                          (cpu.gradient_sums(gpair, scales), cuda.gradient_sums(cp.asarray(gpair), cp.asarray(scales)))]:
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.get(), expected)
+    if n_rows:
+        gpair[n_rows // 2, 0] = np.nan
+        assert np.isnan(cuda.gradient_bounds(cp.asarray(gpair)).get()[0])
+        assert np.isnan(cpu.gradient_bounds(gpair)[0])
+
+
+@pytest.mark.parametrize("rules", RULES)
+def test_tree_record_equals_its_twin(rules):
+    rng = np.random.default_rng(0)
+    n_ids = 511
+    node_sums = np.stack([rng.integers(-2**45, 2**45, n_ids), rng.integers(0, 2**45, n_ids)], axis=1)
+    node_sums[:5, 1] = 0  # no hessian: weight 0
+    active = rng.random(n_ids) < 0.9
+    table = rng.integers(0, 28, size=(n_ids, len(kernels.SPLIT_TABLE_COLUMNS)))
+    table[:, 0], table[:, 3] = rng.random(n_ids) < 0.5, rng.random(n_ids) < 0.5
+    table[:, 4] = rng.standard_normal(n_ids).view(np.int64)
+    left_child = np.where(table[:, 0] != 0, 2 * np.arange(n_ids) + 1, -1).astype(np.int32)
+    scales = np.array([2.0**30, 2.0**31])
+    record, leaf = cpu.tree_record(node_sums, active, table, left_child, scales, rules, 0.3)
+    record_gpu, leaf_gpu = cuda.tree_record(*(cp.asarray(a) for a in (node_sums, active, table, left_child,
+                                                                        scales)), rules, 0.3)
+    np.testing.assert_array_equal(record_gpu.get(), record)
+    np.testing.assert_array_equal(leaf_gpu.get(), leaf)
+
+
 @pytest.mark.parametrize("n_parents, n_bins", [(1, 3), (5, 7_140), (64, 127)])
 def test_sibling_histograms_equal_their_twin(n_parents, n_bins):
     rng = np.random.default_rng(n_bins)

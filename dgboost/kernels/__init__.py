@@ -11,7 +11,8 @@ import functools
 
 from ..backend import is_cupy_array
 from . import cpu
-from .cpu import MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights, unpack
+from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights,
+                  unpack)
 
 
 def _dispatch(reference):
@@ -28,6 +29,8 @@ def _dispatch(reference):
 
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
+gradient_bounds = _dispatch(cpu.gradient_bounds)
+gradient_sums = _dispatch(cpu.gradient_sums)
 next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
 partition_rows = _dispatch(cpu.partition_rows)
@@ -35,13 +38,17 @@ predict_margins = _dispatch(cpu.predict_margins)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 route_rows = _dispatch(cpu.route_rows)
 sibling_histograms = _dispatch(cpu.sibling_histograms)
+tree_record = _dispatch(cpu.tree_record)
 
 __all__ = [
     "MIN_SPLIT_GAIN",
+    "RECORD_COLUMNS",
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",
     "build_histograms",
     "evaluate_splits",
+    "gradient_bounds",
+    "gradient_sums",
     "next_frontier",
     "node_gains",
     "node_weights",
@@ -51,5 +58,6 @@ __all__ = [
     "quantise_and_pack",
     "route_rows",
     "sibling_histograms",
+    "tree_record",
     "unpack",
 ]

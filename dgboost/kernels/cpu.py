@@ -17,10 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._dtypes import (BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, HIST_DTYPE, INDEX_DTYPE, PACKED_WORD_DTYPE,
-                       POSITION_DTYPE)
-from ..backend import asarray, get_xp, to_numpy
-from ..fixed_point import to_fixed
+from .._dtypes import (BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
+                       PACKED_WORD_DTYPE, POSITION_DTYPE)
+from ..backend import asarray, column_max_abs, get_xp, to_numpy
+from ..fixed_point import fixed_column_sums, to_fixed
 
 #: Cells (rows x features) unpacked at once while building histograms: small
 #: enough that the temporaries stay in cache (2**18 measured 3x faster than 2**22).
@@ -36,6 +36,12 @@ MIN_SPLIT_GAIN = 1e-6
 #: whole table crosses a collective as one array.
 SPLIT_TABLE_COLUMNS = ("valid", "feature", "bin", "default_left", "gain_bits",
                        "left_gradient", "left_hessian", "right_gradient", "right_hessian")
+
+
+#: Columns of a finished tree's per-node record (tree_record), float64, read by the
+#: host once per tree (tree.Tree.from_record).
+RECORD_COLUMNS = ("active", "valid", "feature", "bin", "default_left", "left_child",
+                  "gain", "cover", "value")
 
 
 class Regularisation(NamedTuple):
@@ -296,6 +302,69 @@ def _quiet(xp):
     """Silence numpy's warnings for divisions whose results are masked out afterwards."""
     return xp.errstate(divide="ignore", invalid="ignore") if hasattr(xp, "errstate") \
         else contextlib.nullcontext()
+
+
+def gradient_bounds(gpair):
+    """The largest |gradient| and |hessian| of a tree's pairs.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32                         # IN
+
+    Returns
+    -------
+    array of shape (2,), float64: 0 without rows; NaN where a column holds one   # OUT
+    """
+    xp = get_xp(gpair)
+    if gpair.shape[0] == 0:
+        return xp.zeros(2, dtype=GAIN_DTYPE)
+    return column_max_abs(xp.asarray(gpair, dtype=GRADIENT_DTYPE)).astype(GAIN_DTYPE)
+
+
+def gradient_sums(gpair, scales):
+    """The fixed-point sums of a tree's pairs: ``sum(to_fixed(gpair[:, c], scales[c]))``.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32                         # IN
+    scales : array of shape (2,), float64                               # IN
+
+    Returns
+    -------
+    array of shape (2,), int64 (exact: integer sums)                    # OUT
+    """
+    return fixed_column_sums(gpair, scales)
+
+
+def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
+    """A finished tree's per-node record (RECORD_COLUMNS) and its nodes' values.
+
+    Parameters
+    ----------
+    node_sums : array of shape (n_ids, 2), int64: fixed-point (gradient, hessian) sums   # IN
+    active : array of shape (n_ids,), bool: False for padding slots     # IN
+    table : array of shape (n_ids, len(SPLIT_TABLE_COLUMNS)), int64     # IN
+    left_child : array of shape (n_ids,), int32                         # IN
+    scales : array of shape (2,), float64: the sums' fixed-point scales   # IN
+    eta : float: the learning rate the values are scaled by              # IN
+
+    Returns
+    -------
+    record : array of shape (n_ids, len(RECORD_COLUMNS)), float64       # OUT
+    leaf_value : array of shape (n_ids,), float32: eta * each node's weight   # OUT
+    """
+    xp = get_xp(node_sums)
+    gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
+    hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
+    leaf_value = (eta * node_weights(gradient, hessian, rules)).astype(LEAF_DTYPE)
+    record = xp.empty((len(left_child), len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)
+    record[:, 0] = active
+    record[:, 1:5] = table[:, 0:4]  # valid, feature, bin, default_left (flags are 0/1)
+    record[:, 5] = left_child
+    record[:, 6] = table[:, 4].copy().view(GAIN_DTYPE)
+    record[:, 7] = hessian
+    record[:, 8] = leaf_value
+    return record, leaf_value
 
 
 def number_children(table, start, n_parents):

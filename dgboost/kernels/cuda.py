@@ -15,9 +15,11 @@ import pathlib
 
 import numpy as np
 
-from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, MARGIN_DTYPE,
-                       PACKED_WORD_DTYPE, POSITION_DTYPE)
-from .cpu import MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation
+from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
+                       MARGIN_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
+
+_RECORD_WIDTH = len(RECORD_COLUMNS)
 
 _SOURCES = pathlib.Path(__file__).resolve().parent
 _OPTIONS = ("--std=c++17", "--fmad=false", f"-I{_SOURCES}")
@@ -35,6 +37,10 @@ _PREDICT_BLOCK = 128
 _PREDICT_STAGED_BYTES = 48 * 1024
 #: Threads of number_children's single block (NUMBER_THREADS in frontier.cu).
 _NUMBER_THREADS = 1024
+#: Threads of segment_offsets' single block (OFFSET_THREADS in histogram.cu).
+_OFFSET_THREADS = 256
+#: Blocks of the grid-stride reductions of gradients.cu: enough to fill the GPU.
+_REDUCE_BLOCKS = 1024
 #: Nodes whose split tables one block of choose_node_splits writes (a warp each).
 _NODES_PER_BLOCK = 8
 
@@ -129,8 +135,9 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     budget = _shared_budget(device)
     groups, group_bytes, widest, fits = _feature_groups(bin_offsets.tobytes(), cells_per_word, n_words,
                                                         budget, device)
-    seg_cum = cupy.zeros(n_slots + 1, dtype=INDEX_DTYPE)
-    cupy.cumsum((seg_end - seg_begin).astype(INDEX_DTYPE), out=seg_cum[1:])
+    seg_cum = cupy.empty(n_slots + 1, dtype=INDEX_DTYPE)
+    _kernel("histogram.cu", "segment_offsets")((1,), (_OFFSET_THREADS,),
+                                               (_int32(seg_begin), _int32(seg_end), np.int32(n_slots), seg_cum))
     rows_per_block = max(64, _CELLS_PER_HISTOGRAM_BLOCK // max(widest, 1))
     kernel = _kernel("histogram.cu", "build_histograms")
     shared = group_bytes if fits else 0
@@ -179,6 +186,46 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
         (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), offsets,
          np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
+
+
+def gradient_bounds(gpair):
+    import cupy
+
+    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    bits = cupy.zeros(2, dtype=np.uint32)
+    if gpair.shape[0]:
+        _kernel("gradients.cu", "gradient_bounds")(
+            (min(_REDUCE_BLOCKS, _blocks(gpair.shape[0])),), (_BLOCK,), (gpair, np.int64(gpair.shape[0]), bits))
+    return bits.view(GRADIENT_DTYPE).astype(GAIN_DTYPE)
+
+
+def gradient_sums(gpair, scales):
+    import cupy
+
+    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    sums = cupy.zeros(2, dtype=HIST_DTYPE)
+    if gpair.shape[0]:
+        _kernel("gradients.cu", "gradient_sums")(
+            (min(_REDUCE_BLOCKS, _blocks(gpair.shape[0])),), (_BLOCK,),
+            (gpair, np.int64(gpair.shape[0]), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), sums))
+    return sums
+
+
+def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
+    import cupy
+
+    n_ids = int(left_child.shape[0])
+    record = cupy.empty((n_ids, _RECORD_WIDTH), dtype=GAIN_DTYPE)
+    leaf_value = cupy.empty(n_ids, dtype=LEAF_DTYPE)
+    if n_ids:
+        _kernel("split.cu", "tree_record")(
+            (_blocks(n_ids),), (_BLOCK,),
+            (cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE), cupy.ascontiguousarray(active, dtype=bool),
+             cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(left_child),
+             cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ids), np.float64(rules.reg_lambda),
+             np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
+             np.float64(eta), record, leaf_value))
+    return record, leaf_value
 
 
 def number_children(table, start, n_parents):
@@ -235,7 +282,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     n_rows, n_words = packed.shape
     n_level = int(left_child.shape[0])
     flags = cupy.empty(n_rows, dtype=POSITION_DTYPE)
-    left_before = cupy.zeros(n_rows + 1, dtype=POSITION_DTYPE)
+    left_before = cupy.zeros(1, dtype=POSITION_DTYPE) if n_rows == 0 else cupy.empty(n_rows + 1, POSITION_DTYPE)
     new_ridx = cupy.empty_like(ridx)
     seg_begin, seg_end = _int32(seg_begin), _int32(seg_end)
     if n_rows:
@@ -243,13 +290,18 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
             (_blocks(n_rows),), (_BLOCK,),
             (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
              _int32(ridx), np.int32(n_rows), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
-             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags))
+             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
+             left_before))
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
             (_blocks(n_rows),), (_BLOCK,),
             (_int32(ridx), positions, flags, left_before, np.int32(n_rows), np.int32(n_level), seg_begin,
              seg_end, _int32(left_child), new_ridx))
-    return new_ridx, (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
+    n_left = cupy.empty(n_level, dtype=POSITION_DTYPE)
+    if n_level:
+        _kernel("partition.cu", "segment_lefts")((_blocks(n_level),), (_BLOCK,),
+                                                 (left_before, seg_begin, seg_end, np.int32(n_level), n_left))
+    return new_ridx, n_left
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,

@@ -80,6 +80,35 @@ extern "C" __global__ void build_histograms(
     }
 }
 
+#define OFFSET_THREADS 256
+
+// seg_cum[0] = 0, seg_cum[s + 1] = seg_cum[s] + (seg_end[s] - seg_begin[s]): where each
+// slot's rows start when the slots' rows are laid end to end. One block: each
+// thread sums a contiguous run of slots, then the block scans the runs.
+extern "C" __global__ void segment_offsets(
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int n_slots,
+    i64* __restrict__ seg_cum)
+{
+    __shared__ i64 before[OFFSET_THREADS + 1];
+    const int per_thread = (n_slots + OFFSET_THREADS - 1) / OFFSET_THREADS;
+    const int lo = min(n_slots, (int)threadIdx.x * per_thread), hi = min(n_slots, lo + per_thread);
+    i64 count = 0;
+    for (int s = lo; s < hi; ++s) count += seg_end[s] - seg_begin[s];
+    before[threadIdx.x + 1] = count;
+    if (threadIdx.x == 0) before[0] = 0;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int t = 1; t <= OFFSET_THREADS; ++t) before[t] += before[t - 1];
+        seg_cum[0] = 0;
+    }
+    __syncthreads();
+    i64 run = before[threadIdx.x];
+    for (int s = lo; s < hi; ++s) {
+        run += seg_end[s] - seg_begin[s];
+        seg_cum[s + 1] = run;
+    }
+}
+
 // Children of n parents in sibling pairs (twin: cpu.sibling_histograms): the
 // built child as summed, its sibling as the parent minus it. One thread per
 // int64 of a parent's histogram (pair_size of them a parent).

@@ -21,14 +21,16 @@ __device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
 }
 
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
+// Also starts the scan's output: left_before[0] = 0.
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int missing_symbol, const int* __restrict__ ridx, const int n_rows, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
-    const int* __restrict__ left_child, int* __restrict__ flags)
+    const int* __restrict__ left_child, int* __restrict__ flags, int* __restrict__ left_before)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) left_before[0] = 0;
     if (i >= n_rows) return;
     const int slot = slot_of(i, seg_begin, seg_end, level_size);
     int left = 0;
@@ -59,6 +61,15 @@ extern "C" __global__ void partition_scatter(
     const bool left = flags[i] != 0;
     new_ridx[left ? begin + lefts_before : begin + n_left + (i - begin - lefts_before)] = row;
     positions[row] = left_child[slot] + (left ? 0 : 1);
+}
+
+// Rows of each slot sent left: n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]].
+extern "C" __global__ void segment_lefts(
+    const int* __restrict__ left_before, const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+    const int level_size, int* __restrict__ n_left)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s < level_size) n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]];
 }
 
 // Leaf id of every row of a packed matrix in one tree (node arrays by node id).

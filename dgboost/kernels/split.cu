@@ -195,3 +195,31 @@ extern "C" __global__ void choose_node_splits(
     row[7] = node_sums[2 * node] - left_g;
     row[8] = node_sums[2 * node + 1] - left_h;
 }
+
+// A finished tree's per-node record (grower.RECORD_COLUMNS) and leaf values
+// (twin: cpu.tree_record): one thread a node id.
+extern "C" __global__ void tree_record(
+    const i64* __restrict__ node_sums, const bool* __restrict__ active, const i64* __restrict__ table,
+    const int* __restrict__ left_child, const double* __restrict__ scales, const int n_ids,
+    const double reg_lambda, const double alpha, const double min_child_weight, const double max_delta_step,
+    const double eta, double* __restrict__ record, float* __restrict__ leaf_value)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_ids) return;
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    const double g = (double)node_sums[2 * i] / scales[0];
+    const double h = (double)node_sums[2 * i + 1] / scales[1];
+    const float value = (float)(eta * node_weight(g, h, rules));
+    const i64* split = table + (i64)i * TABLE_COLUMNS;
+    double* out = record + (i64)i * 9;  // RECORD_COLUMNS
+    out[0] = active[i] ? 1.0 : 0.0;
+    out[1] = (double)split[0];  // valid
+    out[2] = (double)split[1];  // feature
+    out[3] = (double)split[2];  // bin
+    out[4] = (double)split[3];  // default_left
+    out[5] = (double)left_child[i];
+    out[6] = __longlong_as_double(split[4]);  // gain, stored as its bits
+    out[7] = h;  // cover
+    out[8] = (double)value;
+    leaf_value[i] = value;
+}
