@@ -9,7 +9,6 @@ splitmix64 (Steele, Lea & Flood 2014), whose output passes BigCrush.
 from __future__ import annotations
 
 from ._dtypes import HASH_DTYPE, ROW_INDEX_DTYPE, STAT_DTYPE
-from .backend import get_xp
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -46,7 +45,6 @@ def uniform(global_index, key: int):
     -------
     array of shape (n,), float64, on ``global_index``'s device
     """
-    xp = get_xp(global_index)
     z = global_index.astype(ROW_INDEX_DTYPE).view(HASH_DTYPE) + HASH_DTYPE(key)
     z = z + HASH_DTYPE(_GOLDEN)
     z = (z ^ (z >> HASH_DTYPE(30))) * HASH_DTYPE(_MIX1)

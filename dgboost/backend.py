@@ -70,11 +70,16 @@ def to_numpy(array) -> np.ndarray:
     allowed even inside ``cupyx.allow_synchronize(False)``.
     """
     if is_cupy_array(array):
-        global _host_reads
-        _host_reads += 1
-        with read_guard():
-            return array.get()
+        return _device_read(array.get)
     return np.asarray(array)
+
+
+def _device_read(wait):
+    """``wait()``, counted as one device-to-host read and allowed by ``read_guard``."""
+    global _host_reads
+    _host_reads += 1
+    with read_guard():
+        return wait()
 
 
 def to_numpy_many(arrays) -> list:
@@ -98,11 +103,9 @@ class HostRead:
     def result(self) -> list:
         if self._done is None:
             return [np.asarray(a) for a in self._arrays]
-        global _host_reads
-        _host_reads += 1
-        with read_guard():
-            self._done.synchronize()
-        pieces = np.split(self._host.copy(), np.cumsum([a.size for a in self._arrays])[:-1])
+        _device_read(self._done.synchronize)
+        # Views of the page-locked buffer, which they keep alive.
+        pieces = np.split(self._host, np.cumsum([a.size for a in self._arrays])[:-1])
         return [piece.view(a.dtype).reshape(a.shape) for piece, a in zip(pieces, self._arrays)]
 
 

@@ -90,5 +90,4 @@ def fixed_column_sums(values, scale, keep=None):
 
 def from_fixed(integers, scale):
     """The real values of fixed-point ``integers`` (float64)."""
-    xp = get_xp(integers)
     return integers.astype(STAT_DTYPE) / scale

@@ -4,6 +4,7 @@ localhost, `dgboost train --scheduler-file` through them, everything torn down."
 
 import asyncio
 import importlib.util
+import json
 import os
 import pathlib
 import signal
@@ -184,11 +185,13 @@ def _stop(processes):
 
 
 def _training_table(tmp_path):
+    """A table written where job.toml points, and the model dgboost.train makes of it."""
+    import pandas as pd
+
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((3000, 4)).astype(np.float32)
-    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(np.float32)
-    lines = ["a,b,c,d,label"] + [",".join(f"{v!r}" for v in (*row.tolist(), float(label))) for row, label in zip(X, y)]
-    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
+    X = pd.DataFrame(rng.standard_normal((3000, 4)).astype(np.float32), columns=list("abcd"))
+    y = (X["a"] + X["b"] * X["c"] > 0).astype(np.float32)
+    X.assign(label=y).to_csv(tmp_path / "train.csv", index=False, float_format="%.9g")
     (tmp_path / "job.toml").write_text(f"""
 train = "{tmp_path / 'train.csv'}"
 label_column = "label"
@@ -197,17 +200,11 @@ num_boost_round = 8
 objective = "binary:logistic"
 max_depth = 3
 """)
-    return X, y
-
-
-def _named(X):
-    import pandas as pd
-
-    return pd.DataFrame(X, columns=list("abcd"))  # the table's names, as the command line reads them
+    return dgboost.train({"objective": "binary:logistic", "max_depth": 3}, X, y, num_boost_round=8)
 
 
 def test_cluster_scripts_train_through_tls_on_localhost(tmp_path):
-    X, y = _training_table(tmp_path)
+    expected = _training_table(tmp_path)
     tls = tmp_path / "tls"
     subprocess.run(["bash", str(DEPLOY / "cluster" / "make-certs.sh"), str(tls)], check=True, capture_output=True)
     assert (tls / "node.key").stat().st_mode & 0o077 == 0  # keys: owner only
@@ -226,8 +223,6 @@ def test_cluster_scripts_train_through_tls_on_localhost(tmp_path):
                                               start_new_session=True))
         scheduler_file = tmp_path / "scheduler.json"
         _wait_for(lambda: scheduler_file.exists() and scheduler_file.stat().st_size > 0, 60, "the scheduler file")
-        import json
-
         assert json.loads(scheduler_file.read_text())["address"].startswith("tls://127.0.0.1:")
         _wait_for(lambda: (tmp_path / "scheduler.log").read_text().count("Register worker") >= 2, 60,
                   "two workers")
@@ -250,12 +245,11 @@ def test_cluster_scripts_train_through_tls_on_localhost(tmp_path):
     assert clean, "a process needed SIGKILL"
     assert all(process.returncode is not None for process in processes)
     trained = dgboost.Booster.load_model(tmp_path / "model.json")
-    expected = dgboost.train({"objective": "binary:logistic", "max_depth": 3}, _named(X), y, num_boost_round=8)
     assert trained.save_raw() == expected.save_raw()  # two TLS workers train the single-process model
 
 
 def test_workstation_keeps_a_cluster_up_until_stopped(tmp_path):
-    X, y = _training_table(tmp_path)
+    expected = _training_table(tmp_path)
     scheduler_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with open(tmp_path / "workstation.log", "w") as log:
@@ -273,5 +267,4 @@ def test_workstation_keeps_a_cluster_up_until_stopped(tmp_path):
     assert clean and not scheduler_file.exists()  # stopped cleanly, its scheduler file removed
     assert "127.0.0.1" in (tmp_path / "workstation.log").read_text()  # listening on localhost only
     trained = dgboost.Booster.load_model(tmp_path / "model.json")
-    expected = dgboost.train({"objective": "binary:logistic", "max_depth": 3}, _named(X), y, num_boost_round=8)
     assert trained.save_raw() == expected.save_raw()

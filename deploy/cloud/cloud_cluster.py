@@ -20,7 +20,6 @@ the commands. The dashboard is not opened; reach it with an SSH tunnel.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 
@@ -129,9 +128,7 @@ def main(argv=None) -> int:
 
     config = load_config(args.config, [])  # bad config: an error before any VM starts
     signal.signal(signal.SIGTERM, _interrupt)
-    with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(cluster_class(args.cloud)(**options))
-        client = stack.enter_context(Client(cluster))
+    with cluster_class(args.cloud)(**options) as cluster, Client(cluster) as client:
         client.wait_for_workers(args.workers)
         summary = train_job(config, client)
     print(f"trained {summary.get('rounds', '?')} rounds; model at {config['model']}, "

@@ -1,7 +1,6 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # tls_args is read by the scripts that source this file
 # Settings shared by scheduler.sh and worker.sh, read from the environment (or from the
 # file named by DGBOOST_ENV_FILE, e.g. /etc/dgboost/cluster.env for the systemd units).
-# shellcheck disable=SC2034  # tls_args is read by the scripts that source this file
 # Safe defaults: the scheduler and dashboard listen on localhost only; TLS is on
 # whenever DGBOOST_TLS_DIR holds the files make-certs.sh writes.
 

@@ -188,27 +188,30 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     return table
 
 
-def gradient_bounds(gpair):
+def _pair_reduction(name: str, gpair, out, *extra):
+    """Launch one of gradients.cu's grid-stride reductions of (n_rows, 2) float32 pairs into ``out``."""
     import cupy
 
     gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
-    bits = cupy.zeros(2, dtype=np.uint32)
-    if gpair.shape[0]:
-        _kernel("gradients.cu", "gradient_bounds")(
-            (min(_REDUCE_BLOCKS, _blocks(gpair.shape[0])),), (_BLOCK,), (gpair, np.int64(gpair.shape[0]), bits))
+    n_rows = int(gpair.shape[0])
+    if n_rows:
+        _kernel("gradients.cu", name)((min(_REDUCE_BLOCKS, _blocks(n_rows)),), (_BLOCK,),
+                                      (gpair, np.int64(n_rows), *extra, out))
+    return out
+
+
+def gradient_bounds(gpair):
+    import cupy
+
+    bits = _pair_reduction("gradient_bounds", gpair, cupy.zeros(2, dtype=np.uint32))
     return bits.view(GRADIENT_DTYPE).astype(GAIN_DTYPE)
 
 
 def gradient_sums(gpair, scales):
     import cupy
 
-    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
-    sums = cupy.zeros(2, dtype=HIST_DTYPE)
-    if gpair.shape[0]:
-        _kernel("gradients.cu", "gradient_sums")(
-            (min(_REDUCE_BLOCKS, _blocks(gpair.shape[0])),), (_BLOCK,),
-            (gpair, np.int64(gpair.shape[0]), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), sums))
-    return sums
+    return _pair_reduction("gradient_sums", gpair, cupy.zeros(2, dtype=HIST_DTYPE),
+                           cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE))
 
 
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
@@ -282,16 +285,16 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     n_rows, n_words = packed.shape
     n_level = int(left_child.shape[0])
     flags = cupy.empty(n_rows, dtype=POSITION_DTYPE)
-    left_before = cupy.zeros(1, dtype=POSITION_DTYPE) if n_rows == 0 else cupy.empty(n_rows + 1, POSITION_DTYPE)
+    left_before = cupy.empty(n_rows + 1, dtype=POSITION_DTYPE)  # partition_flags writes [0], the scan the rest
     new_ridx = cupy.empty_like(ridx)
     seg_begin, seg_end = _int32(seg_begin), _int32(seg_end)
+    _kernel("partition.cu", "partition_flags")(
+        (_blocks(n_rows),), (_BLOCK,),
+        (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
+         _int32(ridx), np.int32(n_rows), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
+         _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
+         left_before))
     if n_rows:
-        _kernel("partition.cu", "partition_flags")(
-            (_blocks(n_rows),), (_BLOCK,),
-            (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-             _int32(ridx), np.int32(n_rows), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
-             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
-             left_before))
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
             (_blocks(n_rows),), (_BLOCK,),

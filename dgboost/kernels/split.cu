@@ -8,6 +8,7 @@
 #define BLOCK 256
 #define WARPS (BLOCK / 32)
 #define TABLE_COLUMNS 9  // cpu.SPLIT_TABLE_COLUMNS
+#define RECORD_COLUMNS 9  // cpu.RECORD_COLUMNS
 
 struct Rules {
     double reg_lambda, alpha, min_child_weight, max_delta_step;
@@ -196,7 +197,7 @@ extern "C" __global__ void choose_node_splits(
     row[8] = node_sums[2 * node + 1] - left_h;
 }
 
-// A finished tree's per-node record (grower.RECORD_COLUMNS) and leaf values
+// A finished tree's per-node record (cpu.RECORD_COLUMNS) and leaf values
 // (twin: cpu.tree_record): one thread a node id.
 extern "C" __global__ void tree_record(
     const i64* __restrict__ node_sums, const bool* __restrict__ active, const i64* __restrict__ table,
@@ -211,7 +212,7 @@ extern "C" __global__ void tree_record(
     const double h = (double)node_sums[2 * i + 1] / scales[1];
     const float value = (float)(eta * node_weight(g, h, rules));
     const i64* split = table + (i64)i * TABLE_COLUMNS;
-    double* out = record + (i64)i * 9;  // RECORD_COLUMNS
+    double* out = record + (i64)i * RECORD_COLUMNS;
     out[0] = active[i] ? 1.0 : 0.0;
     out[1] = (double)split[0];  // valid
     out[2] = (double)split[1];  // feature
