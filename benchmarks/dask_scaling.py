@@ -9,7 +9,9 @@ generated on the workers in ``--chunks`` blocks, each from its own seed, so
 every worker count trains on the same rows; both systems warmed up on a slice
 (kernel compilation stays out of the timings); then each system's job timed
 from the dask collections to a trained model: dgboost.dask.train (which builds
-its matrix inside), and xgboost.dask's DaskQuantileDMatrix plus train.
+its matrix inside), and xgboost.dask's DaskQuantileDMatrix plus train. On GPUs
+dgboost's timed job reuses the NCCL communicator its warm-up made (as every job
+after a cluster's first does); ``--fresh-nccl`` makes every job start its own.
 Test AUC on held-out rows predicted in the client. Prints a markdown table with
 each system's speed-up over its own one-worker run and writes JSON to --out.
 """
@@ -48,6 +50,9 @@ def main(argv=None) -> int:
     parser.add_argument("--chunks", type=int, default=16, help="blocks the data is generated in")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--systems", nargs="+", choices=("dgboost", "xgboost"), default=["dgboost", "xgboost"])
+    parser.add_argument("--fresh-nccl", action="store_true",
+                        help="dask config dgboost.keep-nccl=False: every dgboost job starts NCCL afresh, as the "
+                             "first job on a cluster does (by default the timed job reuses the warm-up's)")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
@@ -133,9 +138,12 @@ def _params(args) -> dict:
 
 
 def _run_dgboost(args, client, X, y, rounds):
+    import dask
+
     import dgboost.dask
 
-    return dgboost.dask.train(client, _params(args) | {"verbosity": 2}, X, y, num_boost_round=rounds)
+    with dask.config.set({"dgboost.keep-nccl": not args.fresh_nccl}):
+        return dgboost.dask.train(client, _params(args) | {"verbosity": 2}, X, y, num_boost_round=rounds)
 
 
 def _run_xgboost(args, client, X, y, rounds):
@@ -187,8 +195,9 @@ def _environment(args) -> dict:
 
 def _table(results) -> str:
     config = results["config"]
+    nccl = "; dgboost starts NCCL in every job" if config.get("fresh_nccl") else ""
     lines = [f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth "
-             f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'})", "",
+             f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}", "",
              "| workers | dgboost.dask | speed-up | AUC | xgboost.dask | speed-up | AUC | dgboost / xgboost |",
              "|---|---|---|---|---|---|---|---|"]
     base = {s: results["runs"][0].get(s, {}).get("train_s") for s in ("dgboost", "xgboost")}

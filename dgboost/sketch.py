@@ -79,6 +79,26 @@ class Sample:
     values: object  # (m, n_features), float32, NaN = missing
     weights: object  # (m,), float32
 
+    def to_bytes(self):
+        """The rows as one (m, 12 + 4 * n_features) uint8 array: global index, weight,
+        values (one collective carries them, bit for bit)."""
+        xp = get_xp(self.values)
+        m, n_features = self.values.shape
+        columns = [(self.global_index, np.int64, 8), (self.weights, WEIGHT_DTYPE, 4),
+                   (self.values, FEATURE_DTYPE, 4 * n_features)]
+        return xp.concatenate([xp.ascontiguousarray(a, dtype=dtype).view(np.uint8).reshape(m, width)
+                               for a, dtype, width in columns], axis=1)
+
+    @staticmethod
+    def from_bytes(rows, n_features: int) -> "Sample":
+        """The Sample ``to_bytes`` packed."""
+        xp = get_xp(rows)
+        m = rows.shape[0]
+        index, weights, values = rows[:, :8], rows[:, 8:12], rows[:, 12:]
+        return Sample(global_index=xp.ascontiguousarray(index).view(np.int64).reshape(m),
+                      values=xp.ascontiguousarray(values).view(FEATURE_DTYPE).reshape(m, n_features),
+                      weights=xp.ascontiguousarray(weights).view(WEIGHT_DTYPE).reshape(m))
+
     @staticmethod
     def merge(samples: list["Sample"]) -> "Sample":
         """All ranks' samples as one, ordered by global index whatever the rank order."""

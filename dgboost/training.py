@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, INDEX_DTYPE, MARGIN_DTYPE
+from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, MARGIN_DTYPE
 from .backend import HostRead, asarray, cuda_device_count, get_xp, start_read, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
@@ -288,22 +288,22 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     """Cuts every rank agrees on: rank 0 computes them from the gathered sample and broadcasts.
 
     The sample stays on the data's device until the cuts, which are small, come
-    back to the host.
+    back to the host. Three collectives: the sample (each rank's rows packed as
+    bytes), the cut offsets (their last entry sizes the values), the values.
     """
     xp = get_xp(training.X)
-    sample = draw_sample(training.X, training.weight, rows.global_index(xp), n_total, seed)
-    parts = [comm.allgather(a) for a in (sample.global_index, sample.values, sample.weights)]
-    if comm.rank == 0:
-        cuts = compute_cuts(Sample.merge([Sample(*part) for part in zip(*parts)]), max_bin)
-        sizes = np.array([len(cuts.values)], dtype=INDEX_DTYPE)
-    else:
-        cuts, sizes = None, np.zeros(1, dtype=INDEX_DTYPE)
-    device = lambda a: asarray(xp, a)  # noqa: E731
-    n_values = int(to_numpy(comm.broadcast(device(sizes)))[0])
     n_features = training.n_features
-    values = device(cuts.values) if cuts else xp.empty(n_values, dtype=CUT_DTYPE)
+    sample = draw_sample(training.X, training.weight, rows.global_index(xp), n_total, seed)
+    parts = comm.allgather(sample.to_bytes()) if comm.world_size > 1 else None
+    cuts = None
+    if comm.rank == 0:
+        samples = [sample] if parts is None else [Sample.from_bytes(part, n_features) for part in parts]
+        cuts = compute_cuts(Sample.merge(samples), max_bin)
+    device = lambda a: asarray(xp, a)  # noqa: E731
     offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=BIN_OFFSET_DTYPE)
-    return Cuts(to_numpy(comm.broadcast(values)), to_numpy(comm.broadcast(offsets)))
+    offsets = to_numpy(comm.broadcast(offsets))
+    values = device(cuts.values) if cuts else xp.empty(int(offsets[-1]), dtype=CUT_DTYPE)
+    return Cuts(to_numpy(comm.broadcast(values)), offsets)
 
 
 def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):

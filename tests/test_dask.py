@@ -197,6 +197,9 @@ def test_bad_params_and_labels(client3, data):
 
         with dask.config.set({"dgboost.timeout": "-1s"}):
             dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1)
+    with pytest.raises(ValueError, match="dgboost.keep-nccl='no' must be True or False"):
+        with dask.config.set({"dgboost.keep-nccl": "no"}):
+            dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1)
     # The cluster is usable afterwards: no task left running, no lock held.
     assert not any(client3.processing().values())
     assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1

@@ -130,3 +130,33 @@ def test_a_rank_failing_mid_training_stops_every_gpu(cuda_client, data):
         assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
         time.sleep(0.2)
     assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=3).num_boosted_rounds() == 3
+
+
+def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_client, data, tmp_path):
+    """A job that ends well leaves its NCCL communicator to the next over the same workers:
+    no new one is made and the model is the same. With dgboost.keep-nccl False a job
+    frees its communicator, so the next one makes its own."""
+    import dask
+    from dgboost.collective.nccl import communicators_made
+
+    if len(cuda_client.scheduler_info()["workers"]) < 2:
+        pytest.skip("one GPU: a one-rank job needs no NCCL")
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
+    params = {"objective": "binary:logistic", "max_depth": 4, "device": "cuda"}
+
+    def made() -> int:
+        return sum(cuda_client.run(communicators_made).values())
+
+    def train():
+        return dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=4)
+
+    first = train()
+    before = made()
+    assert _bytes(train(), tmp_path, "second") == _bytes(first, tmp_path, "first")
+    assert made() == before
+    with dask.config.set({"dgboost.keep-nccl": False}):
+        train()  # uses the kept communicator, then frees it
+        assert made() == before
+        train()
+        assert made() == before + len(cuda_client.scheduler_info()["workers"])

@@ -268,3 +268,28 @@ def test_children_numbered_in_slot_order_by_hand():
     np.testing.assert_array_equal(build_left, [True, False, True])  # lighter hessian; ties build left
     np.testing.assert_array_equal(build_begin, [2, 9, 9])
     np.testing.assert_array_equal(build_end, [3, 9, 9])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=9), st.integers(0, 100))
+def test_histogram_feature_groups_are_the_fewest_and_most_even(sizes, extra):
+    """The histogram kernel's feature groups (runs of a row's words): as few as fit the shared
+    memory budget, and of those the split whose largest group is least (checked by brute force)."""
+    import itertools
+
+    from dgboost.kernels.cuda import _even_groups, _fewest_groups
+
+    budget = max(sizes) + extra
+    n_groups = _fewest_groups(sizes, budget)
+    starts = _even_groups(sizes, n_groups)
+    assert starts[0] == 0 and starts[-1] == len(sizes) and starts == sorted(set(starts))
+    largest = max(sum(sizes[a:b]) for a, b in zip(starts, starts[1:]))
+    assert len(starts) - 1 <= n_groups and largest <= budget
+
+    def splits(k):  # every way to cut the words into k runs
+        for cuts in itertools.combinations(range(1, len(sizes)), k - 1):
+            bounds = (0, *cuts, len(sizes))
+            yield max(sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:]))
+
+    assert all(best > budget for k in range(1, n_groups) for best in [min(splits(k))])
+    assert largest == min(splits(n_groups))

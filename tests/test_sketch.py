@@ -86,6 +86,23 @@ def test_sample_does_not_depend_on_partitioning(monkeypatch):
     assert not np.array_equal(other_seed.global_index, whole.global_index)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 5), st.integers(0, 2**40))
+def test_a_sample_travels_as_bytes_bit_for_bit(m, n_features, seed):
+    """One collective carries a rank's sample rows: index, weight and values (NaN too) come back the same."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((m, n_features)).astype(np.float32)
+    values[rng.random(values.shape) < 0.3] = np.nan
+    sample = Sample(np.sort(rng.choice(2**40, m, replace=False)), values, rng.random(m).astype(np.float32))
+    packed = sample.to_bytes()
+    assert packed.dtype == np.uint8 and packed.shape == (m, 12 + 4 * n_features)
+    back = Sample.from_bytes(packed, n_features)
+    for got, expected in zip((back.global_index, back.values, back.weights),
+                             (sample.global_index, sample.values, sample.weights)):
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert got.tobytes() == expected.tobytes()
+
+
 def test_cuts_do_not_depend_on_how_many_features_are_sorted_at_once(monkeypatch):
     rng = np.random.default_rng(5)
     values = np.round(rng.standard_normal((900, 7)), 1)

@@ -5,6 +5,15 @@ arrays (the small control messages, such as the decision to stop) go through
 the job's host communicator, which also bootstraps NCCL: rank 0 makes the
 unique id and broadcasts it.
 
+A worker keeps its NCCL communicator when a job ends well, and the next job
+over the same workers (in the same rank order, on the same GPUs) uses it again:
+starting NCCL and connecting its peers takes a few hundred milliseconds, as
+long as a job's whole set-up. The ranks agree first: each shows the token of
+the communicator it kept (the one its last job made), and only where every rank
+shows the same one is it used; otherwise each drops its own and they make a new
+one. A job that fails keeps nothing. Set the dask config ``dgboost.keep-nccl``
+to False on the client to make a communicator per job.
+
 Every wait is bounded. Initialisation runs in a helper thread joined with the
 timeout. Each collective records an event on the stream; a watchdog thread
 aborts the NCCL communicator when one is still pending after ``timeout``
@@ -16,7 +25,10 @@ CollectiveError.
 
 from __future__ import annotations
 
+import atexit
 import collections
+import dataclasses
+import hashlib
 import logging
 import threading
 import time
@@ -30,6 +42,28 @@ logger = logging.getLogger("dgboost")
 #: Seconds between the watchdog's looks.
 _WATCH_SECONDS = 0.25
 _UNIQUE_ID_BYTES = 128
+_TOKEN_BYTES = 16
+
+
+@dataclasses.dataclass
+class _Kept:
+    """An NCCL communicator a job left for the next one over the same ranks."""
+
+    device: int
+    addresses: tuple
+    token: bytes  # the same on every rank of the job that made it
+    comm: object
+    idle: object  # a cupy Event recorded after its last operation
+
+
+_kept: _Kept | None = None  # a worker owns one GPU: one communicator kept at most
+_kept_lock = threading.Lock()
+_made = 0  # NCCL communicators this process has made
+
+
+def communicators_made() -> int:
+    """How many NCCL communicators this process has made (each job that could not reuse one)."""
+    return _made
 
 
 class NcclCommunicator:
@@ -41,9 +75,12 @@ class NcclCommunicator:
         The same ranks over Dask's comms.
     timeout : float
         Seconds initialisation, or any one collective, may take.
+    keep : bool
+        Keep the NCCL communicator for the next job over the same ranks when this
+        one ends well (else it is destroyed). A kept one is used whatever ``keep`` says.
     """
 
-    def __init__(self, host, timeout: float):
+    def __init__(self, host, timeout: float, keep: bool = True):
         import cupy
         from cupy.cuda import nccl
 
@@ -56,13 +93,21 @@ class NcclCommunicator:
                        np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
                        np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.int8): nccl.NCCL_INT8}
         self._ops = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
-        unique_id = np.zeros(_UNIQUE_ID_BYTES, dtype=np.uint8)
-        if host.rank == 0:
-            made = nccl.get_unique_id()  # bytes (cupy >= 14) or a tuple of char values
-            made = np.frombuffer(made, np.uint8) if isinstance(made, bytes) else np.array(made).astype(np.uint8)
-            unique_id[:len(made)] = made
-        unique_id = host.broadcast(unique_id, root=0)
-        self._comm = self._initialise(unique_id)
+        self._keep = keep
+        self._device = cupy.cuda.Device()
+        kept = _take_kept(self._device.id, host.addresses)
+        # Every rank shows a token, a kept one's or none, so every rank makes the same call.
+        shown = _every_rank_shows(host, kept.token if kept is not None else bytes(_TOKEN_BYTES))
+        self.reused = kept is not None and shown
+        if self.reused:
+            self._comm, self._token = kept.comm, kept.token
+            cupy.cuda.get_current_stream().wait_event(kept.idle)  # its last job's calls come first
+        else:
+            if kept is not None:
+                _drop(kept)
+            unique_id = self._agree_unique_id()
+            self._comm = self._initialise(unique_id)
+            self._token = hashlib.blake2b(unique_id.tobytes(), digest_size=_TOKEN_BYTES).digest()
         self._pending: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._failure: str | None = None
@@ -120,7 +165,7 @@ class NcclCommunicator:
         self._fail(reason)
 
     def close(self) -> None:
-        """Stop the watchdog and free NCCL's resources (the host communicator too).
+        """Stop the watchdog; keep the NCCL communicator for the next job, or free it.
 
         ncclCommDestroy takes a few hundred milliseconds; it runs in a thread of its
         own once this rank's work on the stream is done, so the task returns at once.
@@ -129,16 +174,13 @@ class NcclCommunicator:
         self._watchdog.join()
         with self._lock:
             if self._failure is None:
-                done = self._cupy.cuda.Event(disable_timing=True)
-                done.record(self._cupy.cuda.get_current_stream())
-                device = self._cupy.cuda.Device()
-
-                def destroy():
-                    with device:
-                        done.synchronize()
-                        self._comm.destroy()
-
-                threading.Thread(target=destroy, name="dgboost-nccl-destroy", daemon=True).start()
+                idle = self._cupy.cuda.Event(disable_timing=True)
+                idle.record(self._cupy.cuda.get_current_stream())
+                kept = _Kept(self._device.id, self.host.addresses, self._token, self._comm, idle)
+                if self._keep:
+                    _put_kept(kept)
+                else:
+                    _drop(kept, destroy=True)
         self.host.close()
 
     # ---- internals ----
@@ -158,6 +200,15 @@ class NcclCommunicator:
             event.record(stream)
             self._pending.append((event, time.monotonic(), what))
 
+    def _agree_unique_id(self):
+        """Rank 0's new NCCL unique id, on every rank (through the host communicator)."""
+        unique_id = np.zeros(_UNIQUE_ID_BYTES, dtype=np.uint8)
+        if self.rank == 0:
+            made = self._nccl.get_unique_id()  # bytes (cupy >= 14) or a tuple of char values
+            made = np.frombuffer(made, np.uint8) if isinstance(made, bytes) else np.array(made).astype(np.uint8)
+            unique_id[:len(made)] = made
+        return self.host.broadcast(unique_id, root=0)
+
     def _initialise(self, unique_id):
         """ncclCommInitRank, which blocks until every rank joins, bounded by the timeout."""
         device = self._cupy.cuda.Device()
@@ -174,10 +225,12 @@ class NcclCommunicator:
             except Exception as error:  # noqa: BLE001 - reported below
                 made["error"] = error
 
+        global _made
         thread = threading.Thread(target=init, name="dgboost-nccl-init", daemon=True)
         thread.start()
         thread.join(self.timeout)
         if "comm" in made:
+            _made += 1
             return made["comm"]
         reason = (f"rank {self.rank}: NCCL initialisation " + (
             f"failed: {made['error']}" if "error" in made else f"did not finish in {self.timeout:g} s"))
@@ -223,3 +276,63 @@ class NcclCommunicator:
             return (f"rank {self.rank} ({self.host.addresses[self.rank]}): an NCCL {what} did not finish "
                     f"in {self.timeout:g} s; a peer died or hung")
         return None
+
+
+def _every_rank_shows(host, token: bytes) -> bool:
+    """Whether every rank of ``host`` kept the communicator ``token`` names (one host gather)."""
+    mine = np.frombuffer(token, dtype=np.uint8)
+    return all(np.array_equal(theirs, mine) for theirs in host.allgather(mine))
+
+
+def _take_kept(device: int, addresses: tuple) -> _Kept | None:
+    """The kept communicator, taken out, if it joins ``addresses`` on ``device`` (else dropped)."""
+    global _kept
+    with _kept_lock:
+        kept, _kept = _kept, None
+    if kept is not None and (kept.device, kept.addresses) != (device, tuple(addresses)):
+        _drop(kept)
+        kept = None
+    return kept
+
+
+def _put_kept(kept: _Kept) -> None:
+    global _kept
+    with _kept_lock:
+        old, _kept = _kept, kept
+    if old is not None:
+        _drop(old)
+
+
+def _drop(kept: _Kept, destroy: bool = False) -> None:
+    """Free a communicator in a thread of its own, once its last calls are done.
+
+    ``destroy`` where its ranks all ended well together; else abort, which never
+    waits for a peer (one may have died since).
+    """
+    import cupy
+
+    def free():
+        try:
+            with cupy.cuda.Device(kept.device):
+                kept.idle.synchronize()
+                if destroy:
+                    kept.comm.destroy()
+                else:
+                    kept.comm.abort()
+        except Exception:  # noqa: BLE001 - nothing is left to free
+            logger.debug("freeing a kept NCCL communicator failed", exc_info=True)
+
+    threading.Thread(target=free, name="dgboost-nccl-free", daemon=True).start()
+
+
+@atexit.register
+def _free_kept_at_exit() -> None:
+    """Abort the kept communicator before the process ends (abort never waits for peers)."""
+    global _kept
+    with _kept_lock:
+        kept, _kept = _kept, None
+    if kept is not None:
+        try:
+            kept.comm.abort()
+        except Exception:  # noqa: BLE001 - the process is ending
+            pass

@@ -20,7 +20,9 @@ A job's steps, as ../docs/architecture.md tells them:
    every rank (``_job.abort_job``) and raises here within a bounded time.
 
 Settings (dask.config): ``dgboost.timeout`` (default "300s"), the longest any
-one collective wait may take before the job is aborted.
+one collective wait may take before the job is aborted; ``dgboost.keep-nccl``
+(default True): a GPU worker keeps its NCCL communicator for the next job over
+the same workers (``collective.nccl``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
             _shards.check_collection(value, name, features=False, like=X)
     eval_specs = _check_evals(evals, X, y)
     timeout = _timeout()
+    keep_nccl = _keep_nccl()
     n_features = _shards.n_columns(X)
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
@@ -116,7 +119,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features,
-                      client_draws_progress=bool(options.period) and on_terminal())
+                      client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl)
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 
@@ -280,6 +283,13 @@ def _timeout() -> float:
         raise ValueError(f"dask config dgboost.timeout={value!r} must be a positive duration, "
                          "e.g. '300s' or '5 minutes'")
     return float(seconds)
+
+
+def _keep_nccl() -> bool:
+    value = dask.config.get("dgboost.keep-nccl", True)
+    if not isinstance(value, bool):
+        raise ValueError(f"dask config dgboost.keep-nccl={value!r} must be True or False")
+    return value
 
 
 def _check_evals(evals, X, y) -> list[tuple]:

@@ -27,6 +27,7 @@ class JobSpec:
     evals: tuple[tuple[str, bool], ...]  # (name, is the training data) of each eval set
     n_features: int | None  # known to the client for arrays; checked on every rank
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
+    keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
 
 
 def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
@@ -58,7 +59,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
             eval_set.data = eval_set.data.to(xp)
         clock.lap("shard")
         comm = _device_communicator(host, xp, job)
-        clock.lap("communicator")
+        clock.lap("communicator (kept)" if getattr(comm, "reused", False) else "communicator")
         options = job.options
         if job.client_draws_progress:
             options = dataclasses.replace(options, period=0)
@@ -186,7 +187,7 @@ def _device_communicator(host, xp, job: JobSpec):
         return host
     from ..collective.nccl import NcclCommunicator
 
-    return NcclCommunicator(host, timeout=job.timeout)
+    return NcclCommunicator(host, timeout=job.timeout, keep=job.keep_nccl)
 
 
 def abort_job(job: str, reason: str, dask_worker=None) -> None:

@@ -10,6 +10,7 @@ cupy is imported inside the functions: importing this module needs no GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pathlib
 
@@ -28,9 +29,9 @@ _OPTIONS = ("--std=c++17", "--fmad=false", f"-I{_SOURCES}")
 _BLOCK = 256
 #: Threads per block of the histogram kernel.
 _HISTOGRAM_BLOCK = 512
-#: Cells of one feature group that one histogram block sums: enough work to
+#: The fewest cells of one feature group a histogram block sums: enough work to
 #: amortise zeroing and flushing its shared-memory histogram.
-_CELLS_PER_HISTOGRAM_BLOCK = 1 << 18
+_MIN_CELLS_PER_HISTOGRAM_BLOCK = 1 << 16
 #: Rows per block of predict_margins_staged, and the most shared memory it stages
 #: them in (the default limit; wider rows are read from global memory).
 _PREDICT_BLOCK = 128
@@ -92,32 +93,78 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     return packed
 
 
+@dataclasses.dataclass(frozen=True)
+class _HistogramPlan:
+    """How build_histograms covers a matrix: its feature groups and its grid."""
+
+    group_words: object  # (n_groups + 1,) int32 on the device: each group's first word
+    group_blocks: object  # (n_groups + 1,) int32 on the device: each group's first block
+    n_blocks: int
+    shared: int  # bytes of shared memory a block takes; 0: the cells go to global memory
+
+
 @functools.lru_cache(maxsize=64)
-def _feature_groups(bin_offsets_bytes: bytes, cells_per_word: int, n_words: int, budget: int, device: int):
-    """Split the words of a row into groups whose bins fit ``budget`` bytes of shared
-    memory. Returns (group word starts on the device, the largest group's bytes,
-    the largest group's cells, whether every group fits)."""
+def _histogram_plan(bin_offsets_bytes: bytes, cells_per_word: int, n_words: int, n_rows: int,
+                    device: int) -> _HistogramPlan:
+    """Feature groups as even as the fewest groups that fit shared memory allow, and one
+    wave of blocks shared among them by their cells (a group of more cells sums more)."""
     import cupy
 
     bin_offsets = np.frombuffer(bin_offsets_bytes, dtype=BIN_OFFSET_DTYPE)
     n_features = len(bin_offsets) - 1
     pair_bytes = 2 * np.dtype(HIST_DTYPE).itemsize
+    word_bytes = [int(bin_offsets[min((w + 1) * cells_per_word, n_features)] - bin_offsets[w * cells_per_word])
+                  * pair_bytes for w in range(n_words)]
+    budget = _shared_budget(device)
+    fits = max(word_bytes) <= budget
+    starts = _even_groups(word_bytes, _fewest_groups(word_bytes, budget) if fits else n_words)
+    cells = [min(hi * cells_per_word, n_features) - lo * cells_per_word for lo, hi in zip(starts, starts[1:])]
+    shared = max(sum(word_bytes[lo:hi]) for lo, hi in zip(starts, starts[1:])) if fits else 0
+    kernel = _kernel("histogram.cu", "build_histograms")
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
+    wave = _resident_blocks(kernel, _HISTOGRAM_BLOCK, shared, device)
+    blocks = [max(1, min(wave * c // sum(cells), -(-n_rows * c // _MIN_CELLS_PER_HISTOGRAM_BLOCK))) for c in cells]
+    group_blocks = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int32)
+    return _HistogramPlan(cupy.asarray(np.asarray(starts, dtype=np.int32)), cupy.asarray(group_blocks),
+                          int(group_blocks[-1]), shared)
 
-    def group_bytes(word_lo, word_hi):
-        lo, hi = word_lo * cells_per_word, min(word_hi * cells_per_word, n_features)
-        return int(bin_offsets[hi] - bin_offsets[lo]) * pair_bytes
 
-    starts, word = [0], 0
-    while word < n_words:
-        end = word + 1
-        while end < n_words and group_bytes(word, end + 1) <= budget:
-            end += 1
-        starts.append(end)
-        word = end
-    sizes = [group_bytes(lo, hi) for lo, hi in zip(starts[:-1], starts[1:])]
-    widest = max(hi - lo for lo, hi in zip(starts[:-1], starts[1:])) * cells_per_word
-    return (cupy.asarray(np.asarray(starts, dtype=np.int32)), max(sizes), widest,
-            all(size <= budget for size in sizes))
+def _fewest_groups(sizes: list[int], budget: int) -> int:
+    """The fewest runs of consecutive ``sizes`` each summing to at most ``budget`` (each size fits)."""
+    groups, run = 1, 0
+    for size in sizes:
+        if run + size > budget:
+            groups, run = groups + 1, 0
+        run += size
+    return groups
+
+
+def _even_groups(sizes: list[int], n_groups: int) -> list[int]:
+    """Starts (and the end) of ``n_groups`` runs of consecutive ``sizes`` whose largest sum
+    is least: the smallest bound that packs into ``n_groups``, found by bisection."""
+    lo, hi = max(sizes), sum(sizes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fewest_groups(sizes, mid) <= n_groups:
+            hi = mid
+        else:
+            lo = mid + 1
+    starts, run = [0], 0
+    for index, size in enumerate(sizes):
+        if run + size > lo:
+            starts.append(index)
+            run = 0
+        run += size
+    return starts + [len(sizes)]
+
+
+def _resident_blocks(kernel, threads: int, shared: int, device: int) -> int:
+    """Blocks of ``kernel`` the whole device runs at once."""
+    import cupy
+
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, shared)
+    return max(1, per_sm) * cupy.cuda.Device(device).attributes["MultiProcessorCount"]
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
@@ -132,25 +179,18 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     hist = cupy.zeros((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
     if n_rows == 0 or n_slots == 0 or n_bins_total == 0:
         return hist
-    budget = _shared_budget(device)
-    groups, group_bytes, widest, fits = _feature_groups(bin_offsets.tobytes(), cells_per_word, n_words,
-                                                        budget, device)
+    plan = _histogram_plan(bin_offsets.tobytes(), cells_per_word, n_words, n_rows, device)
     seg_cum = cupy.empty(n_slots + 1, dtype=INDEX_DTYPE)
     _kernel("histogram.cu", "segment_offsets")((1,), (_OFFSET_THREADS,),
                                                (_int32(seg_begin), _int32(seg_end), np.int32(n_slots), seg_cum))
-    rows_per_block = max(64, _CELLS_PER_HISTOGRAM_BLOCK // max(widest, 1))
-    kernel = _kernel("histogram.cu", "build_histograms")
-    shared = group_bytes if fits else 0
-    if shared > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = shared
-    grid = (_blocks(n_rows, rows_per_block), int(groups.shape[0]) - 1)
-    kernel(grid, (_HISTOGRAM_BLOCK,),
-           (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(n_features),
-            np.int32(missing_symbol), _device_offsets(bin_offsets.tobytes(), device), groups,
-            cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-            _int32(ridx), _int32(seg_begin), seg_cum, np.int32(n_slots),
-            np.int64(rows_per_block), np.int32(fits), hist, np.int64(n_bins_total)),
-           shared_mem=shared)
+    _kernel("histogram.cu", "build_histograms")(
+        (plan.n_blocks,), (_HISTOGRAM_BLOCK,),
+        (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(n_features),
+         np.int32(missing_symbol), _device_offsets(bin_offsets.tobytes(), device), plan.group_words,
+         plan.group_blocks, cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE),
+         cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), _int32(ridx), _int32(seg_begin), seg_cum,
+         np.int32(n_slots), np.int32(plan.shared > 0), hist, np.int64(n_bins_total)),
+        shared_mem=plan.shared)
     return hist
 
 

@@ -1,12 +1,16 @@
 // Fixed-point gradient histograms of a level's nodes (twin: cpu.build_histograms).
 //
 // The rows of node s are ridx[seg_begin[s] : seg_begin[s] + length(s)]. The
-// nodes' rows, laid end to end, are cut into equal ranges of rows_per_block;
-// block (x, y) takes range x for feature group y (whole words, so a thread
-// reads whole words). A range may span several nodes: each piece is summed
-// into the block's shared-memory histogram and then added to the node's
-// histogram in global memory. Where a group's bins do not fit in shared
-// memory (use_shared == 0) the cells go straight to global memory.
+// row's words are cut into feature groups whose bins fit a block's shared
+// memory. Group g owns blocks [group_blocks[g], group_blocks[g + 1]) of a
+// one-dimensional grid sized to what the device runs at once (one wave), and
+// its blocks split the level's rows, laid end to end, into equal ranges. The
+// level's row count is read here, on the device, so every level's blocks
+// finish together whatever its size; a group's block count follows its cells,
+// so blocks of every group do the same work. A range may span several nodes:
+// each piece is summed into the block's shared-memory histogram and then added
+// to the node's histogram in global memory. Where a group's bins do not fit in
+// shared memory (use_shared == 0) the cells go straight to global memory.
 //
 // Gradient pairs arrive as float32 and are made fixed point here, as
 // fixed_point.to_fixed does: rint((double)value * scale) as int64. Sums are
@@ -16,18 +20,22 @@
 extern "C" __global__ void build_histograms(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int n_features, const int missing_symbol, const i64* __restrict__ bin_offsets,
-    const int* __restrict__ group_words, const float* __restrict__ gpair,
+    const int* __restrict__ group_words, const int* __restrict__ group_blocks, const float* __restrict__ gpair,
     const double* __restrict__ scales, const int* __restrict__ ridx,
     const int* __restrict__ seg_begin, const i64* __restrict__ seg_cum, const int n_slots,
-    const i64 rows_per_block, const int use_shared, i64* __restrict__ hist, const i64 n_bins_total)
+    const int use_shared, i64* __restrict__ hist, const i64 n_bins_total)
 {
     extern __shared__ i64 shared_hist[];
+    int group = 0;
+    while ((int)blockIdx.x >= group_blocks[group + 1]) ++group;
+    const i64 block = (i64)blockIdx.x - group_blocks[group];
+    const i64 n_blocks = group_blocks[group + 1] - group_blocks[group];
     const i64 total = seg_cum[n_slots];
-    i64 pos = (i64)blockIdx.x * rows_per_block;
-    if (pos >= total) return;
-    const i64 stop = min(pos + rows_per_block, total);
-    const int word_lo = group_words[blockIdx.y];
-    const int n_group_words = group_words[blockIdx.y + 1] - word_lo;
+    i64 pos = total * block / n_blocks;
+    const i64 stop = total * (block + 1) / n_blocks;
+    if (pos >= stop) return;
+    const int word_lo = group_words[group];
+    const int n_group_words = group_words[group + 1] - word_lo;
     const int feature_lo = word_lo * cells_per_word;
     const int feature_hi = min(feature_lo + n_group_words * cells_per_word, n_features);
     const i64 bin_lo = bin_offsets[feature_lo];
