@@ -129,7 +129,13 @@ def test_a_rank_failing_mid_training_stops_every_gpu(cuda_client, data):
     while any(cuda_client.processing().values()):
         assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
         time.sleep(0.2)
+    from dgboost.collective.nccl import communicators_made
+
+    made = cuda_client.run(communicators_made)
     assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=3).num_boosted_rounds() == 3
+    # The failed job kept no communicator: on more than one GPU the next one made its own.
+    n = len(made)
+    assert sum(cuda_client.run(communicators_made).values()) == sum(made.values()) + (n if n > 1 else 0)
 
 
 def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_client, data, tmp_path):

@@ -128,6 +128,28 @@ def test_histograms_and_partition_of_many_slots_equal_their_twins():
     np.testing.assert_array_equal(positions_gpu.get(), positions)
 
 
+def test_histograms_of_matrices_taking_different_shared_memory_in_turn():
+    """Each matrix's launch plan is cached: matrices whose blocks take different amounts of
+    shared memory (all above the 48 KB default) still build right when they alternate."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for n_features in (28, 20, 28):  # 112 KB, 80 KB, then the first matrix's cached plan again
+        X, cuts, _ = _matrix_inputs(3000, n_features, 256, n_features)
+        cases.append((build_ellpack(X, cuts), build_ellpack(cp.asarray(X), cuts)))
+    cases[2] = cases[0]
+    for host, device in cases:
+        layout = host.layout
+        n_rows = host.packed.shape[0]
+        gpair = (rng.standard_normal((n_rows, 2)) * 10).astype(np.float32)
+        slot_rows = grouped(rng.integers(0, 3, n_rows).astype(np.int32), 3)
+        args = (layout.bits, layout.cells_per_word, layout.n_features, layout.missing_symbol, host.host_bin_offsets)
+        scales = np.array([2.0**30, 2.0**29])
+        expected = cpu.build_histograms(host.packed, *args, gpair, scales, *slot_rows)
+        got = cuda.build_histograms(device.packed, *args, cp.asarray(gpair), cp.asarray(scales),
+                                    *(cp.asarray(a) for a in slot_rows))
+        np.testing.assert_array_equal(got.get(), expected)
+
+
 @pytest.mark.parametrize("n_rows", [0, 1, 1000, 3_000_001])
 def test_gradient_reductions_equal_their_twins(n_rows):
     """A tree's max |gradient| and fixed-point sums, over a grid-stride loop; a NaN wins the max."""

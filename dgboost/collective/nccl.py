@@ -167,11 +167,17 @@ class NcclCommunicator:
     def close(self) -> None:
         """Stop the watchdog; keep the NCCL communicator for the next job, or free it.
 
+        A job that was aborted keeps nothing: its communicator is aborted here, so no
+        NCCL kernel of it is left waiting on the stream for a peer that gave up.
+
         ncclCommDestroy takes a few hundred milliseconds; it runs in a thread of its
         own once this rank's work on the stream is done, so the task returns at once.
         """
         self._closed.set()
         self._watchdog.join()
+        aborted = self.host.aborted()
+        if aborted is not None:  # this rank may have stopped before its watchdog saw it
+            self._fail(aborted)
         with self._lock:
             if self._failure is None:
                 idle = self._cupy.cuda.Event(disable_timing=True)

@@ -121,8 +121,8 @@ def _histogram_plan(bin_offsets_bytes: bytes, cells_per_word: int, n_words: int,
     cells = [min(hi * cells_per_word, n_features) - lo * cells_per_word for lo, hi in zip(starts, starts[1:])]
     shared = max(sum(word_bytes[lo:hi]) for lo, hi in zip(starts, starts[1:])) if fits else 0
     kernel = _kernel("histogram.cu", "build_histograms")
-    if shared > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = shared
+    if shared > 48 * 1024:  # the budget, not this plan's bytes: every plan of the device launches under it
+        kernel.max_dynamic_shared_size_bytes = budget
     wave = _resident_blocks(kernel, _HISTOGRAM_BLOCK, shared, device)
     blocks = [max(1, min(wave * c // sum(cells), -(-n_rows * c // _MIN_CELLS_PER_HISTOGRAM_BLOCK))) for c in cells]
     group_blocks = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int32)
