@@ -294,11 +294,10 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     xp = get_xp(training.X)
     n_features = training.n_features
     sample = draw_sample(training.X, training.weight, rows.global_index(xp), n_total, seed)
-    parts = comm.allgather(sample.to_bytes()) if comm.world_size > 1 else None
+    parts = comm.allgather(sample.to_bytes())
     cuts = None
     if comm.rank == 0:
-        samples = [sample] if parts is None else [Sample.from_bytes(part, n_features) for part in parts]
-        cuts = compute_cuts(Sample.merge(samples), max_bin)
+        cuts = compute_cuts(Sample.merge([Sample.from_bytes(part, n_features) for part in parts]), max_bin)
     device = lambda a: asarray(xp, a)  # noqa: E731
     offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=BIN_OFFSET_DTYPE)
     offsets = to_numpy(comm.broadcast(offsets))

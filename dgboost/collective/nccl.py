@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -290,11 +291,17 @@ def _every_rank_shows(host, token: bytes) -> bool:
     return all(np.array_equal(theirs, mine) for theirs in host.allgather(mine))
 
 
-def _take_kept(device: int, addresses: tuple) -> _Kept | None:
-    """The kept communicator, taken out, if it joins ``addresses`` on ``device`` (else dropped)."""
+def _swap_kept(new: _Kept | None) -> _Kept | None:
+    """Put ``new`` in the kept place and return what was there."""
     global _kept
     with _kept_lock:
-        kept, _kept = _kept, None
+        old, _kept = _kept, new
+    return old
+
+
+def _take_kept(device: int, addresses: tuple) -> _Kept | None:
+    """The kept communicator, taken out, if it joins ``addresses`` on ``device`` (else dropped)."""
+    kept = _swap_kept(None)
     if kept is not None and (kept.device, kept.addresses) != (device, tuple(addresses)):
         _drop(kept)
         kept = None
@@ -302,9 +309,7 @@ def _take_kept(device: int, addresses: tuple) -> _Kept | None:
 
 
 def _put_kept(kept: _Kept) -> None:
-    global _kept
-    with _kept_lock:
-        old, _kept = _kept, kept
+    old = _swap_kept(kept)
     if old is not None:
         _drop(old)
 
@@ -334,11 +339,7 @@ def _drop(kept: _Kept, destroy: bool = False) -> None:
 @atexit.register
 def _free_kept_at_exit() -> None:
     """Abort the kept communicator before the process ends (abort never waits for peers)."""
-    global _kept
-    with _kept_lock:
-        kept, _kept = _kept, None
+    kept = _swap_kept(None)
     if kept is not None:
-        try:
+        with contextlib.suppress(Exception):  # the process is ending: nothing to report to
             kept.comm.abort()
-        except Exception:  # noqa: BLE001 - the process is ending
-            pass
