@@ -34,22 +34,24 @@ class Forest:
 
     @classmethod
     def from_trees(cls, trees, outputs, xp) -> "Forest":
+        """The trees joined on ``xp``'s device: array operations over all nodes at once, none per tree."""
         sizes = np.array([t.n_nodes for t in trees], dtype=INDEX_DTYPE)
         roots = (np.cumsum(sizes) - sizes).astype(NODE_INDEX_DTYPE)
+        first_node = np.repeat(roots, sizes)  # each node's tree's root: makes child ids global
 
         def joined(name, dtype):
             return np.concatenate([getattr(t, name) for t in trees]).astype(dtype) if trees \
                 else np.zeros(0, dtype)
 
         def children(name):
-            ids = [np.where(getattr(t, name) >= 0, getattr(t, name) + root, -1)
-                   for t, root in zip(trees, roots)]
-            return np.concatenate(ids).astype(NODE_INDEX_DTYPE) if trees else np.zeros(0, NODE_INDEX_DTYPE)
+            ids = joined(name, NODE_INDEX_DTYPE)
+            return np.where(ids >= 0, ids + first_node, -1).astype(NODE_INDEX_DTYPE)
 
+        left, right = children("left"), children("right")
         device = lambda a: asarray(xp, a)  # noqa: E731
         return cls(
-            left=device(children("left")),
-            right=device(children("right")),
+            left=device(left),
+            right=device(right),
             feature=device(np.maximum(joined("feature", NODE_INDEX_DTYPE), 0)),
             threshold=device(joined("threshold", CUT_DTYPE)),
             default_left=device(joined("default_left", bool)),
@@ -57,12 +59,26 @@ class Forest:
             roots=device(roots),
             outputs=np.asarray(outputs, dtype=INDEX_DTYPE),
             outputs_device=device(np.asarray(outputs, dtype=NODE_INDEX_DTYPE)),
-            depth=max((t.depth for t in trees), default=0),
+            depth=_deepest(left, right, roots),
         )
 
     @property
     def n_trees(self) -> int:
         return len(self.outputs)
+
+
+def _deepest(left, right, roots) -> int:
+    """Edges on the longest root-to-leaf path of any tree, one level of every tree at a time.
+
+    ``left``, ``right``: global child ids (-1 at leaves); ``roots``: each tree's root.
+    """
+    depth, level = 0, roots
+    while True:
+        below = np.concatenate([left[level], right[level]])
+        level = below[below >= 0]
+        if not level.size:
+            return depth
+        depth += 1
 
 
 def predict_margins(forest: Forest, X, margins):

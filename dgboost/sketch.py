@@ -209,6 +209,16 @@ def _chunk_cuts(columns, weights, n_value_bins: int):
     # Quantile targets total * k / n (k = 1 .. n - 1) at or below `below`, in integers.
     reached = xp.minimum(below * n_value_bins // xp.maximum(total[feature], 1), n_value_bins - 1)
     reached_before = xp.concatenate([xp.zeros(min(1, starts.size), dtype=reached.dtype), reached[:-1]])
-    exact = xp.bincount(feature, minlength=f) <= n_value_bins
+    exact = _counts(feature, f) <= n_value_bins
     is_cut = ~first_of_feature & (exact[feature] | (reached > reached_before))
-    return keys.reshape(-1)[starts[is_cut]], xp.bincount(feature[is_cut], minlength=f).astype(BIN_OFFSET_DTYPE)
+    return keys.reshape(-1)[starts[is_cut]], _counts(feature[is_cut], f).astype(BIN_OFFSET_DTYPE)
+
+
+def _counts(sorted_ids, n: int):
+    """Occurrences of each of 0 .. n - 1 in ascending ``sorted_ids``, by binary search.
+
+    Not ``bincount``: cupy's checks its input with a reduction compiled for the
+    input's size, so each new data size cost a compile (1.5 s) on a cold kernel cache.
+    """
+    xp = get_xp(sorted_ids)
+    return xp.diff(xp.searchsorted(sorted_ids, xp.arange(n + 1, dtype=sorted_ids.dtype)))

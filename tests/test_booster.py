@@ -131,3 +131,19 @@ def test_multiclass_and_feature_names_round_trip(tmp_path, rng):
     assert loaded.feature_names == ("a", "b", "c") and loaded.n_outputs == 3
     np.testing.assert_array_equal(loaded.predict(frame), model.predict(frame))
     assert set(model.get_score()) <= {"a", "b", "c"}
+
+
+def test_forest_depth_is_the_deepest_trees(rng):
+    """Forest.depth, found over all nodes at once, is the depth of the deepest tree, for trees
+    of different depths (a stump, a chain, full trees) in any order."""
+    from dgboost.predict import Forest
+
+    X = rng.standard_normal((3000, 4)).astype(np.float32)
+    y = (X[:, 0] * 3 + np.sin(X[:, 1] * 4) + rng.standard_normal(3000)).astype(np.float32)
+    models = [dgboost.train({"objective": "reg:squarederror", "max_depth": depth, "min_child_weight": weight},
+                            X, y, num_boost_round=3) for depth, weight in ((1, 1.0), (7, 200.0), (4, 1.0))]
+    trees = [tree for model in models for tree in model.trees]
+    for order in (trees, trees[::-1], trees[3:6]):
+        forest = Forest.from_trees(order, [0] * len(order), np)
+        assert forest.depth == max(tree.depth for tree in order)
+    assert Forest.from_trees([], [], np).depth == 0

@@ -1,0 +1,267 @@
+"""What a fresh process pays on its first train and first predict, against the next call.
+
+Each scenario runs in a new Python process, first with an empty CuPy kernel
+cache (``CUPY_CACHE_DIR`` a new folder: every kernel compiled by NVRTC) and
+then again with that cache filled (the state of any later process on the
+machine). A call's cost is timed with the device synchronised before and
+after; "added" is the first call less the same call repeated.
+
+Scenarios (``--scenario``):
+
+- ``train``: train on rows x features for ``--rounds`` rounds, twice;
+- ``grow``: a small train first (``--warmup-rows``), then the set-up alone
+  (cuts and the compressed matrix: ``num_boost_round=0``) on the full rows,
+  twice: a cost that depends on the data's size shows here;
+- ``predict``: train ``--trees`` rounds on ``--predict-train-rows`` rows, then
+  predict ``--predict-rows`` rows, twice; then a model loaded from its file,
+  predicted twice.
+
+With ``--profile`` each first call also records cProfile's top functions, the
+kernels NVRTC compiled and the page-locked allocations made, to show where the
+time goes. Not a comparison with a peer: a measure of dgboost against itself.
+
+    python benchmarks/first_call.py --device cuda --out first-call
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+SCENARIOS = ("train", "grow", "predict")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda or cpu")
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of the 'train' scenario")
+    parser.add_argument("--warmup-rows", type=int, default=300_000)
+    parser.add_argument("--trees", type=int, default=500, help="rounds of the model the 'predict' scenario uses")
+    parser.add_argument("--predict-train-rows", type=int, default=200_000)
+    parser.add_argument("--predict-rows", type=int, default=1000)
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--profile", action="store_true", help="record where each first call's time goes")
+    parser.add_argument("--out", type=pathlib.Path, default=None, help="folder for first_call.json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_run_child(args)))
+        return 0
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="dgboost-cupy-cache-") as cache, \
+            tempfile.TemporaryDirectory(prefix="dgboost-pycache-") as bytecode:
+        for scenario in args.scenario:
+            for cache_state in ("cold", "warm"):
+                if cache_state == "cold":  # each scenario starts from an empty cache
+                    for entry in pathlib.Path(cache).iterdir():
+                        entry.unlink()
+                results[f"{scenario}/{cache_state}"] = _spawn(args, scenario, cache, bytecode)
+    _print_table(results)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "first_call.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def _spawn(args, scenario: str, cache: str, bytecode: str) -> dict:
+    """One scenario in a new process. Python's bytecode goes to a folder of this run's, so
+    that a warm process reads it as one on an installed machine does, even where
+    site-packages is read-only (as on the device machines, where every process
+    would otherwise compile the modules it imports afresh)."""
+    command = [sys.executable, __file__, *_own_options(args), "--child", scenario]
+    environment = dict(os.environ, CUPY_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=bytecode)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{scenario} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _own_options(args) -> list[str]:
+    return ["--device", args.device, "--rows", str(args.rows), "--features", str(args.features),
+            "--rounds", str(args.rounds), "--warmup-rows", str(args.warmup_rows), "--trees", str(args.trees),
+            "--predict-train-rows", str(args.predict_train_rows), "--predict-rows", str(args.predict_rows),
+            *(["--profile"] if args.profile else [])]
+
+
+# ---- in the child process ---------------------------------------------------------------------
+
+def _run_child(args) -> dict:
+    started = time.perf_counter()
+    import numpy as np
+
+    import dgboost
+
+    result = {"import_seconds": round(time.perf_counter() - started, 3)}
+    probe = _Probe(args.device, args.profile)
+    result["context_seconds"] = probe.timed(probe.start_device)
+    result["cupyx_import_seconds"] = probe.timed(probe.import_cupyx)
+    rng = np.random.default_rng(0)
+
+    def data(n):
+        X = rng.standard_normal((n, args.features), dtype=np.float32)
+        y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(np.float32)
+        return X, y
+
+    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1, "device": args.device}
+    if args.child == "train":
+        X, y = data(args.rows)
+        call = lambda: dgboost.train(params, X, y, num_boost_round=args.rounds)  # noqa: E731
+        result.update(probe.first_and_again("train", call))
+    elif args.child == "grow":
+        X_small, y_small = data(args.warmup_rows)
+        result["warmup_seconds"] = probe.timed(lambda: dgboost.train(params, X_small, y_small, num_boost_round=10))
+        X, y = data(args.rows)
+        result.update(probe.first_and_again("setup", lambda: dgboost.train(params, X, y, num_boost_round=0)))
+    else:
+        X, y = data(args.predict_train_rows)
+        booster = dgboost.train(params, X, y, num_boost_round=args.trees)
+        rows = X[:args.predict_rows]
+        if probe.gpu:  # the rows on the device: predicted there
+            import cupy
+
+            rows = cupy.asarray(rows)
+        result.update(probe.first_and_again("predict", lambda: booster.predict(rows)))
+        with tempfile.TemporaryDirectory() as folder:
+            path = pathlib.Path(folder) / "model.json"
+            booster.save_model(path)
+            loaded = dgboost.Booster.load_model(path)
+        result.update(probe.first_and_again("predict_loaded", lambda: loaded.predict(rows)))
+    return result
+
+
+class _Probe:
+    """Times calls with the device synchronised; with ``profile``, records what a first call did."""
+
+    def __init__(self, device: str, profile: bool):
+        self.gpu = device.startswith("cuda")
+        self.profile = profile
+        self.compiled: list = []
+        self.pinned: list = []
+        self.imports: list = []
+
+    def start_device(self):
+        if self.gpu:
+            import cupy
+
+            cupy.zeros(1).sum()
+            if self.profile:
+                self._watch_cupy(cupy)
+
+    def import_cupyx(self):
+        """What CuPy imports at a program's first operation between an array and a scalar
+        (its ``__array_ufunc__`` imports ``cupyx.scipy.special``, and with it SciPy): a
+        cost of any CuPy program, timed apart from dgboost's first calls."""
+        if self.gpu:
+            import cupyx.scipy.special  # noqa: F401
+
+    def sync(self):
+        if self.gpu:
+            import cupy
+
+            cupy.cuda.Device().synchronize()
+
+    def timed(self, call) -> float:
+        self.sync()
+        started = time.perf_counter()
+        call()
+        self.sync()
+        return round(time.perf_counter() - started, 4)
+
+    def first_and_again(self, name: str, call) -> dict:
+        record = {}
+        if self.profile:
+            import cProfile
+            import io
+            import pstats
+
+            self.compiled.clear()
+            self.pinned.clear()
+            self.imports.clear()
+            profiler = cProfile.Profile()
+            first = self.timed(lambda: profiler.runcall(call))
+            text = io.StringIO()
+            stats = pstats.Stats(profiler, stream=text)
+            stats.sort_stats("cumulative").print_stats(30)
+            stats.sort_stats("tottime").print_stats(20)
+            record[f"{name}_profile"] = [line for line in text.getvalue().splitlines() if line.strip()]
+            record[f"{name}_imports"] = list(self.imports)
+            record[f"{name}_compiled"] = list(self.compiled)
+            record[f"{name}_pinned"] = list(self.pinned)
+        else:
+            first = self.timed(call)
+        again = self.timed(call)
+        record.update({f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4)})
+        return record
+
+    def _watch_cupy(self, cupy):
+        """Note every NVRTC compile (kernel name, seconds) and page-locked allocation (bytes, seconds)."""
+        from cupy.cuda import compiler
+
+        compile_source = compiler._compile_using_nvrtc_no_warning  # what a kernel-cache miss calls
+
+        def noted_compile(source, *a, **k):
+            started = time.perf_counter()
+            out = compile_source(source, *a, **k)
+            head = next((line for line in source.splitlines() if "__global__" in line), source[:60])
+            self.compiled.append([head.strip()[:100], round(time.perf_counter() - started, 4)])
+            return out
+
+        compiler._compile_using_nvrtc_no_warning = noted_compile
+        pool = cupy.get_default_pinned_memory_pool()
+
+        def noted_pinned(size):
+            started = time.perf_counter()
+            memory = pool.malloc(size)
+            seconds = time.perf_counter() - started
+            if size >= 1 << 20:
+                self.pinned.append([int(size), round(seconds, 4)])
+            return memory
+
+        cupy.cuda.set_pinned_memory_allocator(noted_pinned)
+        sys.meta_path.insert(0, _ImportWatch(self.imports))
+
+
+class _ImportWatch:
+    """Notes who first imports a cupy submodule during a call (an import can cost more than the work)."""
+
+    def __init__(self, seen: list):
+        self.seen = seen
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(("cupyx", "cupy.")) and name.count(".") <= 1:
+            import traceback
+
+            caller = [line.strip() for line in traceback.format_stack(limit=12)[:-1] if "importlib" not in line]
+            self.seen.append([name, caller[-6:]])
+        return None
+
+
+def _print_table(results: dict) -> None:
+    print("| scenario | cache | first | again | added |")
+    print("|---|---|---|---|---|")
+    for key, result in results.items():
+        print(f"| {key}: import dgboost / CUDA context / CuPy's cupyx import | | {result['import_seconds']:.3f} s / "
+              f"{result['context_seconds']:.3f} s / {result['cupyx_import_seconds']:.3f} s | | |")
+    for key, result in results.items():
+        scenario, cache = key.split("/")
+        for name in ("train", "setup", "predict", "predict_loaded"):
+            if f"{name}_first" in result:
+                print(f"| {scenario}: {name} | {cache} | {result[f'{name}_first']:.4f} s | "
+                      f"{result[f'{name}_again']:.4f} s | {result[f'{name}_added']:.4f} s |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
