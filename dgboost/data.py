@@ -127,8 +127,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     if _is_dataframe(X):
         X, feature_names = _dataframe_to_numpy(X, name)
     elif _is_sparse(X):
-        raise TypeError(f"{name} is a sparse matrix ({type(X).__name__}); sparse input is not "
-                        f"supported yet: pass {name}.toarray(), a dense array")
+        check_not_sparse(X, name)
     elif isinstance(X, (list, tuple)):
         X = np.asarray(X)
     elif not (isinstance(X, np.ndarray) or is_cupy_array(X)):
@@ -197,6 +196,22 @@ def _check_numeric_dtype(dtype, name):
                         f"(float32 is what dgboost uses)")
 
 
+class RowError(ValueError):
+    """Bad input at one row. The message names the row; a Dask job, which finds it in
+    one partition, names the row's place in the whole data set instead (``in_whole``)."""
+
+    def __init__(self, head: str, row: int, tail: str, place: str = ""):
+        self.head, self.row, self.tail, self.place = head, int(row), tail, place
+        super().__init__(f"{head}{self.row}{place}{tail}")
+
+    def __reduce__(self):  # pickles with its parts, so a worker's error reaches the client whole
+        return type(self), (self.head, self.row, self.tail, self.place)
+
+    def in_whole(self, offset: int, partition: int) -> "RowError":
+        """The same error at row ``offset + row`` of the whole data set (partition ``partition``)."""
+        return RowError(self.head, offset + self.row, self.tail, f" (partition {partition}, its row {self.row})")
+
+
 def _first_bad_row(mask) -> int:
     xp = get_xp(mask)
     rows = xp.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0]
@@ -208,15 +223,15 @@ def _check_finite(values, name):
     bad = ~xp.isfinite(values)
     if bool(bad.any()):
         row = _first_bad_row(bad)
-        raise ValueError(f"{name} has a non-finite value ({values[row].tolist()}) at row {row}: "
-                         f"{name} must be finite (no NaN or inf); drop or fix those rows")
+        raise RowError(f"{name} has a non-finite value ({values[row].tolist()}) at row ", row,
+                       f": {name} must be finite (no NaN or inf); drop or fix those rows")
 
 
 def _check_weights(weight, name, some_positive: bool = True):
     negative = weight < 0
     if bool(negative.any()):
         row = _first_bad_row(negative)
-        raise ValueError(f"{name} is negative ({float(weight[row])}) at row {row}: weights must be >= 0")
+        raise RowError(f"{name} is negative ({float(weight[row])}) at row ", row, ": weights must be >= 0")
     if some_positive and not bool((weight > 0).any()):
         raise ValueError(ALL_ZERO_WEIGHTS.format(name=name))
 
@@ -239,8 +254,8 @@ def _check_no_inf(X, name, feature_names):
     row = _first_bad_row(inf)
     column = int(xp.nonzero(inf[row])[0][0])
     label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
-    raise ValueError(f"{name} has an infinite value at row {begin + row}, {label}: replace it with NaN "
-                     f"(missing) or a finite number")
+    raise RowError(f"{name} has an infinite value at row ", begin + row, f", {label}: replace it with NaN "
+                   "(missing) or a finite number")
 
 
 def _is_dataframe(obj) -> bool:
@@ -255,20 +270,36 @@ def _is_sparse(obj) -> bool:
     return type(obj).__module__.startswith(("scipy.sparse", "cupyx.scipy.sparse"))
 
 
-def _dataframe_to_numpy(frame, name):
-    """A pandas (or cudf) DataFrame of numeric columns as (float32 numpy (or cupy) array, feature names)."""
+def check_columns(columns, dtypes, name: str) -> tuple[str, ...]:
+    """The feature names of a frame's ``columns``: unique, each of a numeric ``dtype``.
+
+    Used on a pandas or cudf frame, and on a dask DataFrame's metadata before anything is computed.
+    """
     import pandas as pd
 
-    names = tuple(str(column) for column in frame.columns)
+    names = tuple(str(column) for column in columns)
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"{name} has duplicate column names {twice}: rename them so each is unique")
-    for column, dtype in zip(names, frame.dtypes):
+    for column, dtype in zip(names, dtypes):
         if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
             hint = (" (categorical features are not supported yet: pass its codes, "
                     f"{name}[{column!r}].cat.codes)") if isinstance(dtype, pd.CategoricalDtype) else ""
             raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric{hint}; "
                             "convert it to numbers or drop it")
+    return names
+
+
+def check_not_sparse(value, name: str) -> None:
+    """Sparse matrices are refused by name (a sparse chunk type too, before any work)."""
+    if _is_sparse(value):
+        raise TypeError(f"{name} is a sparse matrix ({type(value).__name__}); sparse input is not "
+                        f"supported yet: pass {name}.toarray(), a dense array")
+
+
+def _dataframe_to_numpy(frame, name):
+    """A pandas (or cudf) DataFrame of numeric columns as (float32 numpy (or cupy) array, feature names)."""
+    names = check_columns(frame.columns, frame.dtypes, name)
     if _is_cudf(frame):  # stays on the GPU
         return frame.to_cupy(dtype=FEATURE_DTYPE, na_value=np.nan), names
     return frame.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan), names

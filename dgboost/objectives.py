@@ -11,6 +11,7 @@ import numpy as np
 
 from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
 from .backend import get_xp
+from .data import RowError
 from .params import TrainParams
 from .reduce import exact_sums
 
@@ -266,4 +267,4 @@ def _columns(*vectors):
 def _raise_for_first(bad, label, name, rule, xp):
     if bool(bad.any()):
         row = int(xp.nonzero(bad)[0][0])
-        raise ValueError(f"{name} has {float(label[row])!r} at row {row}: {rule}")
+        raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": {rule}")

@@ -41,6 +41,7 @@ import numpy as np
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
+from ..data import check_feature_names
 from ..training import Options, eval_entries
 from . import _shards
 from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
@@ -111,8 +112,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:
-        job_workers, shards, runs = _share_rows(client, futures, X, y, sample_weight, base_margin)
-        evals_of = _share_evals(client, futures, eval_specs, job_workers)
+        job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin)
+        evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers)
         # Every piece in memory before any rank starts: a rank occupies its worker's
         # thread, so a slice still to be cut there would wait for the whole job.
         distributed.wait([f for w in job_workers for f in shards[w]])
@@ -123,9 +124,9 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 
-def _share_rows(client, futures, X, y, weight, base_margin):
+def _share_rows(client, futures, params, X, y, weight, base_margin):
     """(the job's workers, each one's piece futures, each one's global row runs)."""
-    bundles = futures.track(_bundles(client, X, y, weight, base_margin, ""))
+    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, ""))
     lengths = _lengths(client, bundles)
     if sum(lengths) == 0:
         raise ValueError("X has no rows: training needs at least one")
@@ -143,7 +144,7 @@ def _share_rows(client, futures, X, y, weight, base_margin):
     return job_workers, shards, runs
 
 
-def _share_evals(client, futures, eval_specs, job_workers) -> dict[str, list[list]]:
+def _share_evals(client, futures, params, eval_specs, job_workers) -> dict[str, list[list]]:
     """Each job worker's bundles of each eval set (none for the training set, which it has)."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
     for index, (eval_X, eval_y, _, is_training) in enumerate(eval_specs):
@@ -151,7 +152,7 @@ def _share_evals(client, futures, eval_specs, job_workers) -> dict[str, list[lis
             for w in job_workers:
                 evals_of[w].append([])
             continue
-        parts = futures.track(_bundles(client, eval_X, eval_y, None, None, f"evals[{index}] "))
+        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] "))
         plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers), job_workers)
         for w in job_workers:
             evals_of[w].append([parts[i] for i in plan[w]])
@@ -184,6 +185,7 @@ def predict(client, booster: Booster, X, *, output_margin: bool = False):
     n_features = _shards.n_columns(X)
     if n_features is not None and n_features != booster.num_features:
         raise ValueError(f"X has {n_features} features but the model was trained on {booster.num_features}")
+    check_feature_names(booster.feature_names, _shards.column_names(X), "X")
     model = dask.delayed(booster, pure=False)  # one key: shipped to each worker once
     k = booster.n_outputs
     if _shards.is_dask_array(X):
@@ -303,6 +305,7 @@ def _check_evals(evals, X, y) -> list[tuple]:
             n, n_train = _shards.n_columns(eval_X), _shards.n_columns(X)
             if n is not None and n_train is not None and n != n_train:
                 raise ValueError(f"{where} X has {n} features but the training X has {n_train}")
+            check_feature_names(_shards.column_names(X), _shards.column_names(eval_X), f"{where} X")
         specs.append((eval_X, eval_y, name, is_training))
     return specs
 
@@ -330,21 +333,26 @@ class _Futures:
         self.held.clear()
 
 
-def _bundles(client, X, y, weight, base_margin, what: str) -> list:
-    """One future per row partition: (X, y, weight, base_margin) of that partition.
+def _bundles(client, params, X, y, weight, base_margin, what: str) -> list:
+    """One future per row partition: its X, y, weight and base_margin, validated where the
+    partition is (a Dataset, or the partition's bad input: see ``_lengths``).
 
     Keys are the job's own (not pure), so that a job's clean-up never cancels another's.
     """
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
-    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what)
+    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what, params)
                for i, (x, yy, w, m) in enumerate(zip(*parts))]
     return client.compute(bundles)
 
 
 def _lengths(client, bundles) -> list[int]:
-    return client.gather(client.map(_shards.bundle_rows, bundles, pure=True))
+    """Each partition's rows. Bad input in any partition is raised here, once, naming its row
+    in the whole data set, before any rank starts and without a traceback in a worker's log."""
+    summaries = client.gather(client.map(_shards.summarise, bundles, pure=True))
+    _shards.check_summaries(summaries)
+    return [summary.n_rows for summary in summaries]
 
 
 def _holders(client, futures, workers) -> list:

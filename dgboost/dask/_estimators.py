@@ -85,7 +85,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
     def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
         import dask
 
-        _shards.check_collection(y, "y", features=False, like=X)
+        _shards.check_collection(y, "y", features=False, like=X, numeric=False)
         (classes,) = dask.compute(_unique(y))
         params = self._train_params(self._learn_classes(np.unique(np.asarray(classes))))
         self._train(X, self._codes(y), params, sample_weight, base_margin, eval_set, verbose, init_model)

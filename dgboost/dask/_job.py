@@ -8,7 +8,7 @@ import time
 
 from ..callback import TrainingCallback
 from ..collective import CollectiveError, LocalCommunicator
-from ..data import ALL_ZERO_WEIGHTS, Dataset, RowSpans, check_feature_names, make_dataset
+from ..data import Dataset, RowSpans, check_feature_names, make_dataset
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module
 from ._shards import concat_bundles
@@ -46,12 +46,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     try:
         params = job.options.params
         objective = make_objective(params)
-        X, y, weight, base_margin = concat_bundles(shard)
-        training = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
-                                n_outputs=objective.n_outputs, shard=True)
-        objective.check_labels(training.label, "y")
-        _check_some_weight(training, host)
-        eval_sets = [_eval_set(index, name, is_training, parts, training, params, objective)
+        training = concat_bundles(shard)  # checked where each partition was made (_shards.make_bundle)
+        eval_sets = [_eval_set(index, name, is_training, parts, training, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
         xp = device_module(_worker_device(params.device))
         training = training.to(xp)
@@ -136,31 +132,16 @@ class _Phases:
         self._last = now
 
 
-def _check_some_weight(training: Dataset, host) -> None:
-    """Some row of the whole data set weighs more than 0 (one shard's may all be 0)."""
-    if training.weight is None:
-        return
-    import numpy as np
-
-    here = np.array([int(bool((training.weight > 0).any()))], dtype=np.int64)
-    if host.world_size > 1:
-        here = host.allreduce(here, "max")
-    if not here[0]:
-        raise ValueError(ALL_ZERO_WEIGHTS.format(name="sample_weight"))
-
-
-def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, params, objective):
+def _eval_set(index: int, name: str, is_training: bool, parts: list, training: Dataset, objective):
     if is_training:
         return EvalSet(name, training, is_training=True)
     where = f"evals[{index}] "
     if parts:
-        X, y, _, _ = concat_bundles(parts)
-        data = make_dataset(X, y, missing=params.missing, n_outputs=objective.n_outputs, where=where)
+        data = concat_bundles(parts)
         if data.n_features != training.n_features:
             raise ValueError(f"{where}X has {data.n_features} features but the training X has "
                              f"{training.n_features}")
         check_feature_names(training.feature_names, data.feature_names, f"{where}X")
-        objective.check_labels(data.label, f"{where}y")
     else:  # none of this eval set's rows are on this worker
         import numpy as np
 

@@ -1,8 +1,9 @@
 """Which rows each worker trains on: partitions found, checked, and shared out evenly.
 
 Plain functions of partition lengths and holders (``plan_shards``,
-``plan_evals``) decide; the rest turns dask collections into one future per
-partition (a *bundle*: the partition's X, y, weight and base_margin) and the
+``plan_evals``) decide; the rest checks dask collections' metadata, turns them
+into one future per partition (a *bundle*: the partition's X, y, weight and
+base_margin, validated as a ``data.Dataset`` where the partition is) and the
 plan into the futures each worker's task receives.
 """
 
@@ -13,6 +14,10 @@ import logging
 import math
 
 import numpy as np
+
+from ..backend import get_xp
+from ..data import ALL_ZERO_WEIGHTS, RowError, check_columns, check_not_sparse, make_dataset
+from ..objectives import make_objective
 
 logger = logging.getLogger("dgboost")
 
@@ -123,11 +128,12 @@ def is_dask_frame(value) -> bool:
         and not is_dask_array(value)
 
 
-def check_collection(value, name: str, *, features: bool, like=None) -> None:
+def check_collection(value, name: str, *, features: bool, like=None, numeric: bool = True) -> None:
     """Metadata checks of a dask collection, before anything is computed.
 
     ``features``: a 2-D X (array or DataFrame); else a per-row vector or margins.
     ``like``: the X whose partitions ``value`` must match.
+    ``numeric``: the values must be numbers (not so for class labels the caller encodes).
     """
     if is_dask_array(value):
         if features and value.ndim != 2:
@@ -139,17 +145,35 @@ def check_collection(value, name: str, *, features: bool, like=None) -> None:
                              f"shards by rows only; use {name}.rechunk({{1: -1}})")
         if features and any(not math.isnan(n) and n == 0 for n in value.shape):
             raise ValueError(f"{name} is empty (shape {value.shape}): give at least one row and one feature")
-        if not np.issubdtype(value.dtype, np.number) and value.dtype != np.bool_:
+        if numeric and not np.issubdtype(value.dtype, np.number) and value.dtype != np.bool_:
             raise TypeError(f"{name} has dtype {value.dtype}; dgboost needs numbers")
+        check_not_sparse(value._meta, f"{name}'s chunks")
     elif is_dask_frame(value):
-        if features and not hasattr(value, "columns"):
+        if features and not _is_frame(value):
             raise TypeError(f"{name} must be a dask DataFrame (or a 2-D dask array), got a dask Series")
+        if _is_frame(value):
+            check_columns(value.columns, value.dtypes, name)
+        elif numeric:
+            _check_numeric_series(value, name)
     else:
         kind = "a 2-D dask array or dask DataFrame" if features else "a dask array or dask Series"
         raise TypeError(f"{name} must be {kind} (dgboost.dask trains on dask collections; use "
                         f"dgboost.train for in-memory data), got {type(value).__name__}")
     if like is not None:
         _check_same_partitions(value, name, like)
+
+
+def _is_frame(value) -> bool:
+    """A dask DataFrame (not a Series, nor an array), told by its metadata."""
+    return is_dask_frame(value) and hasattr(value._meta, "columns")
+
+
+def _check_numeric_series(series, name: str) -> None:
+    import pandas as pd
+
+    if not (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)):
+        raise TypeError(f"{name} has dtype {series.dtype}, which is not numeric: convert it to numbers "
+                        f"(for class labels of any type, use dgboost.dask.DaskDGBClassifier)")
 
 
 def _check_same_partitions(value, name: str, like) -> None:
@@ -184,6 +208,11 @@ def partitions(value) -> list:
     return list(value.to_delayed())
 
 
+def column_names(value) -> tuple[str, ...] | None:
+    """A dask DataFrame's column names (the feature names dgboost gives them); None for an array."""
+    return tuple(str(c) for c in value.columns) if _is_frame(value) else None
+
+
 def n_columns(value) -> int | None:
     """Features of X when known without computing."""
     if is_dask_array(value):
@@ -192,49 +221,84 @@ def n_columns(value) -> int | None:
 
 
 # ---- tasks (run on the workers) -------------------------------------------------------------
+#
+# A bundle is one partition's rows as a validated ``data.Dataset``, made where the
+# partition is. Bad input is not raised there (the worker would log a traceback) but
+# returned as ``Rejected``; the client raises it once, with the row's place in the whole
+# data set, before any rank starts.
 
-def make_bundle(X, y, weight, base_margin, part: int, what: str):
-    """A partition's pieces as one tuple, their row counts checked against X's."""
-    n = len(X)
-    for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
-        if value is not None and len(value) != n:
-            raise ValueError(f"{what}{name}'s partition {part} has {len(value)} rows but X's has {n}: "
-                             f"give {what}{name} X's row partitioning")
-    return X, y, weight, base_margin
+@dataclasses.dataclass(frozen=True)
+class Rejected:
+    """A partition whose input is bad, with the error the client raises."""
+
+    error: Exception
+    n_rows: int
 
 
-def bundle_rows(bundle) -> int:
-    return len(bundle[0])
+def make_bundle(X, y, weight, base_margin, part: int, what: str, params):
+    """A partition's rows checked and converted as ``dgboost.train`` checks its input
+    (``data.make_dataset``, the objective's label rule): a Dataset, or Rejected."""
+    try:
+        n = len(X)
+        for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
+            if value is not None and len(value) != n:
+                raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n}: give {what}{name} "
+                                 "X's row partitioning")
+        objective = make_objective(params)
+        data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
+                            n_outputs=objective.n_outputs, where=what, allow_empty=True, shard=True)
+        if data.label is not None:
+            objective.check_labels(data.label, f"{what}y")
+        return data
+    except (ValueError, TypeError) as error:
+        return Rejected(error, len(X))
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the client learns of a bundle: its rows, its bad input, whether a row weighs anything."""
+
+    n_rows: int
+    error: Exception | None = None
+    some_weight: bool = True
+
+
+def summarise(bundle) -> Summary:
+    if isinstance(bundle, Rejected):
+        return Summary(bundle.n_rows, bundle.error)
+    return Summary(bundle.n_rows, some_weight=bundle.weight is None or bool((bundle.weight > 0).any()))
+
+
+def check_summaries(summaries: list[Summary]) -> None:
+    """Raise the error of the first rejected partition, a row named by its place in the
+    whole data set; or the error of weights that are zero on every row of every partition."""
+    offset = 0
+    for part, summary in enumerate(summaries):
+        if isinstance(summary.error, RowError):
+            raise summary.error.in_whole(offset, part)
+        if summary.error is not None:
+            raise type(summary.error)(f"{summary.error} (partition {part})")
+        offset += summary.n_rows
+    if not any(summary.some_weight for summary in summaries):
+        raise ValueError(ALL_ZERO_WEIGHTS.format(name="sample_weight"))
 
 
 def slice_bundle(bundle, start: int, stop: int):
-    """Rows [start, stop) of every piece of a bundle (copies: the slice travels alone)."""
-    return tuple(None if v is None else _rows(v, start, stop) for v in bundle)
-
-
-def _rows(value, start: int, stop: int):
-    if hasattr(value, "iloc"):
-        return value.iloc[start:stop].copy()
-    return value[start:stop].copy()
+    """Rows [start, stop) of a bundle (copies: the slice travels alone)."""
+    rows = lambda a: None if a is None else a[start:stop].copy()  # noqa: E731
+    return dataclasses.replace(bundle, X=rows(bundle.X), label=rows(bundle.label), weight=rows(bundle.weight),
+                               base_margin=rows(bundle.base_margin))
 
 
 def concat_bundles(bundles):
-    """One (X, y, weight, base_margin) from a worker's bundles, in order."""
+    """One Dataset of a worker's bundles, in order."""
     if len(bundles) == 1:
         return bundles[0]
-    return tuple(None if bundles[0][k] is None else _concat([b[k] for b in bundles]) for k in range(4))
+    first = bundles[0]
+    xp = get_xp(first.X)
 
+    def joined(name):
+        return None if getattr(first, name) is None else xp.concatenate([getattr(b, name) for b in bundles])
 
-def _concat(values):
-    first = values[0]
-    if hasattr(first, "iloc"):
-        if type(first).__module__.startswith("cudf"):
-            import cudf
-
-            return cudf.concat(values)
-        import pandas as pd
-
-        return pd.concat(values)
-    from ..backend import get_xp
-
-    return get_xp(first).concatenate(values)
+    return dataclasses.replace(first, X=joined("X"), label=joined("label"), weight=joined("weight"),
+                               base_margin=joined("base_margin"))

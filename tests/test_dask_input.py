@@ -1,0 +1,227 @@
+"""Bad input to dgboost.dask on a CPU LocalCluster: what the collections' metadata tells is
+refused on the client before anything is computed; what needs the data is found where each
+partition is, before any rank starts, and raised once on the client naming the row's place
+in the whole data set. No worker logs a traceback ("Compute Failed") for bad input."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+distributed = pytest.importorskip("distributed")
+
+import dgboost  # noqa: E402
+import dgboost.dask  # noqa: E402
+
+N_ROWS = 1000
+
+
+@pytest.fixture(scope="module")
+def client():
+    # Workers log at WARNING, so a failed task's "Compute Failed" (an ERROR) would show.
+    with dgboost.dask.local_cluster("cpu", 2, threads_per_worker=1, silence_logs=logging.WARNING) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((N_ROWS, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture
+def quiet_workers(client, capfd):
+    """Yields; then checks that no worker logged a failed task or a traceback, in its log
+    or on the terminal the test runs in."""
+    def failures():
+        return sum("Compute Failed" in message or "Traceback" in message
+                   for logs in client.get_worker_logs().values() for _, message in logs)
+
+    before = failures()
+    yield
+    assert failures() == before, "a worker logged a failed task"
+    captured = capfd.readouterr()
+    assert "Compute Failed" not in captured.err + captured.out
+
+
+def _chunked(values, chunks=250):
+    return da.from_array(values, chunks=(chunks,) + values.shape[1:])
+
+
+def _train(client, X, y, **kwargs):
+    params = kwargs.pop("params", {"objective": "binary:logistic"})
+    return dgboost.dask.train(client, params, X, y, num_boost_round=2, **kwargs)
+
+
+# ---- found in the data: one message, the global row, no worker traceback ---------------------------
+
+def _nan_label(X, y):
+    y = y.copy()
+    y[999] = np.nan
+    return {"y": _chunked(y)}
+
+
+def _bad_class(X, y):
+    y = y.copy()
+    y[640] = 3.0
+    return {"y": _chunked(y)}
+
+
+def _negative_weight(X, y):
+    weight = np.ones(N_ROWS, np.float32)
+    weight[510] = -1.0
+    return {"sample_weight": _chunked(weight)}
+
+
+def _infinite_feature(X, y):
+    X = X.copy()
+    X[777, 2] = np.inf
+    return {"X": _chunked(X)}
+
+
+def _nan_margin(X, y):
+    margin = np.zeros(N_ROWS, np.float32)
+    margin[260] = np.nan
+    return {"base_margin": _chunked(margin)}
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_nan_label, "y has a non-finite value (nan) at row 999 (partition 3, its row 249): y must be finite"),
+    (_bad_class, "y has 3.0 at row 640 (partition 2, its row 140): labels must be 0 or 1"),
+    (_negative_weight, "sample_weight is negative (-1.0) at row 510 (partition 2, its row 10): weights must be >= 0"),
+    (_infinite_feature, "X has an infinite value at row 777 (partition 3, its row 27), column 2: replace it"),
+    (_nan_margin, "base_margin has a non-finite value ([nan]) at row 260 (partition 1, its row 10)"),
+], ids=lambda v: getattr(v, "__name__", "")[1:])
+def test_bad_values_name_the_global_row_once(client, data, quiet_workers, damage, message):
+    X, y = data
+    inputs = {"X": _chunked(X), "y": _chunked(y), **damage(X, y)}
+    with pytest.raises(ValueError) as raised:
+        _train(client, inputs.pop("X"), inputs.pop("y"), **inputs)
+    assert str(raised.value).startswith(message)
+
+
+def test_weights_that_are_zero_everywhere_are_refused_once(client, data, quiet_workers):
+    X, y = data
+    with pytest.raises(ValueError, match="sample_weight is zero for every row"):
+        _train(client, _chunked(X), _chunked(y), sample_weight=_chunked(np.zeros(N_ROWS, np.float32)))
+
+
+def test_the_first_bad_row_of_the_whole_set_is_named(client, data, quiet_workers):
+    """Two partitions with bad labels: the one earlier in the data set is reported."""
+    X, y = data
+    bad = y.copy()
+    bad[[900, 300]] = np.nan
+    with pytest.raises(ValueError, match=r"at row 300 \(partition 1, its row 50\)"):
+        _train(client, _chunked(X), _chunked(bad))
+
+
+def test_bad_eval_set_values_name_the_eval_set_and_its_row(client, data, quiet_workers):
+    X, y = data
+    y_valid = y.copy()
+    y_valid[420] = 0.5
+    with pytest.raises(ValueError, match=r"evals\[0\] y has 0.5 at row 420 \(partition 1, its row 120\): labels "
+                                         "must be 0 or 1"):
+        _train(client, _chunked(X), _chunked(y), evals=[(_chunked(X, 300), _chunked(y_valid, 300), "valid")])
+
+
+def test_a_dataframe_partition_of_the_wrong_type_names_its_partition(client, data, quiet_workers):
+    """Metadata that says float but a partition that holds text (read_csv infers from a sample)."""
+    X, y = data
+    frames = [pd.DataFrame(X[i:i + 250], columns=list("abcd")) for i in range(0, N_ROWS, 250)]
+    frames[2]["c"] = frames[2]["c"].astype(str)
+    meta = frames[0].iloc[:0]
+    dX = dd.from_delayed([dask.delayed(lambda f: f)(f) for f in frames], meta=meta, verify_meta=False)
+    with pytest.raises(TypeError, match=r"X column 'c' has dtype .*, which is not numeric.*\(partition 2\)"):
+        _train(client, dX, dd.from_pandas(pd.Series(y), npartitions=4))
+
+
+# ---- found in the metadata: refused before anything is computed ----------------------------------
+
+@pytest.fixture
+def nothing_computed(client):
+    """Yields; then checks that the scheduler ran no task meanwhile."""
+    def tasks_run():
+        return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+
+    deadline = time.monotonic() + 10  # an earlier test's futures may still be being released
+    while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = tasks_run()
+    yield
+    assert tasks_run() == before, "tasks ran for input the metadata shows to be bad"
+
+
+def _frame(X, y):
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    return dd.from_pandas(frame, npartitions=4), dd.from_pandas(pd.Series(y, name="label"), npartitions=4)
+
+
+def test_a_string_column_is_refused_on_the_client(client, data, nothing_computed):
+    X, y = data
+    dX, dy = _frame(X, y)
+    dX = dX.assign(b=dX["b"].astype(str))
+    with pytest.raises(TypeError, match="X column 'b' has dtype .*not numeric; convert it to numbers or drop it"):
+        _train(client, dX, dy)
+
+
+def test_a_category_column_is_refused_with_the_codes_as_the_fix(client, data, nothing_computed):
+    X, y = data
+    dX, dy = _frame(X, y)
+    dX = dX.assign(d=(dX["d"] > 0).astype("category"))
+    with pytest.raises(TypeError, match=r"column 'd' has dtype category.*X\['d'\].cat.codes"):
+        _train(client, dX, dy)
+
+
+def test_string_labels_are_refused_on_the_client(client, data, nothing_computed):
+    X, y = data
+    dX, dy = _frame(X, y)
+    with pytest.raises(TypeError, match="y has dtype .*not numeric.*DaskDGBClassifier"):
+        _train(client, dX, dy.astype(str))
+
+
+def test_sparse_chunks_are_refused_on_the_client(client, data, nothing_computed):
+    sparse = pytest.importorskip("scipy.sparse")
+    X, y = data
+    dX = _chunked(X).map_blocks(sparse.csr_matrix, meta=sparse.csr_matrix((0, 0), dtype=np.float32))
+    with pytest.raises(TypeError, match="X's chunks is a sparse matrix.*not supported yet"):
+        _train(client, dX, _chunked(y))
+
+
+def test_eval_set_columns_other_than_the_training_ones_are_refused(client, data, nothing_computed):
+    X, y = data
+    dX, dy = _frame(X, y)
+    renamed = dX.rename(columns={"a": "z"})
+    with pytest.raises(ValueError, match=r"evals\[0\] X columns do not match the training features"):
+        _train(client, dX, dy, evals=[(renamed, dy, "valid")])
+
+
+def test_predict_refuses_what_the_model_cannot_take(client, data, nothing_computed):
+    X, y = data
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    booster = dgboost.train({"objective": "binary:logistic"}, frame, y, num_boost_round=2)
+    dX, _ = _frame(X, y)
+    with pytest.raises(ValueError, match="X has 3 features but the model was trained on 4"):
+        dgboost.dask.predict(client, booster, _chunked(X[:, :3]))
+    with pytest.raises(TypeError, match="X column 'c' has dtype .*not numeric"):
+        dgboost.dask.predict(client, booster, dX.assign(c=dX["c"].astype(str)))
+    with pytest.raises(ValueError, match=r"missing \['a'\], unexpected \['z'\]"):
+        dgboost.dask.predict(client, booster, dX.rename(columns={"a": "z"}))
+
+
+def test_the_cluster_trains_after_bad_input(client, data, tmp_path):
+    """Nothing is left behind by the rejected jobs: no task, no lock."""
+    X, y = data
+    assert not any(client.processing().values())
+    booster = _train(client, _chunked(X), _chunked(y))
+    expected = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=2)
+    assert booster.save_raw() == expected.save_raw()
