@@ -13,8 +13,8 @@ Scenarios (``--scenario``):
   (cuts and the compressed matrix: ``num_boost_round=0``) on the full rows,
   twice: a cost that depends on the data's size shows here;
 - ``predict``: train ``--trees`` rounds on ``--predict-train-rows`` rows, then
-  predict ``--predict-rows`` rows, twice; then a model loaded from its file,
-  predicted twice.
+  predict ``--predict-rows`` rows, twice;
+- ``serve``: a new process loads that model from its file and predicts, twice.
 
 With ``--profile`` each first call also records cProfile's top functions, the
 kernels NVRTC compiled and the page-locked allocations made, to show where the
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-SCENARIOS = ("train", "grow", "predict")
+SCENARIOS = ("train", "grow", "predict", "serve")
 
 
 def main(argv=None) -> int:
@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true", help="record where each first call's time goes")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="folder for first_call.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_run_child(args)))
@@ -59,6 +60,7 @@ def main(argv=None) -> int:
     results = {}
     with tempfile.TemporaryDirectory(prefix="dgboost-cupy-cache-") as cache, \
             tempfile.TemporaryDirectory(prefix="dgboost-pycache-") as bytecode:
+        args.model = str(pathlib.Path(bytecode) / "model.json")  # written by 'predict', read by 'serve'
         for scenario in args.scenario:
             for cache_state in ("cold", "warm"):
                 if cache_state == "cold":  # each scenario starts from an empty cache
@@ -93,7 +95,7 @@ def _own_options(args) -> list[str]:
     return ["--device", args.device, "--rows", str(args.rows), "--features", str(args.features),
             "--rounds", str(args.rounds), "--warmup-rows", str(args.warmup_rows), "--trees", str(args.trees),
             "--predict-train-rows", str(args.predict_train_rows), "--predict-rows", str(args.predict_rows),
-            *(["--profile"] if args.profile else [])]
+            "--model", args.model, *(["--profile"] if args.profile else [])]
 
 
 # ---- in the child process ---------------------------------------------------------------------
@@ -125,21 +127,27 @@ def _run_child(args) -> dict:
         result["warmup_seconds"] = probe.timed(lambda: dgboost.train(params, X_small, y_small, num_boost_round=10))
         X, y = data(args.rows)
         result.update(probe.first_and_again("setup", lambda: dgboost.train(params, X, y, num_boost_round=0)))
-    else:
+    elif args.child == "predict":
         X, y = data(args.predict_train_rows)
         booster = dgboost.train(params, X, y, num_boost_round=args.trees)
-        rows = X[:args.predict_rows]
-        if probe.gpu:  # the rows on the device: predicted there
-            import cupy
-
-            rows = cupy.asarray(rows)
-        result.update(probe.first_and_again("predict", lambda: booster.predict(rows)))
-        with tempfile.TemporaryDirectory() as folder:
-            path = pathlib.Path(folder) / "model.json"
-            booster.save_model(path)
-            loaded = dgboost.Booster.load_model(path)
-        result.update(probe.first_and_again("predict_loaded", lambda: loaded.predict(rows)))
+        booster.save_model(args.model)
+        result.update(probe.first_and_again("predict", lambda: booster.predict(_rows(probe, X, args))))
+    else:  # serve: a new process loads the model and predicts
+        X, _ = data(args.predict_train_rows)
+        rows = _rows(probe, X, args)
+        loaded = dgboost.Booster.load_model(args.model)
+        result.update(probe.first_and_again("serve", lambda: loaded.predict(rows)))
     return result
+
+
+def _rows(probe, X, args):
+    """The rows to predict, on the device for a GPU run (predicted there)."""
+    rows = X[:args.predict_rows]
+    if probe.gpu:
+        import cupy
+
+        rows = cupy.asarray(rows)
+    return rows
 
 
 class _Probe:
@@ -181,30 +189,21 @@ class _Probe:
         return round(time.perf_counter() - started, 4)
 
     def first_and_again(self, name: str, call) -> dict:
-        record = {}
-        if self.profile:
-            import cProfile
-            import io
-            import pstats
+        if not self.profile:
+            first, again = self.timed(call), self.timed(call)
+            return {f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4)}
+        import cProfile
+        import pstats
 
-            self.compiled.clear()
-            self.pinned.clear()
-            self.imports.clear()
-            profiler = cProfile.Profile()
-            first = self.timed(lambda: profiler.runcall(call))
-            text = io.StringIO()
-            stats = pstats.Stats(profiler, stream=text)
-            stats.sort_stats("cumulative").print_stats(30)
-            stats.sort_stats("tottime").print_stats(20)
-            record[f"{name}_profile"] = [line for line in text.getvalue().splitlines() if line.strip()]
-            record[f"{name}_imports"] = list(self.imports)
-            record[f"{name}_compiled"] = list(self.compiled)
-            record[f"{name}_pinned"] = list(self.pinned)
-        else:
-            first = self.timed(call)
-        again = self.timed(call)
-        record.update({f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4)})
-        return record
+        self.compiled.clear()
+        self.pinned.clear()
+        self.imports.clear()
+        profiles = [cProfile.Profile(), cProfile.Profile()]
+        first, again = (self.timed(lambda p=p: p.runcall(call)) for p in profiles)
+        return {f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4),
+                f"{name}_extra": _extra_time(*(pstats.Stats(p).stats for p in profiles)),
+                f"{name}_compiled": list(self.compiled), f"{name}_pinned": list(self.pinned),
+                f"{name}_imports": list(self.imports)}
 
     def _watch_cupy(self, cupy):
         """Note every NVRTC compile (kernel name, seconds) and page-locked allocation (bytes, seconds)."""
@@ -249,6 +248,17 @@ class _ImportWatch:
         return None
 
 
+def _extra_time(first: dict, again: dict, top: int = 20) -> list:
+    """The functions whose own time the first call spent beyond the repeated call's:
+    [[seconds more, calls first, calls again, 'file:line(function)']], most first."""
+    rows = []
+    for key, (_, calls, own, _, _) in first.items():
+        _, calls_again, own_again, _, _ = again.get(key, (0, 0, 0.0, 0.0, {}))
+        where = f"{pathlib.Path(key[0]).name}:{key[1]}({key[2]})"
+        rows.append([round(own - own_again, 4), calls, calls_again, where])
+    return sorted(rows, reverse=True)[:top]
+
+
 def _print_table(results: dict) -> None:
     print("| scenario | cache | first | again | added |")
     print("|---|---|---|---|---|")
@@ -257,7 +267,7 @@ def _print_table(results: dict) -> None:
               f"{result['context_seconds']:.3f} s / {result['cupyx_import_seconds']:.3f} s | | |")
     for key, result in results.items():
         scenario, cache = key.split("/")
-        for name in ("train", "setup", "predict", "predict_loaded"):
+        for name in ("train", "setup", "predict", "serve"):
             if f"{name}_first" in result:
                 print(f"| {scenario}: {name} | {cache} | {result[f'{name}_first']:.4f} s | "
                       f"{result[f'{name}_again']:.4f} s | {result[f'{name}_added']:.4f} s |")

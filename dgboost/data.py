@@ -16,11 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
-from .backend import asarray, get_xp, is_cupy_array, row_chunks
-
-#: Cells of X checked for infinities at a time: bounds the check's temporary memory.
-_CHECK_CELLS = 1 << 24
-
+from .backend import asarray, get_xp, is_cupy_array
+from .kernels import first_infinite
 
 @dataclasses.dataclass(frozen=True)
 class RowSpans:
@@ -241,20 +238,13 @@ ALL_ZERO_WEIGHTS = "{name} is zero for every row: at least one row must weigh mo
 
 
 def _check_no_inf(X, name, feature_names):
-    """Reject infinities, looking at ``_CHECK_CELLS`` cells at a time (no full-size mask)."""
-    if X.shape[0] == 0:
+    """Reject infinities (one pass of kernels.first_infinite: no full-size mask)."""
+    index = first_infinite(X)
+    if index < 0:
         return
-    xp = get_xp(X)
-    step = max(1, _CHECK_CELLS // X.shape[1])
-    found = xp.stack([xp.isinf(chunk).any() for chunk in row_chunks(X, step)])
-    if not bool(found.any()):
-        return
-    begin = int(xp.argmax(found)) * step
-    inf = xp.isinf(X[begin:begin + step])
-    row = _first_bad_row(inf)
-    column = int(xp.nonzero(inf[row])[0][0])
+    row, column = divmod(index, X.shape[1])
     label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
-    raise RowError(f"{name} has an infinite value at row ", begin + row, f", {label}: replace it with NaN "
+    raise RowError(f"{name} has an infinite value at row ", row, f", {label}: replace it with NaN "
                    "(missing) or a finite number")
 
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import dgboost
-from dgboost import data
+from dgboost.kernels import cpu
 from dgboost.data import make_dataset
 
 PARAMS = {"objective": "binary:logistic"}
@@ -109,7 +109,7 @@ def test_categorical_column_says_how_to_fix():
 
 @pytest.mark.parametrize("cells_at_a_time", [1 << 24, 7])
 def test_inf_in_features_names_row_and_column(monkeypatch, cells_at_a_time):
-    monkeypatch.setattr(data, "_CHECK_CELLS", cells_at_a_time)  # 7: two rows a chunk
+    monkeypatch.setattr(cpu, "_INFINITE_CHUNK_CELLS", cells_at_a_time)  # 7: about two rows a chunk
     X, y = _xy()
     X[6, 2] = -np.inf
     X[9, 0] = np.inf

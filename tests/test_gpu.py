@@ -379,3 +379,16 @@ def test_the_forest_is_built_without_per_tree_work_and_walks_as_before():
     assert forest.depth == max(tree.depth for tree in booster.trees)
     np.testing.assert_array_equal(booster.predict(cp.asarray(X[:700]), output_margin=True).get(),
                                   booster.predict(X[:700], output_margin=True))
+
+
+@pytest.mark.parametrize("shape, infinities", [((1, 1), []), ((1000, 28), []), ((1000, 28), [(999, 27)]),
+                                               ((70_001, 9), [(5, 3), (40_000, 0), (5, 8)]),
+                                               ((3, 5), [(0, 0)])])
+def test_first_infinite_equals_its_twin(shape, infinities):
+    X = np.random.default_rng(len(infinities)).standard_normal(shape).astype(np.float32)
+    X[X > 2.5] = np.nan
+    for number, (row, column) in enumerate(infinities):
+        X[row, column] = np.inf if number % 2 else -np.inf
+    expected = cpu.first_infinite(X)
+    assert cuda.first_infinite(cp.asarray(X)) == expected
+    assert expected == (min(r * shape[1] + c for r, c in infinities) if infinities else -1)

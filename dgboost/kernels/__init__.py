@@ -29,6 +29,7 @@ def _dispatch(reference):
 
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
+first_infinite = _dispatch(cpu.first_infinite)
 gradient_bounds = _dispatch(cpu.gradient_bounds)
 gradient_sums = _dispatch(cpu.gradient_sums)
 next_frontier = _dispatch(cpu.next_frontier)
@@ -47,6 +48,7 @@ __all__ = [
     "Regularisation",
     "build_histograms",
     "evaluate_splits",
+    "first_infinite",
     "gradient_bounds",
     "gradient_sums",
     "next_frontier",

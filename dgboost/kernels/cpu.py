@@ -80,6 +80,30 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     return packed
 
 
+#: Cells first_infinite looks at a time: bounds its temporary mask.
+_INFINITE_CHUNK_CELLS = 1 << 24
+
+
+def first_infinite(X):
+    """Where the first infinite value of ``X`` is, in row-major order.
+
+    Parameters
+    ----------
+    X : array of shape (n_rows, n_features), float32, C-contiguous     # IN
+
+    Returns
+    -------
+    int: the flat index ``row * n_features + column`` of the first +inf or -inf, or -1.
+    """
+    xp = get_xp(X)
+    flat = X.reshape(-1)
+    for begin in range(0, flat.shape[0], _INFINITE_CHUNK_CELLS):
+        infinite = xp.isinf(flat[begin:begin + _INFINITE_CHUNK_CELLS])
+        if bool(infinite.any()):
+            return begin + int(xp.argmax(infinite))
+    return -1
+
+
 def unpack(packed, bits, cells_per_word, n_features):
     """Bin ids from packed words: (n_rows, n_features) int32."""
     xp = get_xp(packed)

@@ -93,6 +93,21 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     return packed
 
 
+def first_infinite(X):
+    import cupy
+
+    from ..backend import to_numpy
+
+    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
+    n_cells = int(X.size)
+    first = cupy.full(1, n_cells, dtype=np.uint64)  # no infinity: the end
+    if n_cells:
+        _kernel("quantise.cu", "first_infinite")((min(_REDUCE_BLOCKS, _blocks(n_cells)),), (_BLOCK,),
+                                                 (X, np.int64(n_cells), first))
+    index = int(to_numpy(first)[0])
+    return -1 if index == n_cells else index
+
+
 @dataclasses.dataclass(frozen=True)
 class _HistogramPlan:
     """How build_histograms covers a matrix: its feature groups and its grid."""

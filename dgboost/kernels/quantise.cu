@@ -1,4 +1,5 @@
-// Quantise and bit-pack a float32 matrix in one pass (twin: cpu.quantise_and_pack).
+// The input matrix's kernels: find its first infinity (twin: cpu.first_infinite), then
+// quantise and bit-pack it in one pass (twin: cpu.quantise_and_pack).
 #include "common.cuh"
 
 // One thread per (row, word). A cell's bin is the number of the feature's cuts
@@ -30,4 +31,17 @@ extern "C" __global__ void quantise_and_pack(
         word |= bin << (cell * bits);
     }
     packed[item] = word;
+}
+
+// The least flat index of a +-inf cell, by atomicMin over a grid-stride pass (`first` starts
+// at n_cells, meaning none). A thread stops at its first infinity: later ones of its own are larger.
+extern "C" __global__ void first_infinite(const float* __restrict__ X, const i64 n_cells, u64* __restrict__ first)
+{
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 cell = (i64)blockIdx.x * blockDim.x + threadIdx.x; cell < n_cells; cell += stride) {
+        if (isinf(X[cell])) {
+            atomicMin(first, (u64)cell);
+            return;
+        }
+    }
 }
