@@ -4,6 +4,9 @@ Sources are the ``*.cu`` files beside this module, compiled by NVRTC through
 ``cupy.RawModule`` once per device (cupy also caches the binaries on disk).
 They are compiled with ``--fmad=false``: a fused multiply-add rounds once
 where the NumPy twin rounds twice, and the split gains must be the same bits.
+The sources with no multiply to fuse (``_NOTHING_TO_FUSE``) take CuPy's own
+options instead, so a process that only predicts makes no compiler set-up of
+dgboost's own (CuPy checks NVRTC once per option set in a process: 19 ms).
 
 cupy is imported inside the functions: importing this module needs no GPU.
 """
@@ -23,7 +26,10 @@ from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisa
 _RECORD_WIDTH = len(RECORD_COLUMNS)
 
 _SOURCES = pathlib.Path(__file__).resolve().parent
-_OPTIONS = ("--std=c++17", "--fmad=false", f"-I{_SOURCES}")
+_HEADER = "common.cuh"
+#: Sources whose floating-point arithmetic is comparisons and single additions (nothing a
+#: fused multiply-add could round differently from the twin).
+_NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu"})
 
 #: Threads per block of the row-parallel kernels.
 _BLOCK = 256
@@ -51,8 +57,16 @@ def _function(source: str, name: str, device: int):
     """A compiled kernel of ``source`` for ``device`` (the current device when called)."""
     import cupy
 
-    module = cupy.RawModule(code=(_SOURCES / source).read_text(), options=_OPTIONS)
-    return module.get_function(name)
+    options = () if source in _NOTHING_TO_FUSE else ("--fmad=false",)
+    return cupy.RawModule(code=_code(source), options=options).get_function(name)
+
+
+def _code(source: str) -> str:
+    """``source`` with the shared header written in place of its #include (no -I option, so the
+    options stay CuPy's own where no others are needed)."""
+    header = "".join(line for line in (_SOURCES / _HEADER).read_text().splitlines(keepends=True)
+                     if line.strip() != "#pragma once")
+    return (_SOURCES / source).read_text().replace(f'#include "{_HEADER}"\n', header)
 
 
 def _kernel(source: str, name: str):
