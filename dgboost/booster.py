@@ -267,8 +267,11 @@ class Booster:
     def load_model(cls, self, path):
         """Read a model written by ``save_model``; a damaged or foreign file raises ValueError."""
         path = os.fspath(path)
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
+        try:
+            with open(path, encoding="utf-8") as stream:
+                text = stream.read()
+        except UnicodeDecodeError:  # a binary file: XGBoost's UBJSON, a pickle, ...
+            raise ValueError(f"{path} is not a dgboost model (not JSON text, but binary)") from None
         loaded = cls._from_document(_parse(text, path), path)
         if self is None:
             return loaded

@@ -7,6 +7,8 @@ Exit codes: 0 done, 2 bad usage or bad input (a message, no traceback),
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 import time
 
@@ -120,8 +122,10 @@ def _train(args) -> int:
     config = load_config(args.config, args.overrides)
     if args.quiet:
         config["verbose_eval"] = False
-    with client_for(args.scheduler, args.scheduler_file, str(config.get("device", "cpu"))) as client:
-        summary = train_job(config, client)
+    if args.plot:
+        _check_plot(args.plot, config)
+    connect = functools.partial(client_for, args.scheduler, args.scheduler_file, str(config.get("device", "cpu")))
+    summary = train_job(config, connect)
     print(f"trained {summary['rounds']} rounds; model written to {summary['model']}, evaluation to "
           f"{evaluation_path(summary['model'])}")
     if args.plot:
@@ -130,19 +134,34 @@ def _train(args) -> int:
     return 0
 
 
-def _plot_curves(evals_result: dict, path: str) -> None:
+def _check_plot(path: str, config: dict) -> None:
+    """What would stop ``--plot``, found before training rather than after it."""
+    from .jobs import check_output
+
     try:
-        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         raise ValueError("--plot needs matplotlib: pip install 'dgboost[plot]'") from None
+    if not config.get("evals"):
+        raise ValueError("--plot needs eval sets: give the config an [evals] table")
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix and suffix not in FigureCanvasBase.get_supported_filetypes():
+        raise ValueError(f"--plot {path}: matplotlib cannot write .{suffix} files: give a .png, .svg or .pdf path")
+    check_output(path, "--plot")
+
+
+def _plot_curves(evals_result: dict, path: str) -> None:
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from .plotting import plot_metric
 
     metrics = list(dict.fromkeys(m for curves in evals_result.values() for m in curves))
-    if not metrics:
-        raise ValueError("--plot needs eval sets: give the config an [evals] table")
+    if not metrics:  # disable_default_eval_metric without an eval_metric
+        raise ValueError("--plot has no metric to draw: give the config an eval_metric")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # as the model's directory is made
     figure, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         plot_metric(evals_result, metric, ax=ax)
@@ -154,8 +173,8 @@ def _plot_curves(evals_result: dict, path: str) -> None:
 def _predict(args) -> int:
     from .jobs import client_for, predict_job
 
-    with client_for(args.scheduler, args.scheduler_file, "cpu") as client:
-        rows = predict_job(args.model, args.data, args.out, client, {})
+    rows = predict_job(args.model, args.data, args.out,
+                       functools.partial(client_for, args.scheduler, args.scheduler_file, "cpu"), {})
     print(f"wrote {rows} predictions to {args.out}")
     return 0
 
@@ -166,8 +185,8 @@ def _evaluate(args) -> int:
     from .jobs import client_for, evaluate_job
 
     config = {"label_column": args.label_column, "weight_column": args.weight_column}
-    with client_for(args.scheduler, args.scheduler_file, "cpu") as client:
-        result = evaluate_job(args.model, args.data, client, config)
+    result = evaluate_job(args.model, args.data,
+                          functools.partial(client_for, args.scheduler, args.scheduler_file, "cpu"), config)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -191,6 +210,8 @@ def _demo(args) -> int:
     device = args.device
     if device == "auto":
         device = "cuda" if cuda_device_count() else "cpu"
+    if device == "cuda":
+        _check_gpus(args.workers)
     workers = args.workers or (cuda_device_count() if device == "cuda" else 2)
     say = (lambda *a: None) if args.quiet else print
     say(f"dgboost {__version__} demo: higgs-like data, {args.rows} training and {args.test_rows} "
@@ -222,6 +243,18 @@ def _demo(args) -> int:
     return 0
 
 
+def _check_gpus(workers: int | None) -> None:
+    """``--device cuda`` needs a GPU, and one for each of ``--workers``."""
+    from .backend import cuda_device_count
+
+    found = cuda_device_count()
+    if not found:
+        raise ValueError("--device cuda: no CUDA GPU found: use --device cpu (or auto)")
+    if workers and workers > found:
+        raise ValueError(f"--workers {workers}: --device cuda runs a worker per GPU and {found} were found: "
+                         f"give --workers {found} or fewer")
+
+
 def _info(args) -> int:
     import importlib
     import platform
@@ -245,13 +278,9 @@ def _info(args) -> int:
             name = properties["name"].decode() if isinstance(properties["name"], bytes) else properties["name"]
             print(f"  {index}: {name}, {properties['totalGlobalMem'] / 2**30:.0f} GiB")
     if args.scheduler:
-        import distributed
+        from .jobs import scheduler_client
 
-        try:
-            client = distributed.Client(args.scheduler, timeout="10s")
-        except OSError as error:
-            raise ValueError(f"--scheduler {args.scheduler}: no Dask scheduler answered ({error})") from None
-        with client:
+        with scheduler_client(args.scheduler, None) as client:
             workers = client.scheduler_info(n_workers=-1)["workers"]
             print(f"cluster {args.scheduler}: {len(workers)} workers")
             for address, worker in sorted(workers.items()):

@@ -4,17 +4,27 @@ A config file is TOML; command-line ``key=value`` pairs override its keys
 (values parse as TOML: ``max_depth=8``, ``eta=0.05``, ``device="cuda"``). Tables
 are CSV or Parquet files (or directories of Parquet parts), local paths or
 fsspec URLs, read with dask.dataframe.
+
+Each job checks all of its input (the config's keys, the model file, the tables'
+first rows, that the outputs can be written) before it calls ``connect``, the
+function that opens its Dask client, so bad input fails at once, with a
+ValueError naming the argument, and not after a cluster has started.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pathlib
+import time
 
 #: Config keys that are not training parameters.
 JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns", "model", "num_boost_round",
             "early_stopping_rounds", "verbose_eval")
+
+_TABLE_FIX = "give the path of a .csv or .parquet table (or a directory of Parquet parts)"
+_MODEL_FIX = "give a model file written by dgboost train or Booster.save_model"
 
 
 def load_config(path, overrides) -> dict:
@@ -22,8 +32,10 @@ def load_config(path, overrides) -> dict:
     toml = _toml()
     try:
         config = toml.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"config file {path} does not exist") from None
+    except OSError as error:
+        raise ValueError(f"config file {path} {_os_problem(error)}: give the path of a TOML file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"config file {path} is not TOML: it is not UTF-8 text") from None
     except toml.TOMLDecodeError as error:
         raise ValueError(f"config file {path} is not valid TOML: {error}") from None
     for item in overrides:
@@ -50,25 +62,98 @@ def _value(text: str, toml):
         return text
 
 
-def read_table(path: str):
-    """A dask DataFrame from a CSV or Parquet path or URL."""
+def _os_problem(error: OSError) -> str:
+    """What an OSError says about a user's path, for a message: ``does not exist``,
+    ``cannot be read (permission denied)``, ``cannot be read (is a directory)``..."""
+    if isinstance(error, FileNotFoundError):
+        return "does not exist"
+    return f"cannot be read ({(error.strerror or str(error)).lower()})"
+
+
+def _reason(error: Exception) -> str:
+    """An error's message on one line, without the "An error occurred while calling
+    read_csv ..." that dask wraps around a reader's own error."""
+    cause = error.__cause__ or error
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return " ".join(str(cause).split())
+
+
+def load_model(path: str, argument: str):
+    """The Booster in a user's model file; ValueError names ``argument`` whatever is wrong."""
+    from .booster import Booster
+
+    try:
+        return Booster.load_model(path)
+    except OSError as error:
+        raise ValueError(f"{argument} {path} {_os_problem(error)}: {_MODEL_FIX}") from None
+    except ValueError as error:  # Booster's messages start with the path
+        raise ValueError(f"{argument} {error}") from None
+
+
+def read_table(path: str, argument: str):
+    """A dask DataFrame from a CSV or Parquet path or URL; ValueError names ``argument``.
+
+    dask reads a CSV's first rows and a Parquet file's footer here, so a missing,
+    unreadable or foreign file fails now; a CSV damaged further on fails when the
+    job computes (``_parsing``).
+    """
     try:
         import dask.dataframe as dd
     except ImportError as error:
         raise ValueError(f"reading {path} needs dask.dataframe, which needs pandas and pyarrow: "
                          f"pip install 'dgboost[dataframe]' ({error})") from None
 
+    local = "://" not in str(path)
+    if local and not os.path.exists(path):
+        raise ValueError(f"{argument} {path} does not exist: {_TABLE_FIX}")
     lowered = str(path).lower()
-    if "://" not in str(path) and not pathlib.Path(path).exists():
-        raise ValueError(f"{path} does not exist: give the path of a .csv or .parquet table")
+    if (local and os.path.isdir(path)) or lowered.endswith((".parquet", ".pq")):
+        read, kind = dd.read_parquet, "Parquet"
+    elif lowered.endswith((".csv", ".csv.gz", ".txt")):
+        read, kind = dd.read_csv, "CSV"
+    else:
+        raise ValueError(f"{argument} {path} is neither CSV nor Parquet: {_TABLE_FIX}")
     try:
-        if lowered.endswith((".csv", ".csv.gz", ".txt")):
-            return dd.read_csv(path)
-        if lowered.endswith((".parquet", ".pq")) or pathlib.Path(path).is_dir():
-            return dd.read_parquet(path)
-    except FileNotFoundError as error:
-        raise ValueError(f"{path} does not exist ({error})") from None
-    raise ValueError(f"{path}: give a .csv or .parquet file (or a directory of Parquet parts)")
+        return read(path)
+    except (OSError, ValueError) as error:  # pandas' and pyarrow's parse errors are ValueErrors
+        raise ValueError(f"{argument} {path} cannot be read as {kind} ({_reason(error)}): {_TABLE_FIX}") from None
+
+
+@contextlib.contextmanager
+def _parsing(tables: dict):
+    """Name the table when a CSV row past its first block fails to parse: dask reads those
+    rows only when the job computes. ``tables``: argument -> path."""
+    import pandas as pd
+
+    try:
+        yield
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        named = ", ".join(f"{argument} {path}" for argument, path in tables.items())
+        which = named if len(tables) == 1 else f"one of {named}"
+        raise ValueError(f"{which}: a row cannot be parsed as CSV ({_reason(error)}): fix the file, "
+                         "e.g. give every row as many fields as the header") from None
+
+
+def check_output(path: str, argument: str, directory: bool = False) -> None:
+    """ValueError unless a local ``path`` can be written, checked before the work that
+    makes the output; URLs are left to their writer.
+
+    ``directory``: the output is a directory of parts (Parquet). A missing parent
+    directory is fine (the writers make it) when the nearest existing one is writable.
+    """
+    if "://" in path:
+        return
+    target = pathlib.Path(path).absolute()
+    if target.exists() and target.is_dir() != directory:
+        raise ValueError(f"{argument} {path} is {'a file' if directory else 'a directory'}: "
+                         "give a new path, or remove it")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{argument} {path}: {parent} is not a directory you can write to: "
+                         "give a path in a writable directory")
 
 
 def columns(frame, config: dict, where: str, need_label: bool = True):
@@ -99,12 +184,7 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n
     from .dask import local_cluster
 
     if scheduler or scheduler_file:
-        try:
-            client = distributed.Client(scheduler, scheduler_file=scheduler_file, timeout="30s")
-        except (OSError, FileNotFoundError) as error:
-            where = scheduler or scheduler_file
-            raise ValueError(f"no Dask scheduler answered at {where}: {error}") from None
-        with client:
+        with scheduler_client(scheduler, scheduler_file) as client:
             yield client
         return
     with local_cluster("cuda" if device.startswith("cuda") else "cpu", n_workers) as cluster, \
@@ -112,28 +192,102 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n
         yield client
 
 
-def train_job(config: dict, client) -> dict:
-    """Train as the config says; write the model and its evaluation JSON. Returns the summary."""
+def scheduler_client(scheduler: str | None, scheduler_file: str | None):
+    """A Client of a running scheduler, given its address or its scheduler file.
+
+    ValueError names the argument when no scheduler answers within distributed's
+    connect timeout (``distributed.comm.timeouts.connect``, 30 s by default).
+    """
+    import dask
+    import distributed
+
+    timeout = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+    given = f"--scheduler {scheduler}" if scheduler else f"--scheduler-file {scheduler_file}"
+    address = scheduler or _scheduler_address(scheduler_file, timeout)
+    try:
+        return distributed.Client(address, timeout=timeout)
+    except ValueError as error:  # distributed's parse of the address
+        raise ValueError(f"{given}: {error}: give an address such as tcp://10.0.0.5:8786") from None
+    except OSError as error:
+        raise ValueError(f"{given}: no Dask scheduler answered at {address} within {timeout:g} s ({error}): "
+                         "check that the scheduler runs and this machine can reach it (deploy/README.md "
+                         "starts one)") from None
+
+
+def _scheduler_address(path: str, timeout: float) -> str:
+    """The address in a scheduler file, waiting up to ``timeout`` seconds for a scheduler
+    that is starting to write it (distributed's Client would wait forever)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                return json.load(stream)["address"]
+        except FileNotFoundError:
+            problem = "does not exist"
+        except OSError as error:
+            raise ValueError(f"--scheduler-file {path} {_os_problem(error)}: give the file that "
+                             "`dask scheduler --scheduler-file FILE` writes") from None
+        except (ValueError, KeyError, TypeError):  # not (yet) the JSON a scheduler writes
+            problem = "is not a Dask scheduler file (JSON with the scheduler's \"address\")"
+        if time.monotonic() > deadline:
+            raise ValueError(f"--scheduler-file {path} {problem} (waited {timeout:g} s): give the file that "
+                             "`dask scheduler --scheduler-file FILE` writes, once the scheduler runs")
+        time.sleep(0.1)
+
+
+def _train_options(config: dict) -> tuple[dict, dict]:
+    """(params, dgboost.dask.train's other options) of a config, every job key's type checked."""
+    from .training import Options
+
+    for key, what, example in (("train", "the training table's path", "train.csv"),
+                               ("model", "where to write the model", "model.json")):
+        if key not in config:
+            raise ValueError(f"the config needs {key}: {what}, e.g. {key} = \"{example}\"")
+        if not isinstance(config[key], str) or not config[key]:
+            raise ValueError(f"{key}={config[key]!r} must be a string: {what}, e.g. {key} = \"{example}\"")
+    for key, example in (("label_column", "label"), ("weight_column", "weight")):
+        if not isinstance(config.get(key, ""), str):
+            raise TypeError(f"{key}={config[key]!r} must be a column's name, e.g. {key} = \"{example}\"")
+    features = config.get("feature_columns", [])
+    if not isinstance(features, list) or not all(isinstance(c, str) for c in features):
+        raise TypeError(f"feature_columns={features!r} must be a list of column names, "
+                        "e.g. feature_columns = [\"a\", \"b\"]")
+    evals = config.get("evals", {})
+    if not isinstance(evals, dict) or not all(isinstance(p, str) for p in evals.values()):
+        raise TypeError(f"evals={evals!r} must be a table of name = path, e.g. [evals] valid = \"valid.csv\"")
+    if config.get("early_stopping_rounds") is not None and not evals:  # Options.check would say evals=[...]
+        raise ValueError(f"early_stopping_rounds={config['early_stopping_rounds']!r} needs an eval set to watch: "
+                         "give the config an [evals] table, e.g. [evals] valid = \"valid.csv\"")
+    params = {k: v for k, v in config.items() if k not in JOB_KEYS}
+    options = {"num_boost_round": config.get("num_boost_round", 100),
+               "early_stopping_rounds": config.get("early_stopping_rounds"),
+               "verbose_eval": config.get("verbose_eval", False)}
+    Options.check(params, options["num_boost_round"], options["early_stopping_rounds"], None,
+                  options["verbose_eval"], has_evals=bool(evals))
+    return params, options
+
+
+def train_job(config: dict, connect) -> dict:
+    """Train as the config says; write the model and its evaluation JSON. Returns the summary.
+
+    ``connect()`` gives a context manager of the Client to train on; it is called
+    once the config, its tables and the model's path are checked.
+    """
     from . import dask as dgb_dask
 
-    params = {k: v for k, v in config.items() if k not in JOB_KEYS}
-    for key in ("train", "model"):
-        if not config.get(key):
-            raise ValueError(f"the config needs {key!r}: " + ("the training table's path" if key == "train"
-                                                              else "where to write the model"))
-    X, y, weight = columns(read_table(config["train"]), config, config["train"])
-    evals_config = config.get("evals", {})
-    if not isinstance(evals_config, dict):
-        raise ValueError("evals must be a table of name = path, e.g. [evals] valid = \"valid.csv\"")
+    params, options = _train_options(config)
+    model = config["model"]
+    check_output(model, "model")
+    check_output(evaluation_path(model), "model's evaluation file")
+    eval_paths = config.get("evals", {})
+    tables = {"train": config["train"]} | {f"evals.{name}": path for name, path in eval_paths.items()}
+    X, y, weight = columns(read_table(config["train"], "train"), config, config["train"])
     evals = []
-    for name, path in evals_config.items():
-        eval_X, eval_y, _ = columns(read_table(path), config, path)
+    for name, path in eval_paths.items():
+        eval_X, eval_y, _ = columns(read_table(path, f"evals.{name}"), config, path)
         evals.append((eval_X, eval_y, name))
-    booster = dgb_dask.train(client, params, X, y, sample_weight=weight, evals=evals,
-                             num_boost_round=config.get("num_boost_round", 100),
-                             early_stopping_rounds=config.get("early_stopping_rounds"),
-                             verbose_eval=config.get("verbose_eval", False))
-    model = str(config["model"])
+    with connect() as client, _parsing(tables):
+        booster = dgb_dask.train(client, params, X, y, sample_weight=weight, evals=evals, **options)
     booster.save_model(model)
     summary = {"model": model, "rounds": booster.num_boosted_rounds(), "best_iteration": booster.best_iteration,
                "best_score": booster.best_score, "evals_result": booster.evals_result(),
@@ -148,52 +302,64 @@ def evaluation_path(model: str) -> str:
     return str(path.with_name(path.stem + ".eval.json"))
 
 
-def predict_job(model: str, data: str, out: str, client, config: dict) -> int:
-    """Write predictions of every row of ``data`` to ``out`` (CSV or Parquet), in order."""
-    from . import dask as dgb_dask
-    from .booster import Booster
+def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
+    """Write predictions of every row of ``data`` to ``out`` (CSV or Parquet), in order.
 
-    booster = Booster.load_model(model)
-    frame = read_table(data)
+    ``connect()`` gives a context manager of the Client to predict on; it is called
+    once the model, the table and ``out`` are checked.
+    """
+    from . import dask as dgb_dask
+
+    lowered = out.lower()
+    if not lowered.endswith((".csv", ".parquet", ".pq")):
+        raise ValueError(f"--out {out}: give a .csv or .parquet path")
+    check_output(out, "--out", directory=not lowered.endswith(".csv"))
+    booster = load_model(model, "--model")
+    frame = read_table(data, "--data")
     features = config.get("feature_columns") or list(booster.feature_names or [])
     if features:
         missing = [c for c in features if c not in frame.columns]
         if missing:
-            raise ValueError(f"{data} lacks the model's feature columns {missing}")
+            raise ValueError(f"--data {data} lacks the model's feature columns {missing}: give a table with "
+                             "the columns the model was trained on")
         frame = frame[list(features)]
-    predicted = dgb_dask.predict(client, booster, frame)
+    predicted = dgb_dask.predict(None, booster, frame)  # lazy: checked now, computed by the client below
     table = predicted.to_frame() if hasattr(predicted, "to_frame") else predicted
     table.columns = [str(c) for c in table.columns]
-    if out.lower().endswith(".csv"):
-        table.to_csv(out, single_file=True, index=False)
-    elif out.lower().endswith((".parquet", ".pq")):
-        table.to_parquet(out, write_index=False)
-    else:
-        raise ValueError(f"--out {out}: give a .csv or .parquet path")
-    return int(len(table))
+    with connect(), _parsing({"--data": data}):
+        if lowered.endswith(".csv"):
+            table.to_csv(out, single_file=True, index=False)
+        else:
+            table.to_parquet(out, write_index=False)
+        return int(len(table))
 
 
-def evaluate_job(model: str, data: str, client, config: dict) -> dict:
-    """The model's metrics (its eval_metric, or the objective's default) on a labelled table."""
+def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
+    """The model's metrics (its eval_metric, or the objective's default) on a labelled table.
+
+    ``connect()`` gives a context manager of the Client to compute on; it is called
+    once the model and the table are checked.
+    """
     import numpy as np
 
     from . import dask as dgb_dask
-    from .booster import Booster
     from .collective import LocalCommunicator
     from .metrics import make_metric
     from .objectives import make_objective
 
-    booster = Booster.load_model(model)
-    frame = read_table(data)
+    booster = load_model(model, "--model")
+    frame = read_table(data, "--data")
     config = dict(config)
     if config.get("feature_columns") is None and booster.feature_names:
         config["feature_columns"] = list(booster.feature_names)
     X, y, weight = columns(frame, config, data)
-    margins, labels = client.compute([dgb_dask.predict(client, booster, X, output_margin=True), y], sync=True)
+    margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
+    with connect() as client, _parsing({"--data": data}):
+        margins, labels = client.compute([margins, y], sync=True)
+        weights = None if weight is None else np.asarray(weight.compute(), dtype=np.float32)
     margins = np.asarray(margins, dtype=np.float32).reshape(len(labels), -1)
     predictions = make_objective(booster.params).eval_transform(margins)  # as training evaluates
     labels = np.asarray(labels, dtype=np.float32)
-    weights = None if weight is None else np.asarray(weight.compute(), dtype=np.float32)
     results = {name: make_metric(name, booster.params)(labels, predictions, weights, LocalCommunicator())
                for name in booster.params.metrics}
     return {"model": model, "data": data, "rows": int(len(labels)), "metrics": results}

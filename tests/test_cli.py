@@ -1,12 +1,28 @@
 """The dgboost command: exit codes, help with examples, and a small demo."""
 
+import json
+import os
 import subprocess
-
-import pytest
 import sys
 
+import pytest
+
 from dgboost import __version__
+from dgboost.backend import cuda_device_count
 from dgboost.cli import main
+
+#: chmod does not stop root, so the cases of unreadable and unwritable paths skip under it.
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One small CPU cluster for every test here that needs a running scheduler."""
+    from dgboost.dask import local_cluster
+
+    # its HTTP server on a free port: the local clusters of other tests take 8787
+    with local_cluster("cpu", 2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        yield cluster
 
 
 def test_demo_trains_and_reports_the_test_auc(capsys):
@@ -45,17 +61,12 @@ def test_version():
     assert result.stdout.strip() == f"dgboost {__version__}"
 
 
-def test_info_lists_versions_and_a_clusters_workers(capsys):
-    from dgboost.dask import local_cluster
-
+def test_info_lists_versions_and_a_clusters_workers(capsys, cluster):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"dgboost {__version__}") and "numpy:" in out and "CUDA GPUs:" in out
-    with local_cluster("cpu", 2, threads_per_worker=1) as cluster:
-        assert main(["info", "--scheduler", cluster.scheduler_address]) == 0
+    assert main(["info", "--scheduler", cluster.scheduler_address]) == 0
     assert "2 workers" in capsys.readouterr().out
-    assert main(["info", "--scheduler", "tcp://127.0.0.1:1"]) == 2
-    assert "no Dask scheduler answered" in capsys.readouterr().err
 
 
 def _tables(tmp_path):
@@ -188,20 +199,18 @@ def test_every_command_shows_an_example_in_its_help(command):
     assert "example:" in result.stdout and f"dgboost {command}" in result.stdout
 
 
-def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys):
+def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys, cluster):
     import numpy as np
     import pandas as pd
 
     import dgboost
-    from dgboost.dask import local_cluster
 
     frame = _tables(tmp_path)
     features = frame[["a", "b", "c", "d"]]
     model = dgboost.train({}, features, frame["label"], num_boost_round=3)
     model.save_model(tmp_path / "model.json")
-    with local_cluster("cpu", 2, threads_per_worker=1) as cluster:
-        assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
-                     "--out", str(tmp_path / "out.parquet"), "--scheduler", cluster.scheduler_address]) == 0
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
+                 "--out", str(tmp_path / "out.parquet"), "--scheduler", cluster.scheduler_address]) == 0
     written = pd.read_parquet(tmp_path / "out.parquet")
     np.testing.assert_allclose(written.iloc[:, 0].to_numpy(), model.predict(features.iloc[:900]), rtol=1e-6)
     assert "wrote 900 predictions" in capsys.readouterr().out
@@ -220,3 +229,229 @@ def test_other_failures_exit_1_and_debug_shows_the_traceback(monkeypatch, capsys
     assert "RuntimeError: disk on fire (--debug shows the traceback)" in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="disk on fire"):
         main(["--debug", *argv])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A good model and tables, and the broken files the bad-input cases point at."""
+    import dgboost
+
+    root = tmp_path_factory.mktemp("files")
+    frame = _tables(root)
+    model = dgboost.train({}, frame[["a", "b", "c", "d"]], frame["label"], num_boost_round=2)
+    model.save_model(root / "model.json")
+    document = json.loads(model.save_raw())
+    document["learner"]["base_score"] = 0.25  # the checksum no longer matches
+    (root / "damaged.json").write_text(json.dumps(document))
+    (root / "xgboost.json").write_text('{"learner": {}, "version": [2, 1, 0]}')
+    binary = bytes(range(128, 256)) * 8
+    for name in ("binary.json", "binary.csv", "binary.toml"):
+        (root / name).write_bytes(binary)
+    (root / "text.parquet").write_text("a,b\n1,2\n")
+    (root / "table.xlsx").write_text("a,b\n1,2\n")
+    (root / "empty.csv").write_text("")
+    (root / "other.csv").write_text("x,y\n1,2\n")
+    # dask parses a CSV's first rows when it reads the table, the rest only as the job computes
+    lines = (root / "train.csv").read_text().splitlines()
+    (root / "ragged.csv").write_text("\n".join(lines[:200] + [lines[200] + ",1,2"] + lines[201:]) + "\n")
+    (root / "parts").mkdir()  # a directory without Parquet parts
+    (root / "dir.csv").mkdir()
+    (root / "file").write_text("")  # a file where a directory should be
+    for name in ("locked.csv", "locked.json", "locked.toml"):
+        (root / name).write_text("a\n1\n")
+        (root / name).chmod(0)
+    (root / "readonly").mkdir(mode=0o555)
+    return root
+
+
+def _train(files, tmp_path, *argv, **changes):
+    """train's argv: a good config but for ``changes`` (None removes a key)."""
+    config = {"train": str(files / "train.csv"), "label_column": "label", "model": str(tmp_path / "m.json"),
+              "num_boost_round": 2} | changes
+    toml = "".join(f"{key} = {_toml(value)}\n" for key, value in config.items() if value is not None)
+    (tmp_path / "job.toml").write_text(toml)
+    return ["train", str(tmp_path / "job.toml"), *argv]
+
+
+def _toml(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + "}"
+    return json.dumps(value)  # JSON's strings, numbers, booleans and lists are TOML's
+
+
+def _predict(files, tmp_path, **given):
+    """predict's argv: the good model and table, output in tmp_path, but for ``given``."""
+    options = {"model": files / "model.json", "data": files / "train.csv", "out": tmp_path / "p.csv"} | given
+    return ["predict", *(x for key, value in options.items() for x in (f"--{key.replace('_', '-')}", str(value)))]
+
+
+def _evaluate(files, tmp_path, **given):
+    options = {"model": files / "model.json", "data": files / "valid.parquet", "label_column": "label"} | given
+    return ["evaluate", *(x for key, value in options.items() for x in (f"--{key.replace('_', '-')}", str(value)))]
+
+
+def _needs_a_user():
+    return pytest.mark.skipif(AS_ROOT, reason="root reads and writes whatever the permissions say")
+
+
+# (argv of the files directory, tmp_path and a running scheduler's address; what stderr must say)
+BAD_INPUT = [
+    # the config file and its keys
+    pytest.param(lambda f, t, s: ["train", str(f / "parts")], ["config file", "parts", "is a directory",
+                                                               "give the path of a TOML file"], id="config-dir"),
+    pytest.param(lambda f, t, s: ["train", str(f / "binary.toml")], ["config file", "binary.toml",
+                                                                     "not UTF-8 text"], id="config-binary"),
+    pytest.param(lambda f, t, s: ["train", str(f / "locked.toml")], ["config file", "locked.toml",
+                                                                     "permission denied"],
+                 id="config-unreadable", marks=_needs_a_user()),
+    pytest.param(lambda f, t, s: _train(f, t, num_boost_round="ten"), ["num_boost_round='ten'", "integer"],
+                 id="num_boost_round-text"),
+    pytest.param(lambda f, t, s: _train(f, t, "num_boost_round=ten"), ["num_boost_round='ten'", "integer"],
+                 id="num_boost_round-override"),
+    pytest.param(lambda f, t, s: _train(f, t, early_stopping_rounds=1.5, evals={"v": str(f / "valid.parquet")}),
+                 ["early_stopping_rounds=1.5", "integer"], id="early_stopping_rounds-float"),
+    pytest.param(lambda f, t, s: _train(f, t, early_stopping_rounds=3),
+                 ["early_stopping_rounds=3 needs an eval set", "[evals]"], id="early_stopping_rounds-no-evals"),
+    pytest.param(lambda f, t, s: _train(f, t, verbose_eval="x"), ["verbose_eval='x'", "integer"],
+                 id="verbose_eval-text"),
+    pytest.param(lambda f, t, s: _train(f, t, evals=3), ["evals=3", "table of name = path"], id="evals-number"),
+    pytest.param(lambda f, t, s: _train(f, t, evals={"v": 3}), ["evals={'v': 3}", "table of name = path"],
+                 id="evals-path-number"),
+    pytest.param(lambda f, t, s: _train(f, t, label_column=5), ["label_column=5", "a column's name"],
+                 id="label_column-number"),
+    pytest.param(lambda f, t, s: _train(f, t, weight_column=["w"]), ["weight_column=['w']", "a column's name"],
+                 id="weight_column-list"),
+    pytest.param(lambda f, t, s: _train(f, t, feature_columns="a"), ["feature_columns='a'",
+                                                                     "a list of column names"],
+                 id="feature_columns-text"),
+    pytest.param(lambda f, t, s: _train(f, t, model=3), ["model=3", "must be a string: where to write the model",
+                                                         'model = "model.json"'], id="model-number"),
+    pytest.param(lambda f, t, s: _train(f, t, model=None), ["the config needs model"], id="model-missing"),
+    pytest.param(lambda f, t, s: _train(f, t, train=[]), ["train=[]", "the training table's path"],
+                 id="train-list"),
+    pytest.param(lambda f, t, s: _train(f, t, max_depth=2.5), ["max_depth=2.5", "integer"], id="param-type"),
+    pytest.param(lambda f, t, s: _train(f, t, init_model=str(f / "model.json")),
+                 ["init_model", "not a dgboost parameter"], id="init_model"),
+    # the config's tables
+    pytest.param(lambda f, t, s: _train(f, t, evals={"v": str(f / "missing.parquet")}),
+                 ["evals.v", "missing.parquet does not exist", "give the path of a .csv or .parquet"],
+                 id="evals-missing"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "parts")),
+                 ["train", "parts cannot be read as Parquet", "give the path"], id="train-dir-without-parts"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "table.xlsx")),
+                 ["train", "table.xlsx is neither CSV nor Parquet", "give the path"], id="train-extension"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "text.parquet")),
+                 ["train", "text.parquet cannot be read as Parquet"], id="train-text-as-parquet"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "binary.csv")),
+                 ["train", "binary.csv cannot be read as CSV"], id="train-binary-csv"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "empty.csv")),
+                 ["train", "empty.csv cannot be read as CSV"], id="train-empty-csv"),
+    pytest.param(lambda f, t, s: _train(f, t, train=str(f / "locked.csv")),
+                 ["train", "locked.csv cannot be read as CSV (permission denied)"],
+                 id="train-unreadable", marks=_needs_a_user()),
+    pytest.param(lambda f, t, s: _train(f, t, "--scheduler", s, train=str(f / "ragged.csv")),
+                 ["train", "ragged.csv: a row cannot be parsed as CSV", "fix the file"], id="train-ragged-csv"),
+    # the config's outputs, checked before training
+    pytest.param(lambda f, t, s: _train(f, t, model=str(f / "file" / "m.json")),
+                 ["model", "m.json", "is not a directory you can write to"], id="model-under-a-file"),
+    pytest.param(lambda f, t, s: _train(f, t, model=str(f / "parts")), ["model", "parts is a directory"],
+                 id="model-a-directory"),
+    pytest.param(lambda f, t, s: (t / "m.eval.json").mkdir() or _train(f, t),
+                 ["model's evaluation file", "m.eval.json is a directory"], id="evaluation-a-directory"),
+    pytest.param(lambda f, t, s: _train(f, t, model=str(f / "readonly" / "m.json")),
+                 ["model", "readonly", "is not a directory you can write to"],
+                 id="model-unwritable", marks=_needs_a_user()),
+    pytest.param(lambda f, t, s: _train(f, t, "--plot", str(t / "curves.xyz"),
+                                        evals={"v": str(f / "valid.parquet")}),
+                 ["--plot", "cannot write .xyz files", "give a .png"], id="plot-extension"),
+    pytest.param(lambda f, t, s: _train(f, t, "--plot", str(t / "curves.png")), ["--plot needs eval sets"],
+                 id="plot-without-evals"),
+    # predict: the output first, then the model, the table, the scheduler
+    pytest.param(lambda f, t, s: _predict(f, t, out=t / "p.txt", model=f / "missing.json"),
+                 ["--out", "p.txt", "give a .csv or .parquet path"], id="out-extension"),
+    pytest.param(lambda f, t, s: _predict(f, t, out=f / "file" / "p.csv"),
+                 ["--out", "p.csv", "is not a directory you can write to"], id="out-under-a-file"),
+    pytest.param(lambda f, t, s: _predict(f, t, out=f / "dir.csv"), ["--out", "dir.csv is a directory"],
+                 id="out-a-directory"),
+    pytest.param(lambda f, t, s: _predict(f, t, out=f / "text.parquet"), ["--out", "text.parquet is a file"],
+                 id="out-parquet-a-file"),
+    pytest.param(lambda f, t, s: _predict(f, t, out=f / "readonly" / "p.csv"),
+                 ["--out", "readonly", "is not a directory you can write to"],
+                 id="out-unwritable", marks=_needs_a_user()),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "missing.json"),
+                 ["--model", "missing.json does not exist", "give a model file"], id="model-file-missing"),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "parts"),
+                 ["--model", "parts cannot be read (is a directory)", "give a model file"], id="model-file-dir"),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "locked.json"),
+                 ["--model", "locked.json cannot be read (permission denied)"],
+                 id="model-file-unreadable", marks=_needs_a_user()),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "train.csv"),
+                 ["--model", "train.csv is not a complete JSON document"], id="model-file-csv"),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "binary.json"),
+                 ["--model", "binary.json is not a dgboost model"], id="model-file-binary"),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "xgboost.json"),
+                 ["--model", "xgboost.json is not a dgboost model", "XGBoost"], id="model-file-foreign"),
+    pytest.param(lambda f, t, s: _predict(f, t, model=f / "damaged.json"),
+                 ["--model", "damaged.json has been modified or damaged"], id="model-file-damaged"),
+    pytest.param(lambda f, t, s: _predict(f, t, data=f / "missing.csv"),
+                 ["--data", "missing.csv does not exist", "give the path"], id="data-missing"),
+    pytest.param(lambda f, t, s: _predict(f, t, data=f / "text.parquet"),
+                 ["--data", "text.parquet cannot be read as Parquet"], id="data-text-as-parquet"),
+    pytest.param(lambda f, t, s: _predict(f, t, data=f / "other.csv"),
+                 ["--data", "other.csv lacks the model's feature columns"], id="data-other-columns"),
+    pytest.param(lambda f, t, s: _predict(f, t, data=f / "ragged.csv", scheduler=s),
+                 ["--data", "ragged.csv: a row cannot be parsed as CSV"], id="data-ragged-csv"),
+    pytest.param(lambda f, t, s: _predict(f, t, scheduler="tcp://127.0.0.1:1"),
+                 ["--scheduler tcp://127.0.0.1:1", "no Dask scheduler answered", "within 1 s"],
+                 id="scheduler-nowhere"),
+    pytest.param(lambda f, t, s: _predict(f, t, scheduler="nonsense"),
+                 ["--scheduler nonsense", "give an address such as"], id="scheduler-not-an-address"),
+    pytest.param(lambda f, t, s: _predict(f, t, scheduler_file=f / "missing.json"),
+                 ["--scheduler-file", "missing.json does not exist", "waited"], id="scheduler-file-missing"),
+    pytest.param(lambda f, t, s: _predict(f, t, scheduler_file=f / "train.csv"),
+                 ["--scheduler-file", "train.csv is not a Dask scheduler file"], id="scheduler-file-foreign"),
+    # evaluate
+    pytest.param(lambda f, t, s: _evaluate(f, t, model=f / "missing.json"), ["--model", "does not exist"],
+                 id="evaluate-model-missing"),
+    pytest.param(lambda f, t, s: _evaluate(f, t, data=f / "parts"), ["--data", "cannot be read as Parquet"],
+                 id="evaluate-data-dir"),
+    pytest.param(lambda f, t, s: _evaluate(f, t, label_column="nope"), ["label_column='nope' is not a column"],
+                 id="evaluate-label-column"),
+    pytest.param(lambda f, t, s: _evaluate(f, t, data=f / "ragged.csv", scheduler=s),
+                 ["--data", "ragged.csv: a row cannot be parsed as CSV"], id="evaluate-ragged-csv"),
+    pytest.param(lambda f, t, s: _evaluate(f, t, scheduler_file=f / "parts"),
+                 ["--scheduler-file", "parts cannot be read (is a directory)"], id="evaluate-scheduler-file-dir"),
+    # info
+    pytest.param(lambda f, t, s: ["info", "--scheduler", "tcp://127.0.0.1:1"],
+                 ["--scheduler tcp://127.0.0.1:1", "no Dask scheduler answered", "within 1 s"],
+                 id="info-scheduler-nowhere"),
+]
+
+
+@pytest.mark.parametrize("argv, says", BAD_INPUT)
+def test_bad_input_exits_2_with_one_line_naming_it(argv, says, files, tmp_path, cluster, monkeypatch, capsys):
+    """Checked before any cluster starts (a local one would fail the case), on one line of stderr."""
+    import dask
+
+    import dgboost.dask
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a local cluster started before the input was checked")
+
+    monkeypatch.setattr(dgboost.dask, "local_cluster", no_cluster)
+    args = argv(files, tmp_path, cluster.scheduler_address)
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # the cases of no scheduler wait this long
+        assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dgboost {args[0]}: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for text in says:
+        assert text in err, (text, err)
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a GPU is here")
+def test_cuda_without_a_gpu_is_bad_input(files, tmp_path, capsys):
+    assert main(["demo", "--device", "cuda"]) == 2
+    assert "--device cuda: no CUDA GPU found: use --device cpu" in capsys.readouterr().err
+    assert main(_train(files, tmp_path, device="cuda")) == 2
+    assert "device='cuda' needs a CUDA GPU, and none was found" in capsys.readouterr().err

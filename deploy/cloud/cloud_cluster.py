@@ -20,6 +20,8 @@ the commands. The dashboard is not opened; reach it with an SSH tunnel.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import signal
 import sys
 
@@ -85,6 +87,16 @@ def cluster_class(cloud: str):
     raise ValueError(f"cloud={cloud!r}: choose ec2, gcp or azure")
 
 
+@contextlib.contextmanager
+def _cloud_client(make_cluster, options: dict, workers: int):
+    """A Client of a new cluster of VMs, every one terminated on exit."""
+    from distributed import Client
+
+    with make_cluster(**options) as cluster, Client(cluster) as client:
+        client.wait_for_workers(workers)
+        yield client
+
+
 def _interrupt(signum, frame):
     """SIGTERM unwinds like Ctrl-C, so the context managers terminate the VMs."""
     raise KeyboardInterrupt
@@ -122,15 +134,13 @@ def main(argv=None) -> int:
         options = azure_options(args.image, args.resource_group, args.vnet, args.security_group, args.workers,
                                 args.location, args.instance_type or "Standard_NC4as_T4_v3")
 
-    from distributed import Client
-
     from dgboost.jobs import evaluation_path, load_config, train_job
 
-    config = load_config(args.config, [])  # bad config: an error before any VM starts
+    config = load_config(args.config, [])
     signal.signal(signal.SIGTERM, _interrupt)
-    with cluster_class(args.cloud)(**options) as cluster, Client(cluster) as client:
-        client.wait_for_workers(args.workers)
-        summary = train_job(config, client)
+    # train_job checks the config, its tables and the model's path before it connects:
+    # bad input is an error before any VM starts.
+    summary = train_job(config, functools.partial(_cloud_client, cluster_class(args.cloud), options, args.workers))
     print(f"trained {summary.get('rounds', '?')} rounds; model at {config['model']}, "
           f"evaluation at {evaluation_path(config['model'])}; every VM terminated")
     return 0

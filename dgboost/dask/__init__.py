@@ -234,6 +234,8 @@ def local_cluster(device: str = "cpu", n_workers: int | None = None, **kwargs):
         from ..backend import cuda_device_count
 
         found = cuda_device_count()
+        if not found:
+            raise ValueError(f"device={device!r} needs a CUDA GPU, and none was found: use device='cpu'")
         n_workers = found if n_workers is None else n_workers
         if not 1 <= n_workers <= found:
             raise ValueError(f"n_workers={n_workers} needs as many GPUs, found {found}")
