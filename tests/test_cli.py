@@ -146,18 +146,24 @@ def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):
     (lambda t: {"label_column": "nope"}, "label_column='nope' is not a column"),
     (lambda t: {"max_dept": 3}, "max_dept"),
     (lambda t: {"train": str(t / "words.csv")}, "not numeric"),
+    (lambda t: {"train": str(t / "unlabelled.csv")}, "y has a non-finite value (nan) at row 850"),
 ])
-def test_bad_config_inputs_exit_2_with_a_clear_message(tmp_path, capsys, change, message):
+def test_bad_config_inputs_exit_2_with_a_clear_message(tmp_path, capfd, change, message):
+    """capfd: the workers' processes write to the terminal's file descriptors, where a failed
+    task's "Compute Failed" would show."""
     frame = _tables(tmp_path)
     words = frame.iloc[:100].copy()
     words["b"] = "text"
     words.to_csv(tmp_path / "words.csv", index=False)
+    unlabelled = frame.iloc[:900].copy()
+    unlabelled.loc[850, "label"] = float("nan")  # found by the workers, named by the client
+    unlabelled.to_csv(tmp_path / "unlabelled.csv", index=False)
     config = {"train": str(tmp_path / "train.csv"), "label_column": "label", "model": str(tmp_path / "m.json"),
               "num_boost_round": 2} | change(tmp_path)
     (tmp_path / "job.toml").write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in config.items()))
     assert main(["train", str(tmp_path / "job.toml")]) == 2
-    err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    err = capfd.readouterr().err
+    assert message in err and "Traceback" not in err and "Compute Failed" not in err
 
 
 def test_the_progress_bar_shows_on_a_terminal_and_stays_out_of_logs(tmp_path):
