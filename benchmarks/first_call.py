@@ -58,6 +58,8 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(_run_child(args)))
         return 0
+    if "serve" in args.scenario and "predict" not in args.scenario[:args.scenario.index("serve")]:
+        parser.error("--scenario serve loads the model that 'predict' saves: name predict before it")
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="dgboost-cupy-cache-") as cache, \

@@ -178,9 +178,9 @@ def asarray(xp: ModuleType, array, dtype=None):
     """``array`` on ``xp``'s device, copying between host and device if needed."""
     if xp is np:
         return np.asarray(to_numpy(array), dtype=dtype)
-    if is_cupy_array(array):
-        return xp.asarray(array, dtype=dtype)
-    return _to_device(np.asarray(array, dtype=dtype))
+    if isinstance(array, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+        return _to_device(np.asarray(array, dtype=dtype))
+    return xp.asarray(array, dtype=dtype)  # device arrays of any library (__cuda_array_interface__)
 
 
 def _to_device(host: np.ndarray):
@@ -194,7 +194,9 @@ def _to_device(host: np.ndarray):
     """
     import cupy
 
+    if not (host.flags.c_contiguous and host.dtype.isnative):
+        host = np.ascontiguousarray(host, dtype=host.dtype.newbyteorder("="))
     device = cupy.empty(host.shape, dtype=host.dtype)
     if host.size:
-        device.set(host if host.flags.c_contiguous else host.copy(order="C"))
+        device.set(host)
     return device

@@ -19,6 +19,7 @@ from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, 
 from .backend import asarray, get_xp, is_cupy_array
 from .kernels import first_infinite
 
+
 @dataclasses.dataclass(frozen=True)
 class RowSpans:
     """The global indices of one rank's rows: runs ``(start, length)`` in ascending order.
@@ -121,10 +122,9 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     """
     name = f"{where}X"
     feature_names = None
+    check_not_sparse(X, name)
     if _is_dataframe(X):
         X, feature_names = _dataframe_to_numpy(X, name)
-    elif _is_sparse(X):
-        check_not_sparse(X, name)
     elif isinstance(X, (list, tuple)):
         X = np.asarray(X)
     elif not (isinstance(X, np.ndarray) or is_cupy_array(X)):
@@ -272,12 +272,19 @@ def check_columns(columns, dtypes, name: str) -> tuple[str, ...]:
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"{name} has duplicate column names {twice}: rename them so each is unique")
     for column, dtype in zip(names, dtypes):
-        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+        if not is_numeric_dtype(dtype):
             hint = (" (categorical features are not supported yet: pass its codes, "
                     f"{name}[{column!r}].cat.codes)") if isinstance(dtype, pd.CategoricalDtype) else ""
             raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric{hint}; "
                             "convert it to numbers or drop it")
     return names
+
+
+def is_numeric_dtype(dtype) -> bool:
+    """Numbers or booleans, for a pandas (or numpy) dtype."""
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
 
 
 def check_not_sparse(value, name: str) -> None:

@@ -308,6 +308,8 @@ def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
     ``connect()`` gives a context manager of the Client to predict on; it is called
     once the model, the table and ``out`` are checked.
     """
+    import dask
+
     from . import dask as dgb_dask
 
     lowered = out.lower()
@@ -326,12 +328,13 @@ def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
     predicted = dgb_dask.predict(None, booster, frame)  # lazy: checked now, computed by the client below
     table = predicted.to_frame() if hasattr(predicted, "to_frame") else predicted
     table.columns = [str(c) for c in table.columns]
+    if lowered.endswith(".csv"):
+        write = table.to_csv(out, single_file=True, index=False, compute=False)
+    else:
+        write = table.to_parquet(out, write_index=False, compute=False)
     with connect(), _parsing({"--data": data}):
-        if lowered.endswith(".csv"):
-            table.to_csv(out, single_file=True, index=False)
-        else:
-            table.to_parquet(out, write_index=False)
-        return int(len(table))
+        _, lengths = dask.compute(write, table.map_partitions(len))  # one pass: the table is read once
+    return int(sum(lengths))
 
 
 def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
@@ -354,9 +357,9 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
         config["feature_columns"] = list(booster.feature_names)
     X, y, weight = columns(frame, config, data)
     margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
-    with connect() as client, _parsing({"--data": data}):
-        margins, labels = client.compute([margins, y], sync=True)
-        weights = None if weight is None else np.asarray(weight.compute(), dtype=np.float32)
+    with connect() as client, _parsing({"--data": data}):  # one pass: the table is read once
+        margins, labels, *weights = client.compute([margins, y] + ([] if weight is None else [weight]), sync=True)
+    weights = np.asarray(weights[0], dtype=np.float32) if weights else None
     margins = np.asarray(margins, dtype=np.float32).reshape(len(labels), -1)
     predictions = make_objective(booster.params).eval_transform(margins)  # as training evaluates
     labels = np.asarray(labels, dtype=np.float32)

@@ -34,7 +34,8 @@ class Forest:
 
     @classmethod
     def from_trees(cls, trees, outputs, xp) -> "Forest":
-        """The trees joined on ``xp``'s device: array operations over all nodes at once, none per tree."""
+        """The trees joined on ``xp``'s device. Child ids and the depth come from array
+        operations over all nodes at once; per tree, only its arrays are listed to be joined."""
         sizes = np.array([t.n_nodes for t in trees], dtype=INDEX_DTYPE)
         roots = (np.cumsum(sizes) - sizes).astype(NODE_INDEX_DTYPE)
         first_node = np.repeat(roots, sizes)  # each node's tree's root: makes child ids global

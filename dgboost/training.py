@@ -126,9 +126,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     objective = make_objective(params)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
-    training = make_dataset(X, y, weight=sample_weight, base_margin=base_margin, missing=params.missing,
-                            n_outputs=objective.n_outputs)
-    objective.check_labels(training.label, "y")
+    training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
     xp = device_module(params.device)
     training = training.to(xp)
@@ -354,19 +352,29 @@ def eval_entries(evals):
         yield (where, *entry)
 
 
+def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=None, base_margin=None,
+                    where: str = "", **kwargs) -> Dataset:
+    """The checks every training input passes, here and on a Dask worker for its partition:
+    ``data.make_dataset`` (``kwargs``: its ``allow_empty``, ``shard``), then the objective's
+    rule for labels."""
+    data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
+                        n_outputs=objective.n_outputs, where=where, **kwargs)
+    if data.label is not None:
+        objective.check_labels(data.label, f"{where}y")
+    return data
+
+
 def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):
     eval_sets = []
     for where, eval_X, eval_y, name in eval_entries(evals):
         if eval_X is X and eval_y is y:
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue
-        data = make_dataset(eval_X, eval_y, missing=params.missing, n_outputs=objective.n_outputs,
-                            where=f"{where} ")
+        data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ")
         if data.n_features != training.n_features:
             raise ValueError(f"{where} X has {data.n_features} features but the training X has "
                              f"{training.n_features}")
         check_feature_names(training.feature_names, data.feature_names, f"{where} X")
-        objective.check_labels(data.label, f"{where} y")
         eval_sets.append(EvalSet(name, data))
     return eval_sets
 

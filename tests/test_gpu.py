@@ -381,7 +381,7 @@ def test_the_forest_is_built_without_per_tree_work_and_walks_as_before():
                                   booster.predict(X[:700], output_margin=True))
 
 
-@pytest.mark.parametrize("shape, infinities", [((1, 1), []), ((1000, 28), []), ((1000, 28), [(999, 27)]),
+@pytest.mark.parametrize("shape, infinities", [((0, 4), []), ((1, 1), []), ((1000, 28), []), ((1000, 28), [(999, 27)]),
                                                ((70_001, 9), [(5, 3), (40_000, 0), (5, 8)]),
                                                ((3, 5), [(0, 0)])])
 def test_first_infinite_equals_its_twin(shape, infinities):

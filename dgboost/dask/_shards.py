@@ -16,8 +16,9 @@ import math
 import numpy as np
 
 from ..backend import get_xp
-from ..data import ALL_ZERO_WEIGHTS, RowError, check_columns, check_not_sparse, make_dataset
+from ..data import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_not_sparse, is_numeric_dtype
 from ..objectives import make_objective
+from ..training import checked_dataset
 
 logger = logging.getLogger("dgboost")
 
@@ -169,9 +170,7 @@ def _is_frame(value) -> bool:
 
 
 def _check_numeric_series(series, name: str) -> None:
-    import pandas as pd
-
-    if not (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)):
+    if not is_numeric_dtype(series.dtype):
         raise TypeError(f"{name} has dtype {series.dtype}, which is not numeric: convert it to numbers "
                         f"(for class labels of any type, use dgboost.dask.DaskDGBClassifier)")
 
@@ -222,10 +221,13 @@ def n_columns(value) -> int | None:
 
 # ---- tasks (run on the workers) -------------------------------------------------------------
 #
-# A bundle is one partition's rows as a validated ``data.Dataset``, made where the
-# partition is. Bad input is not raised there (the worker would log a traceback) but
-# returned as ``Rejected``; the client raises it once, with the row's place in the whole
-# data set, before any rank starts.
+# A bundle is one partition's rows checked and converted as ``dgboost.train`` checks its
+# input, made where the partition is. It travels as a tuple (X, label, weight, base_margin,
+# feature_names), not as the Dataset it stands for: distributed serialises each array of a
+# tuple with its own serialiser (cupy's through device memory), a dataclass only by pickle.
+# Bad input is not raised on the worker (which would log a traceback) but returned as
+# ``Rejected``; the client raises it once, before any rank starts, with the row's place in
+# the whole data set.
 
 @dataclasses.dataclass(frozen=True)
 class Rejected:
@@ -236,22 +238,21 @@ class Rejected:
 
 
 def make_bundle(X, y, weight, base_margin, part: int, what: str, params):
-    """A partition's rows checked and converted as ``dgboost.train`` checks its input
-    (``data.make_dataset``, the objective's label rule): a Dataset, or Rejected."""
+    """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected."""
+    n_rows = len(X) if hasattr(X, "__len__") else 0
     try:
-        n = len(X)
         for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
-            if value is not None and len(value) != n:
-                raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n}: give {what}{name} "
-                                 "X's row partitioning")
-        objective = make_objective(params)
-        data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
-                            n_outputs=objective.n_outputs, where=what, allow_empty=True, shard=True)
-        if data.label is not None:
-            objective.check_labels(data.label, f"{what}y")
-        return data
+            if value is not None and len(value) != n_rows:
+                raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n_rows}: give "
+                                 f"{what}{name} X's row partitioning")
+        data = checked_dataset(X, y, params, make_objective(params), weight=weight, base_margin=base_margin,
+                               where=what, allow_empty=True, shard=True)
+    except RowError as error:  # the client names the row in the whole data set
+        return Rejected(error, n_rows)
     except (ValueError, TypeError) as error:
-        return Rejected(error, len(X))
+        return Rejected(type(error)(f"{error} (partition {part})") if type(error) in (ValueError, TypeError)
+                        else error, n_rows)
+    return (data.X, data.label, data.weight, data.base_margin, data.feature_names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +267,8 @@ class Summary:
 def summarise(bundle) -> Summary:
     if isinstance(bundle, Rejected):
         return Summary(bundle.n_rows, bundle.error)
-    return Summary(bundle.n_rows, some_weight=bundle.weight is None or bool((bundle.weight > 0).any()))
+    X, _, weight, _, _ = bundle
+    return Summary(len(X), some_weight=weight is None or bool((weight > 0).any()))
 
 
 def check_summaries(summaries: list[Summary]) -> None:
@@ -277,28 +279,22 @@ def check_summaries(summaries: list[Summary]) -> None:
         if isinstance(summary.error, RowError):
             raise summary.error.in_whole(offset, part)
         if summary.error is not None:
-            raise type(summary.error)(f"{summary.error} (partition {part})")
+            raise summary.error
         offset += summary.n_rows
-    if not any(summary.some_weight for summary in summaries):
+    if offset and not any(summary.some_weight for summary in summaries):  # no rows: the caller says so
         raise ValueError(ALL_ZERO_WEIGHTS.format(name="sample_weight"))
 
 
 def slice_bundle(bundle, start: int, stop: int):
     """Rows [start, stop) of a bundle (copies: the slice travels alone)."""
-    rows = lambda a: None if a is None else a[start:stop].copy()  # noqa: E731
-    return dataclasses.replace(bundle, X=rows(bundle.X), label=rows(bundle.label), weight=rows(bundle.weight),
-                               base_margin=rows(bundle.base_margin))
+    *arrays, feature_names = bundle
+    return (*(None if a is None else a[start:stop].copy() for a in arrays), feature_names)
 
 
-def concat_bundles(bundles):
+def concat_bundles(bundles) -> Dataset:
     """One Dataset of a worker's bundles, in order."""
     if len(bundles) == 1:
-        return bundles[0]
-    first = bundles[0]
-    xp = get_xp(first.X)
-
-    def joined(name):
-        return None if getattr(first, name) is None else xp.concatenate([getattr(b, name) for b in bundles])
-
-    return dataclasses.replace(first, X=joined("X"), label=joined("label"), weight=joined("weight"),
-                               base_margin=joined("base_margin"))
+        return Dataset(*bundles[0])
+    xp = get_xp(bundles[0][0])
+    columns = [None if bundles[0][k] is None else xp.concatenate([b[k] for b in bundles]) for k in range(4)]
+    return Dataset(*columns, feature_names=bundles[0][4])

@@ -62,11 +62,14 @@ def _function(source: str, name: str, device: int):
 
 
 def _code(source: str) -> str:
-    """``source`` with the shared header written in place of its #include (no -I option, so the
-    options stay CuPy's own where no others are needed)."""
-    header = "".join(line for line in (_SOURCES / _HEADER).read_text().splitlines(keepends=True)
-                     if line.strip() != "#pragma once")
-    return (_SOURCES / source).read_text().replace(f'#include "{_HEADER}"\n', header)
+    """``source`` with the shared header written in place of its #include: no -I option, so
+    the options stay CuPy's own where no others are needed (CuPy adds --std=c++17 itself)."""
+    header = "\n".join(line for line in (_SOURCES / _HEADER).read_text().splitlines()
+                       if line.strip() != "#pragma once")
+    lines = [header if line.strip() == f'#include "{_HEADER}"' else line
+             for line in (_SOURCES / source).read_text().splitlines()]
+    assert header in lines, f"{source} must include {_HEADER}"
+    return "\n".join(lines) + "\n"
 
 
 def _kernel(source: str, name: str):
@@ -108,13 +111,14 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
 
 
 def first_infinite(X):
+    """As cpu.first_infinite: one grid-stride pass, the least index by atomicMin, one read."""
     import cupy
 
-    from ..backend import to_numpy
+    from ..backend import asarray, to_numpy
 
     X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
     n_cells = int(X.size)
-    first = cupy.full(1, n_cells, dtype=np.uint64)  # no infinity: the end
+    first = asarray(cupy, np.array([n_cells], dtype=np.uint64))  # "none" until a cell says otherwise
     if n_cells:
         _kernel("quantise.cu", "first_infinite")((min(_REDUCE_BLOCKS, _blocks(n_cells)),), (_BLOCK,),
                                                  (X, np.int64(n_cells), first))
