@@ -116,6 +116,14 @@ def test_weights_that_are_zero_everywhere_are_refused_once(client, data, quiet_w
         _train(client, _chunked(X), _chunked(y), sample_weight=_chunked(np.zeros(N_ROWS, np.float32)))
 
 
+def test_a_frame_filtered_to_no_rows_says_so_even_with_weights(client, data, quiet_workers):
+    X, y = data
+    frame = pd.DataFrame(X, columns=list("abcd")).assign(label=y, weight=1.0)
+    empty = dd.from_pandas(frame, npartitions=4).query("a > 100")  # the frame's length is unknown until computed
+    with pytest.raises(ValueError, match="X has no rows"):
+        _train(client, empty[list("abcd")], empty["label"], sample_weight=empty["weight"])
+
+
 def test_the_first_bad_row_of_the_whole_set_is_named(client, data, quiet_workers):
     """Two partitions with bad labels: the one earlier in the data set is reported."""
     X, y = data
