@@ -1,12 +1,14 @@
-"""The reference implementation of every kernel.
+"""The CPU implementation of every kernel: the twins against which CUDA kernels are tested.
 
-These are the twins against which CUDA kernels are tested. They are written
-against the array module of their inputs, so until a kernel has a CUDA version
-the same code runs on cupy arrays too: correct, not fast. Integer results
-(bins, histograms, positions) are exact; float results follow one fixed order
-of IEEE operations, each a separate array operation, so cupy (which fuses
-nothing here) computes the same bits as numpy wherever no transcendental
-function is involved.
+The hot kernels run compiled loops (``loops.py``, numba) over NumPy arrays, on
+every core; they take NumPy arrays only, since cupy arrays go to their CUDA
+twins. The others are still array programs written against the array module
+of their inputs (the issue of the fast CPU path moves them to compiled loops
+one by one), so until a kernel has a CUDA version the same code runs on cupy
+arrays too. Integer results (bins, histograms, positions) are exact; float
+results follow one fixed order of IEEE operations, each a separate operation,
+so cupy (which fuses nothing here) and the compiled loops (no fastmath) compute
+the same bits as NumPy wherever no transcendental function is involved.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._dtypes import (BIN_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
-                       PACKED_WORD_DTYPE, POSITION_DTYPE)
-from ..backend import asarray, column_max_abs, get_xp, to_numpy
-from ..fixed_point import fixed_column_sums, to_fixed
+from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
+                       LEAF_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+from ..backend import column_max_abs, get_xp, to_numpy
+from ..fixed_point import fixed_column_sums
+from . import loops
 
-#: Cells (rows x features) unpacked at once while building histograms: small
-#: enough that the temporaries stay in cache (2**18 measured 3x faster than 2**22).
-_HISTOGRAM_CHUNK_CELLS = 1 << 18
+#: The fewest rows a thread of a compiled loop takes: fewer are not worth a thread's start.
+_ROWS_PER_THREAD = 1 << 13
 
 #: Split candidates (nodes x bins) scored at once: keeps the temporaries in cache.
 _SPLIT_CHUNK_CANDIDATES = 1 << 15
@@ -123,7 +125,9 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
 
     Slot ``s`` holds the rows ``ridx[seg_begin[s]:seg_end[s]]``:
     ``hist[s, bin_offsets[f] + bin(r, f)] += to_fixed(gpair[r], scales)`` for each of
-    them and every feature ``f`` whose cell is not missing.
+    them and every feature ``f`` whose cell is not missing. Compiled (loops.histograms),
+    on every thread of ``loops.threads()``; the sums are exact integers, so the thread
+    count does not change them.
 
     Parameters
     ----------
@@ -138,37 +142,20 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     -------
     hist : array of shape (n_slots, bin_offsets[-1], 2), int64        # OUT
     """
-    xp = get_xp(packed)
-    n_slots = int(seg_begin.shape[0])
-    begin, lengths = to_numpy(seg_begin).astype(INDEX_DTYPE), to_numpy(seg_end - seg_begin).astype(INDEX_DTYPE)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(INDEX_DTYPE)
-    at = np.arange(int(lengths.sum()), dtype=INDEX_DTYPE) + np.repeat(begin - offsets, lengths)
-    rows = ridx[asarray(xp, at)]
-    row_slot = asarray(xp, np.repeat(np.arange(n_slots, dtype=INDEX_DTYPE), lengths))
-    # Accumulate with a uniform stride of (missing_symbol + 1) symbols per feature,
-    # so a cell's column is just ``bin + feature * stride`` and missing cells land
-    # in a column of their own; the compact layout is gathered at the end.
-    stride = missing_symbol + 1
-    width = n_features * stride
-    feature_base = xp.arange(n_features, dtype=HIST_DTYPE) * stride
-    dense = xp.zeros((2, n_slots * width), dtype=HIST_DTYPE)
-    chunk = max(_HISTOGRAM_CHUNK_CELLS, n_slots * width) // max(n_features, 1)
-    for start in range(0, int(rows.shape[0]), chunk):
-        block = rows[start:start + chunk]
-        cells = unpack(packed[block], bits, cells_per_word, n_features)
-        row_base = row_slot[start:start + chunk] * width
-        flat = (cells + (feature_base[None, :] + row_base[:, None])).ravel()
-        for component in range(2):
-            # float64 weights sum exactly: fixed_point.py keeps every partial sum below 2**53.
-            fixed = to_fixed(gpair[block, component], scales[component])
-            weights = xp.repeat(fixed.astype(GAIN_DTYPE), n_features)
-            dense[component] += xp.bincount(flat, weights=weights,
-                                            minlength=n_slots * width).astype(HIST_DTYPE)
-    n_bins = np.diff(bin_offsets)
-    feature_of_bin = np.repeat(np.arange(n_features, dtype=INDEX_DTYPE), n_bins)
-    local_bin = np.arange(int(bin_offsets[-1]), dtype=INDEX_DTYPE) - bin_offsets[:-1][feature_of_bin]
-    dense = dense.reshape(2, n_slots, width)[:, :, asarray(xp, feature_of_bin * stride + local_bin)]
-    return xp.ascontiguousarray(xp.moveaxis(dense, 0, -1))
+    shape = (int(seg_begin.shape[0]), int(bin_offsets[-1]), 2)
+    n_threads = max(1, min(loops.threads(), int((seg_end - seg_begin).sum()) // _ROWS_PER_THREAD))
+    parts = np.zeros((n_threads, *shape), dtype=HIST_DTYPE)  # one histogram a thread, added in order
+    if parts.size and packed.shape[0]:
+        cells = packed.view(CELL_VIEW_DTYPES[bits]) if bits in CELL_VIEW_DTYPES and sys.byteorder == "little" \
+            else None  # whole-byte cells of little-endian words sit in memory in cell order
+        arguments = (cells, packed, bits, cells_per_word, n_features, missing_symbol,
+                     np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
+                     np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE),
+                     np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
+                     np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
+        loops.on_threads(lambda thread: loops.histograms(*arguments, thread, n_threads, parts[thread]), n_threads)
+    return parts[0] if n_threads == 1 else parts.sum(axis=0)
 
 
 def node_weights(sum_gradient, sum_hessian, rules: Regularisation):

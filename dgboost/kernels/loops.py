@@ -1,0 +1,121 @@
+"""The CPU kernels' loops, compiled by numba, and the threads that run them.
+
+Each function here is plain Python over NumPy arrays: the body of one kernel of
+``cpu.py``, which checks its arguments and calls it. ``@compiled`` defers
+numba's import (0.3 s) and each loop's compilation to the loop's first call, and
+``cache=True`` keeps the machine code on disk, so a new process loads it rather
+than compiling again.
+
+Loops are compiled with ``nogil`` and spread over threads by ``on_threads``, a pool
+of Python threads, rather than by numba's own parallel loops: numba's default
+threading layer aborts the process when two threads start parallel loops at once,
+which a Dask worker running two tasks would do. A parallel loop takes its thread's
+number and the thread count and works on its own share; integer results are
+summed per thread and then in thread order, so they are exact whatever the
+count. No loop uses ``fastmath``: float arithmetic rounds as NumPy's does,
+operation by operation.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+import threading
+import types
+
+import numpy as np
+
+
+def compiled(function):
+    """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
+    loops it calls are compiled with it (numba calls their machine code, not these wrappers)."""
+    @functools.lru_cache(maxsize=None)
+    def machine_code():
+        import numba
+
+        names = dict(function.__globals__)
+        for name in function.__code__.co_names:
+            if hasattr(names.get(name), "machine_code"):
+                names[name] = names[name].machine_code()
+        body = types.FunctionType(function.__code__, names, function.__name__, function.__defaults__,
+                                  function.__closure__)
+        body.__qualname__ = function.__qualname__
+        return numba.njit(cache=True, nogil=True)(body)
+
+    @functools.wraps(function)
+    def call(*args):
+        return machine_code()(*args)
+
+    call.machine_code = machine_code
+    return call
+
+
+def threads() -> int:
+    """The threads a parallel loop runs on: the cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def on_threads(work, n_threads: int) -> list:
+    """``[work(0), ..., work(n_threads - 1)]``, each call on a thread of its own (the caller's
+    for the first), for loops that release the GIL."""
+    global _pool
+    if n_threads == 1:
+        return [work(0)]
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n_threads - 1:  # grows to the most threads asked for
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_threads - 1,
+                                                          thread_name_prefix="dgboost-loop")
+        pool = _pool
+    others = [pool.submit(work, thread) for thread in range(1, n_threads)]
+    return [work(0)] + [future.result() for future in others]
+
+
+@compiled
+def _share(seg_begin, seg_end, thread, n_threads):
+    """The run of the slots' rows laid end to end that ``thread`` of ``n_threads`` takes:
+    (each slot's first position, the run's first and stop positions, the run's first slot)."""
+    n_slots = seg_begin.shape[0]
+    starts = np.zeros(n_slots + 1, np.int64)
+    for slot in range(n_slots):
+        starts[slot + 1] = starts[slot] + (seg_end[slot] - seg_begin[slot])
+    total = starts[n_slots]
+    first, stop = total * thread // n_threads, total * (thread + 1) // n_threads
+    slot = 0
+    while slot < n_slots and starts[slot + 1] <= first:
+        slot += 1
+    return starts, first, stop, slot
+
+
+@compiled
+def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
+               ridx, seg_begin, seg_end, thread, n_threads, hist):
+    """Add thread ``thread``'s share of the slots' rows into ``hist`` (see cpu.build_histograms).
+
+    The slots' rows are laid end to end and cut into ``n_threads`` equal runs; this
+    call sums run ``thread`` into ``hist``, a histogram of its own. ``cells``: the
+    packed words viewed as one uint8 or uint16 a cell where cells are whole bytes
+    (bits 8 or 16: read directly), else None (cells shifted out of ``packed``).
+    """
+    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
+    mask = np.uint32((1 << bits) - 1)
+    for item in range(first, stop):
+        while starts[slot + 1] <= item:
+            slot += 1
+        row = ridx[seg_begin[slot] + item - starts[slot]]
+        gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+        hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+        for feature in range(n_features):
+            if cells is not None:
+                bin_id = np.int64(cells[row, feature])
+            else:
+                word = packed[row, feature // cells_per_word]
+                bin_id = np.int64((word >> np.uint32((feature % cells_per_word) * bits)) & mask)
+            if bin_id != missing_symbol:
+                column = bin_offsets[feature] + bin_id
+                hist[slot, column, 0] += gradient
+                hist[slot, column, 1] += hessian
