@@ -16,6 +16,7 @@ from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
 from .data import check_feature_names, features, margins as margins_argument
+from .kernels.loops import using_threads
 from .objectives import make_objective
 from .params import TrainParams
 from .predict import Forest, predict_leaf_ids, predict_margins
@@ -23,7 +24,7 @@ from .tree import Tree
 
 #: Settings of a training run, not of the model: left out of the file, so a model
 #: trained on a GPU and one trained on the CPU can be byte-identical.
-RUN_SETTINGS = ("device", "verbosity")
+RUN_SETTINGS = ("device", "verbosity", "nthread")
 MODEL_FORMAT = "dgboost-model"
 MODEL_VERSION = 1
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
@@ -146,6 +147,10 @@ class Booster:
         """
         if pred_leaf and pred_contribs:
             raise ValueError("pred_leaf and pred_contribs cannot both be True: ask for one at a time")
+        with using_threads(self.params.nthread):
+            return self._predict(X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs)
+
+    def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
         X, names = features(X, missing=self.params.missing)
         if X.shape[1] != self.num_features:
             raise ValueError(f"X has {X.shape[1]} features but the model was trained on "

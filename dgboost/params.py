@@ -68,8 +68,6 @@ NOT_YET_SUPPORTED = (
     "max_leaves",
     "monotone_constraints",
     "multi_strategy",
-    "n_jobs",
-    "nthread",
     "num_parallel_tree",
     "refresh_leaf",
     "sampling_method",
@@ -189,6 +187,7 @@ _CHECKS = {
     "huber_slope": _number(0, _INF, lo_open=True),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
     "verbosity": _number(0, 3, integer=True),
+    "nthread": _number(-1, 2**31 - 1, integer=True),
     "grow_policy": _choice("depthwise", later={"lossguide": "a later release adds lossguide growth"}),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
@@ -245,6 +244,10 @@ PARAMETERS: tuple[Spec, ...] = (
          "Weight multiplier of positive rows, for binary objectives."),
     Spec("verbosity", 1, *_CHECKS["verbosity"],
          "0 silent, 1 warnings, 2 info, 3 debug: the level of the 'dgboost' logger."),
+    Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
+         "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
+         "Dask worker, the worker's thread count. The model does not depend on it.",
+         aliases=("n_jobs",)),
 )
 
 _BY_NAME = {spec.name: spec for spec in PARAMETERS}
@@ -277,6 +280,7 @@ class TrainParams:
     huber_slope: float = 1.0
     scale_pos_weight: float = 1.0
     verbosity: int = 1
+    nthread: int | None = None
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any] | None) -> "TrainParams":

@@ -25,6 +25,7 @@ from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
 from .grower import TreeGrower
+from .kernels.loops import using_threads
 from .metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
@@ -147,6 +148,11 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
     """
+    with using_threads(params.nthread):
+        return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model)
+
+
+def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model) -> Booster:
     xp = get_xp(training.X)
     n_total = global_count(training.n_rows, comm, xp)
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)

@@ -328,3 +328,30 @@ def test_model_does_not_depend_on_row_order_property(n_rows, n_features, random)
     second = dgboost.train(params, X[order], y[order], sample_weight=weight[order], num_boost_round=3)
     assert first.base_score == second.base_score
     assert [t.to_dict() for t in first.trees] == [t.to_dict() for t in second.trees]
+
+
+def test_the_thread_count_does_not_change_the_model(binary_data):
+    """nthread (n_jobs) sets the CPU kernels' threads while training and predicting, the cores
+    otherwise; histograms are exact integers, so the model file is the same for any count."""
+    from dgboost.kernels import loops
+
+    X, y = binary_data
+    seen = []
+
+    class Threads(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            seen.append(loops.threads())
+            return False
+
+    models = {}
+    for params in ({"nthread": 1}, {"n_jobs": 3}, {"nthread": -1}, {}):
+        seen.clear()
+        booster = dgboost.train({"objective": "binary:logistic", "max_depth": 4, **params}, X, y,
+                                num_boost_round=3, callbacks=[Threads()])
+        count = next(iter(params.values()), 0)
+        assert seen == [count if count > 0 else loops.cores()] * 3
+        models[str(params)] = (booster.save_raw(), booster.predict(X).tobytes())
+    assert len(set(models.values())) == 1
+    assert loops.threads() == loops.cores()  # the setting ends with the call
+    with pytest.raises(ValueError, match=r"nthread=-2 is out of range"):
+        dgboost.train({"nthread": -2}, X, y, num_boost_round=1)

@@ -9,6 +9,7 @@ import time
 from ..callback import TrainingCallback
 from ..collective import CollectiveError, LocalCommunicator
 from ..data import Dataset, RowSpans, check_feature_names, make_dataset
+from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module
 from ._shards import concat_bundles
@@ -38,6 +39,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
 
     Returns (the Booster on rank 0, else None; seconds of each phase on this rank).
     """
+    from distributed import get_worker
+
     from ..collective.host import DaskCommunicator
 
     clock = _Phases()
@@ -61,8 +64,9 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
             options = dataclasses.replace(options, period=0)
         callbacks = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
         callbacks.append(_RoundEvents(job.name))
-        booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
-                        callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model)
+        with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
+            booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
+                            callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model)
         clock.lap("boosting")
         return (booster if rank == 0 else None), clock.seconds
     except CollectiveError:

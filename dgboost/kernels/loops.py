@@ -19,6 +19,7 @@ operation by operation.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
 import threading
@@ -51,9 +52,30 @@ def compiled(function):
     return call
 
 
+_setting = threading.local()
+
+
 def threads() -> int:
-    """The threads a parallel loop runs on: the cores this process may use."""
+    """The threads a parallel loop runs on: ``using_threads``'s count in this thread, else
+    the cores this process may use."""
+    return getattr(_setting, "threads", None) or cores()
+
+
+def cores() -> int:
+    """The cores this process may use (its affinity, where the system tells it)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def using_threads(n_threads: int | None):
+    """Parallel loops started from this thread use ``n_threads`` threads; None, 0 or -1 keep
+    the count already set (at first ``cores()``)."""
+    before = getattr(_setting, "threads", None)
+    _setting.threads = n_threads if n_threads and n_threads > 0 else before
+    try:
+        yield
+    finally:
+        _setting.threads = before
 
 
 _pool_lock = threading.Lock()
