@@ -293,3 +293,92 @@ def test_histogram_feature_groups_are_the_fewest_and_most_even(sizes, extra):
 
     assert all(best > budget for k in range(1, n_groups) for best in [min(splits(k))])
     assert largest == min(splits(n_groups))
+
+
+# ---- the compiled loops against naive references kept only for these tests -----------------------
+
+def _naive_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words, missing_symbol):
+    packed = np.zeros((X.shape[0], n_words), np.uint32)
+    for feature in range(X.shape[1]):
+        cuts = cut_values[cut_offsets[feature]:cut_offsets[feature + 1]]
+        bins = np.where(np.isnan(X[:, feature]), missing_symbol, np.searchsorted(cuts, X[:, feature], side="right"))
+        word, cell = divmod(feature, cells_per_word)
+        packed[:, word] |= bins.astype(np.uint32) << np.uint32(cell * bits)
+    return packed
+
+
+def _naive_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
+                      ridx, seg_begin, seg_end):
+    hist = np.zeros((len(seg_begin), bin_offsets[-1], 2), np.int64)
+    fixed = np.rint(gpair.astype(np.float64) * scales).astype(np.int64)
+    for slot, (begin, end) in enumerate(zip(seg_begin, seg_end)):
+        for row in ridx[begin:end]:
+            for feature in range(n_features):
+                word, cell = divmod(feature, cells_per_word)
+                bin_id = (int(packed[row, word]) >> (cell * bits)) & ((1 << bits) - 1)
+                if bin_id != missing_symbol:
+                    hist[slot, bin_offsets[feature] + bin_id] += fixed[row]
+    return hist
+
+
+def _naive_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, margins):
+    margins = margins.copy()
+    for row in range(X.shape[0]):
+        for tree, root in enumerate(roots):
+            node = root
+            while left[node] >= 0:
+                x = X[row, feature[node]]
+                node = left[node] if (default_left[node] if np.isnan(x) else x < threshold[node]) else right[node]
+            margins[row, outputs[tree]] = np.float32(margins[row, outputs[tree]] + value[node])
+    return margins
+
+
+@pytest.mark.parametrize("max_bin, n_features", [(256, 11), (32, 9), (40_000, 3), (3, 7)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_matrix_and_histograms_equal_naive_loops(max_bin, n_features, threads):
+    """Quantise-and-pack and the histograms (bits 8, 5, 16, 2; whole-byte cells read
+    directly, others shifted out), on any thread count, equal plain loops."""
+    from dgboost.ellpack import EllpackLayout
+    from dgboost.kernels import cpu, loops
+    from dgboost.sketch import Sample, compute_cuts
+
+    rng = np.random.default_rng(max_bin + n_features)
+    X = rng.standard_normal((20_000, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:50, 0] = 0.0  # values equal to a cut land right of it
+    cuts = compute_cuts(Sample(np.arange(len(X)), X, np.ones(len(X), np.float32)), max_bin)
+    layout = EllpackLayout.for_cuts(cuts)
+    shape = (layout.bits, layout.cells_per_word, layout.n_words, layout.missing_symbol)
+    with loops.using_threads(threads):
+        packed = cpu.quantise_and_pack(X, cuts.values, cuts.offsets.tolist(), *shape)
+        np.testing.assert_array_equal(packed, _naive_pack(X, cuts.values, cuts.offsets, *shape))
+        rows = rng.permutation(len(X))[:15_000].astype(np.int32)
+        ridx, seg_begin, seg_end = rows, np.array([0, 4000, 4000, 9000], np.int32), \
+            np.array([4000, 4000, 9000, 15_000], np.int32)
+        gpair = rng.standard_normal((len(X), 2)).astype(np.float32)
+        scales = np.array([2.0**20, 2.0**21])
+        arguments = (packed, layout.bits, layout.cells_per_word, n_features, layout.missing_symbol,
+                     cuts.bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
+        np.testing.assert_array_equal(cpu.build_histograms(*arguments), _naive_histograms(*arguments))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compiled_prediction_equals_a_naive_walk(threads):
+    """Each row's float32 additions, in model order, for a forest of uneven trees and
+    several outputs, on any thread count."""
+    import dgboost
+    from dgboost.kernels import cpu, loops
+    from dgboost.predict import Forest
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((12_000, 5)).astype(np.float32)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    y = np.digitize(np.nan_to_num(X[:, 0]) + 0.3 * rng.standard_normal(len(X)), [-0.5, 0.5]).astype(np.float32)
+    booster = dgboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 5}, X, y, num_boost_round=4)
+    forest = Forest.from_trees(booster.trees, booster.tree_outputs, np)
+    nodes = (forest.left, forest.right, forest.feature, forest.threshold, forest.default_left, forest.value,
+             forest.roots, forest.outputs_device)
+    start = rng.standard_normal((len(X), 3)).astype(np.float32)
+    with loops.using_threads(threads):
+        got = cpu.predict_margins(X, *nodes[:7], forest.outputs_device, forest.depth, start.copy())
+    np.testing.assert_array_equal(got, _naive_margins(X, *nodes, start))

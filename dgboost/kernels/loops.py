@@ -141,3 +141,47 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
                 column = bin_offsets[feature] + bin_id
                 hist[slot, column, 0] += gradient
                 hist[slot, column, 1] += hessian
+
+
+@compiled
+def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, thread, n_threads, packed):
+    """Bin and pack thread ``thread``'s share of the rows of ``X`` into ``packed`` (see
+    cpu.quantise_and_pack): a cell's bin is the number of its feature's cuts <= the value
+    (a binary search), NaN the missing symbol."""
+    n_rows, n_features = X.shape
+    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+        for word_index in range(packed.shape[1]):
+            word = np.uint32(0)
+            first_feature = word_index * cells_per_word
+            for cell in range(min(cells_per_word, n_features - first_feature)):
+                feature = first_feature + cell
+                value = X[row, feature]
+                bin_id = missing_symbol
+                if not np.isnan(value):
+                    lo, hi = cut_offsets[feature], cut_offsets[feature + 1]
+                    start = lo
+                    while lo < hi:  # the first cut > value
+                        middle = (lo + hi) // 2
+                        if cut_values[middle] <= value:
+                            lo = middle + 1
+                        else:
+                            hi = middle
+                    bin_id = lo - start
+                word |= np.uint32(bin_id) << np.uint32(cell * bits)
+            packed[row, word_index] = word
+
+
+@compiled
+def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, thread, n_threads, margins):
+    """Add every tree's leaf value to thread ``thread``'s share of the rows of ``margins``,
+    tree by tree in model order: each row's float32 additions are the NumPy twin's, in
+    its order (see cpu.predict_margins)."""
+    n_rows = X.shape[0]
+    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+        for tree in range(roots.shape[0]):
+            node = roots[tree]
+            while left[node] >= 0:
+                x = X[row, feature[node]]
+                go_left = default_left[node] if np.isnan(x) else x < threshold[node]
+                node = left[node] if go_left else right[node]
+            margins[row, outputs[tree]] += value[node]
