@@ -144,6 +144,21 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
 
 
 @compiled
+def _cuts_at_or_below(cut_values, first, stop, value):
+    """How many of ``cut_values[first:stop]`` (ascending) are <= ``value``: a binary search
+    whose steps choose without a branch (Khuong and Morin's layout-free form)."""
+    n = stop - first
+    if n == 0:
+        return 0
+    base = first
+    while n > 1:
+        half = n // 2
+        base = base + half if cut_values[base + half] <= value else base
+        n -= half
+    return base - first + (1 if cut_values[base] <= value else 0)
+
+
+@compiled
 def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, thread, n_threads, packed):
     """Bin and pack thread ``thread``'s share of the rows of ``X`` into ``packed`` (see
     cpu.quantise_and_pack): a cell's bin is the number of its feature's cuts <= the value
@@ -158,15 +173,7 @@ def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, t
                 value = X[row, feature]
                 bin_id = missing_symbol
                 if not np.isnan(value):
-                    lo, hi = cut_offsets[feature], cut_offsets[feature + 1]
-                    start = lo
-                    while lo < hi:  # the first cut > value
-                        middle = (lo + hi) // 2
-                        if cut_values[middle] <= value:
-                            lo = middle + 1
-                        else:
-                            hi = middle
-                    bin_id = lo - start
+                    bin_id = _cuts_at_or_below(cut_values, cut_offsets[feature], cut_offsets[feature + 1], value)
                 word |= np.uint32(bin_id) << np.uint32(cell * bits)
             packed[row, word_index] = word
 
