@@ -1,10 +1,11 @@
 """What a fresh process pays on its first train and first predict, against the next call.
 
-Each scenario runs in a new Python process, first with an empty CuPy kernel
-cache (``CUPY_CACHE_DIR`` a new folder: every kernel compiled by NVRTC) and
-then again with that cache filled (the state of any later process on the
-machine). A call's cost is timed with the device synchronised before and
-after; "added" is the first call less the same call repeated.
+Each scenario runs in a new Python process, first with empty kernel caches
+(``CUPY_CACHE_DIR`` and ``NUMBA_CACHE_DIR`` a new folder: every CUDA kernel
+compiled by NVRTC, every CPU loop by numba) and then again with the caches
+filled (the state of any later process on the machine). A call's cost is
+timed with the device synchronised before and after; "added" is the first
+call less the same call repeated.
 
 Scenarios (``--scenario``):
 
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,8 +68,8 @@ def main(argv=None) -> int:
             tempfile.TemporaryDirectory(prefix="dgboost-pycache-") as bytecode:
         args.model = str(pathlib.Path(bytecode) / "model.json")  # written by 'predict', read by 'serve'
         for scenario in args.scenario:
-            for entry in pathlib.Path(cache).iterdir():  # each scenario starts from an empty cache
-                entry.unlink()
+            shutil.rmtree(cache)  # each scenario starts from empty caches
+            os.mkdir(cache)
             results[f"{scenario}/cold"] = _spawn(args, scenario, cache, bytecode)
             for run in range(args.repeat):
                 results[f"{scenario}/warm" + (f"{run + 1}" if args.repeat > 1 else "")] = \
@@ -85,7 +87,7 @@ def _spawn(args, scenario: str, cache: str, bytecode: str) -> dict:
     site-packages is read-only (as on the device machines, where every process
     would otherwise compile the modules it imports afresh)."""
     command = [sys.executable, __file__, *_own_options(args), "--child", scenario]
-    environment = dict(os.environ, CUPY_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=bytecode)
+    environment = dict(os.environ, CUPY_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=bytecode)
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
