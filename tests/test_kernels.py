@@ -202,6 +202,120 @@ def test_route_by_hand():
     np.testing.assert_array_equal(leaf, [1, 3, 4])
 
 
+def _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
+                         seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+    """cpu.partition_rows as a NumPy array program (its body before the compiled loop): a
+    naive reference kept only for tests. Each row finds its slot from ``positions``."""
+    n_rows, n_level = int(ridx.shape[0]), int(left_child.shape[0])
+    node = positions[ridx]
+    slot = node - level_start
+    in_level = (slot >= 0) & (slot < n_level)
+    slot = np.where(in_level, slot, 0)
+    child = np.where(in_level, left_child[slot], -1)
+    splitting = child >= 0
+    feature = split_feature[slot]
+    words = packed[ridx, feature // cells_per_word]
+    bins = (words >> ((feature % cells_per_word) * bits).astype(np.uint32)) & np.uint32((1 << bits) - 1)
+    go_left = np.where(bins == missing_symbol, default_left[slot], bins <= split_bin[slot]) & splitting
+    left_before = np.concatenate([[0], np.cumsum(go_left)])
+    begin, end = seg_begin[slot], seg_end[slot]
+    base = left_before[begin]
+    n_left_here = left_before[end] - base
+    lefts_before = left_before[:n_rows] - base
+    at = np.arange(n_rows)
+    destination = np.where(go_left, begin + lefts_before, begin + n_left_here + (at - begin - lefts_before))
+    destination = np.where(splitting, destination, at)
+    new_ridx = np.empty_like(ridx)
+    new_ridx[destination] = ridx
+    positions[ridx] = np.where(splitting, child + ~go_left, node)
+    return new_ridx, (left_before[seg_end] - left_before[seg_begin]).astype(np.int32)
+
+
+def _route_reference(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+                     left_child, depth):
+    """cpu.route_rows row by row in Python: a naive reference kept only for tests."""
+    leaf = np.zeros(packed.shape[0], np.int32)
+    for row in range(packed.shape[0]):
+        node = 0
+        for _ in range(depth):
+            if left_child[node] < 0:
+                break
+            feature = int(split_feature[node])
+            cell = int(packed[row, feature // cells_per_word]) >> (feature % cells_per_word * bits) & (1 << bits) - 1
+            left = default_left[node] if cell == missing_symbol else cell <= split_bin[node]
+            node = left_child[node] + (0 if left else 1)
+        leaf[row] = node
+    return leaf
+
+
+@pytest.mark.parametrize("bits", [2, 5, 8, 9, 16])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_compiled_partition_and_route_equal_their_references(bits, n_threads, monkeypatch):
+    """Many slots, empty ones, padding slots at n_rows, rows of other levels between the
+    slots' ranges, missing cells sent either way; whole-byte and shifted cells; the
+    thread count (route runs on threads) changes nothing."""
+    from dgboost.kernels import loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    rng = np.random.default_rng(bits)
+    n_rows, n_features, missing_symbol = 30_000, 7, (1 << bits) - 1
+    bins = rng.integers(0, missing_symbol + 1, size=(n_rows, n_features))  # missing_symbol: missing
+    bins[rng.random(bins.shape) < 0.1] = missing_symbol
+    packed = _packed(bins, missing_symbol, bits)
+    cells_per_word = 32 // bits
+    n_slots, n_padding, level_start = 200, 20, 7
+    # Each row's slot, or -1 for a row of another level (a leaf of an earlier one).
+    row_slot = np.where(rng.random(n_rows) < 0.2, -1, rng.integers(0, n_slots // 2, n_rows) * 2)  # odd: empty
+    # Sort keys: 2 s + 1 for slot s, even keys for other rows (before slot 0, between slots, after the last).
+    key = np.where(row_slot < 0, 2 * rng.integers(0, n_slots + 1, n_rows), 2 * row_slot + 1)
+    order = np.lexsort((rng.random(n_rows), key))
+    ridx = order.astype(np.int32)  # grouped by slot, other levels' rows before, between and after the slots
+    at = np.empty(n_rows, np.int64)
+    at[ridx] = np.arange(n_rows)
+    seg_begin = np.full(n_slots + n_padding, n_rows, np.int32)
+    seg_end = np.full(n_slots + n_padding, n_rows, np.int32)
+    for slot in range(n_slots):
+        where = np.sort(at[row_slot == slot])
+        if where.size:
+            seg_begin[slot], seg_end[slot] = where[0], where[-1] + 1
+        else:  # an empty range at the end of the previous slot's
+            seg_begin[slot] = seg_end[slot] = seg_end[slot - 1] if slot else 0
+    n_level = n_slots + n_padding
+    positions = np.where(row_slot < 0, rng.choice([0, 1, level_start + n_level + 3], n_rows),
+                         level_start + row_slot).astype(np.int32)
+    split_feature = rng.integers(0, n_features, n_level).astype(np.int32)
+    split_bin = rng.integers(0, missing_symbol, n_level).astype(np.int32)
+    default_left = rng.random(n_level) < 0.5
+    left_child = np.where(rng.random(n_level) < 0.8, 1000 + 2 * np.arange(n_level), -1).astype(np.int32)
+    arguments = (split_feature, split_bin, default_left, left_child)
+    expected_positions = positions.copy()
+    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, expected_positions,
+                                    level_start, seg_begin, seg_end, *arguments)
+    got = partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start, seg_begin,
+                         seg_end, *arguments)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.int32
+        np.testing.assert_array_equal(g, e)
+    np.testing.assert_array_equal(positions, expected_positions)
+    assert 0 < got[1].sum() < n_rows
+
+    n_nodes, depth = 63, 5  # leaves at every depth: some nodes of the upper levels do not split
+    split = rng.random(n_nodes) < 0.85
+    split[0] = True
+    left_child = np.full(n_nodes, -1, np.int32)
+    next_id = 1
+    for node in range(n_nodes):
+        if split[node] and next_id + 1 < n_nodes:
+            left_child[node], next_id = next_id, next_id + 2
+    arguments = (rng.integers(0, n_features, n_nodes).astype(np.int32),
+                 rng.integers(0, missing_symbol, n_nodes).astype(np.int32), rng.random(n_nodes) < 0.5, left_child)
+    expected = _route_reference(packed, bits, cells_per_word, missing_symbol, *arguments, depth)
+    got = route_rows(packed, bits, cells_per_word, missing_symbol, *arguments, depth)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(got)) > 5  # rows reach many leaves, at several depths
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 200), st.integers(1, 6), st.integers(1, 4), st.randoms(use_true_random=False))
 def test_subtraction_equals_direct_build(n_rows, n_features, n_parents, random):

@@ -148,9 +148,7 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
     parts = np.zeros((n_threads, *shape), dtype=HIST_DTYPE)  # one histogram a thread, added in order
     if parts.size and packed.shape[0]:
-        cells = packed.view(CELL_VIEW_DTYPES[bits]) if bits in CELL_VIEW_DTYPES and sys.byteorder == "little" \
-            else None  # whole-byte cells of little-endian words sit in memory in cell order
-        arguments = (cells, packed, bits, cells_per_word, n_features, missing_symbol,
+        arguments = (_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
                      np.ascontiguousarray(ridx, dtype=POSITION_DTYPE),
@@ -158,6 +156,12 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
                      np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
         loops.on_threads(lambda thread: loops.histograms(*arguments, thread, n_threads, parts[thread]), n_threads)
     return parts[0] if n_threads == 1 else parts.sum(axis=0)
+
+
+def _cells(packed, bits):
+    """The packed words viewed as one uint8 or uint16 a cell where cells are whole bytes, else None:
+    whole-byte cells of little-endian words sit in memory in cell order."""
+    return packed.view(CELL_VIEW_DTYPES[bits]) if bits in CELL_VIEW_DTYPES and sys.byteorder == "little" else None
 
 
 def node_weights(sum_gradient, sum_hessian, rules: Regularisation):
@@ -474,7 +478,11 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     Where ``left_child[s] >= 0`` a row goes to ``left_child[s]`` if its bin of
     ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
     ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
-    reordered stably: its left rows first, then its right rows. Other rows stay.
+    reordered stably: its left rows first, then its right rows. Other rows stay:
+    those of slots that do not split, and those outside every slot's range (rows
+    of nodes of other levels). Compiled (loops.partition): one pass over each
+    splitting slot's range, on one thread (spread over two threads, by slots or
+    by runs of rows, it measured no faster on a 2-core machine).
 
     Parameters
     ----------
@@ -490,38 +498,29 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     (ridx, n_left): the new ridx (n_rows,) int32, and each slot's number of rows
     sent left (n_level_nodes,) int32.                                  # OUT
     """
-    xp = get_xp(packed)
-    n_rows, n_level = int(ridx.shape[0]), int(left_child.shape[0])
-    node = positions[ridx]
-    slot = node - level_start
-    in_level = (slot >= 0) & (slot < n_level)
-    slot = xp.where(in_level, slot, 0)
-    child = xp.where(in_level, left_child[slot], -1)
-    splitting = child >= 0
-    feature = split_feature[slot]
-    words = packed[ridx, feature // cells_per_word]
-    shift = ((feature % cells_per_word) * bits).astype(PACKED_WORD_DTYPE)
-    bins = ((words >> shift) & PACKED_WORD_DTYPE((1 << bits) - 1)).astype(BIN_DTYPE)
-    go_left = xp.where(bins == missing_symbol, default_left[slot], bins <= split_bin[slot]) & splitting
-    left_before = xp.concatenate([xp.zeros(1, dtype=POSITION_DTYPE),
-                                  xp.cumsum(go_left, dtype=POSITION_DTYPE)])
-    begin, end = seg_begin[slot], seg_end[slot]
-    base = left_before[begin]
-    n_left_here = left_before[end] - base
-    lefts_before = left_before[:n_rows] - base
-    at = xp.arange(n_rows, dtype=POSITION_DTYPE)
-    destination = xp.where(go_left, begin + lefts_before, begin + n_left_here + (at - begin - lefts_before))
-    destination = xp.where(splitting, destination, at)
-    new_ridx = xp.empty_like(ridx)
-    new_ridx[destination] = ridx
-    positions[ridx] = xp.where(splitting, child + (~go_left).astype(POSITION_DTYPE), node)
-    n_left = (left_before[seg_end] - left_before[seg_begin]).astype(POSITION_DTYPE)
+    new_ridx = np.array(ridx, dtype=POSITION_DTYPE)
+    n_left = np.zeros(left_child.shape[0], dtype=POSITION_DTYPE)
+    if packed.shape[0]:
+        loops.partition(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
+                        np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), positions,
+                        np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
+                        np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE),
+                        np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                        np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                        np.ascontiguousarray(default_left, dtype=bool),
+                        np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), new_ridx, n_left)
     return new_ridx, n_left
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
                left_child, depth):
     """The leaf each row of a packed matrix reaches in one tree.
+
+    Each row walks from node 0 down at most ``depth`` levels, stopping at a node
+    that does not split: left where its bin of the node's feature is ``<= split_bin``
+    (or is missing and ``default_left``), else right. Compiled (loops.route), the
+    rows spread over ``loops.threads()`` threads; each row's walk is its own, so the
+    thread count changes nothing.
 
     Parameters
     ----------
@@ -535,19 +534,17 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
     -------
     array of shape (n_rows,), int32: leaf node ids                    # OUT
     """
-    xp = get_xp(packed)
     n_rows = int(packed.shape[0])
-    node = xp.zeros(n_rows, dtype=POSITION_DTYPE)
-    rows = xp.arange(n_rows)
-    mask = PACKED_WORD_DTYPE((1 << bits) - 1)
-    for _ in range(depth):
-        child = left_child[node]
-        feature = split_feature[node]
-        shift = ((feature % cells_per_word) * bits).astype(PACKED_WORD_DTYPE)
-        bins = ((packed[rows, feature // cells_per_word] >> shift) & mask).astype(BIN_DTYPE)
-        go_left = xp.where(bins == missing_symbol, default_left[node], bins <= split_bin[node])
-        node = xp.where(child >= 0, child + (~go_left).astype(POSITION_DTYPE), node)
-    return node
+    leaf = np.zeros(n_rows, dtype=POSITION_DTYPE)
+    n_threads = max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
+    if n_rows:
+        arguments = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
+                     np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                     np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                     np.ascontiguousarray(default_left, dtype=bool),
+                     np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
+        loops.on_threads(lambda thread: loops.route(*arguments, thread, n_threads, leaf), n_threads)
+    return leaf
 
 
 def predict_leaves(X, left, right, feature, threshold, default_left, roots, depth):
