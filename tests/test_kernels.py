@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dgboost import histogram
-from dgboost.kernels import (SPLIT_TABLE_COLUMNS, Regularisation, build_histograms, evaluate_splits,
+from dgboost.kernels import (MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation, build_histograms, evaluate_splits,
                              next_frontier, node_gains, node_weights, number_children, partition_rows,
                              quantise_and_pack, route_rows)
 from dgboost.split import SplitTable
@@ -142,6 +142,143 @@ def test_fixed_point_scale_is_applied():
     hist = [[[2, 2], [2, 2], [-4, 4], [0, 3], [0, 3], [0, 2]]]
     out = _evaluate(hist, [[0, 8]], scales=(2.0, 4.0))  # real g halves, real h quarters
     assert out.gain[0] == (2**2 / 1) * 2
+
+
+def _naive_evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules):
+    """The NumPy array program evaluate_splits was before it was compiled, kept as the
+    reference of the compiled loop (all nodes at once rather than in chunks)."""
+    prefix = np.cumsum(hist, axis=1)
+    before = np.concatenate([np.zeros_like(prefix[:, :1]), prefix[:, :-1]], axis=1)
+    start_sums = before[:, bin_offsets[:-1]]
+    present_sums = prefix[:, bin_offsets[1:] - 1] - start_sums
+    left_present = prefix - start_sums[:, feature_of_bin]
+    missing = node_sums[:, None, :] - present_sums[:, feature_of_bin]
+    inverse_scale = 1.0 / scales
+    least_hessian = np.maximum(inverse_scale[1], rules.min_child_weight)
+    n_nodes, n_bins = left_present.shape[:2]
+    node_real = node_sums.astype(np.float64) * inverse_scale
+    parent_gain = node_gains(node_real[:, 0], node_real[:, 1], rules)[:, None]
+
+    def candidate_gain(g, h):
+        if rules.max_delta_step > 0 or rules.alpha > 0:
+            return node_gains(g, h, rules)
+        return (g * g) / (h + rules.reg_lambda)
+
+    directions = [left_present]
+    if bool((missing != 0).any()):
+        directions.append(left_present + missing)
+    gains = []
+    for left in directions:  # missing right, then missing left
+        left = left.astype(np.float64) * inverse_scale
+        g_left, h_left = left[..., 0], left[..., 1]
+        g_right, h_right = node_real[:, None, 0] - g_left, node_real[:, None, 1] - h_left
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = candidate_gain(g_left, h_left) + candidate_gain(g_right, h_right)
+        allowed = (h_left >= least_hessian) & (h_right >= least_hessian)
+        gains.append(np.where(allowed, gain - parent_gain, -np.inf))
+    gain = gains[0] if len(gains) == 1 else np.stack(gains, axis=2).reshape(n_nodes, -1)
+    best_gain = gain.max(axis=1)
+    candidate = np.arange(gain.shape[1], dtype=np.int32)
+    best = np.where(gain == best_gain[:, None], candidate, gain.shape[1]).min(axis=1)
+    if len(gains) == 1:
+        best = best * 2
+    best_gain = np.where(active, best_gain, -np.inf)
+    best = np.minimum(best, 2 * n_bins - 1)
+    best_bin, missing_left = best // 2, best % 2 == 1
+    rows = np.arange(n_nodes)
+    feature = feature_of_bin[best_bin]
+    left_sum = left_present[rows, best_bin] + np.where(missing_left[:, None], missing[rows, best_bin], 0)
+    valid = (best_gain > MIN_SPLIT_GAIN) & (best_gain >= rules.gamma)
+    columns = [valid, feature, best_bin - bin_offsets[feature], missing_left, best_gain.view(np.int64)]
+    return np.concatenate([np.stack([c.astype(np.int64) for c in columns], axis=1),
+                           left_sum, node_sums - left_sum], axis=1)
+
+
+def _random_level(rng, n_nodes, n_features):
+    """Histograms of a level's nodes from random rows: small integer pairs (many exact ties)
+    or, for some levels, pairs up to 2**30 (gains that round); features of 1 to 6 bins
+    (every feature has one more bin than cuts), some copies of feature 0 (ties between
+    features); some nodes without missing values, some inactive."""
+    n_bins = rng.integers(1, 7, size=n_features)
+    bin_offsets = np.concatenate([[0], np.cumsum(n_bins)]).astype(np.int64)
+    feature_of_bin = np.repeat(np.arange(n_features), n_bins).astype(np.int32)
+    hist = np.zeros((n_nodes, bin_offsets[-1], 2), np.int64)
+    node_sums = np.zeros((n_nodes, 2), np.int64)
+    copies = [f for f in range(1, n_features) if n_bins[f] == n_bins[0] and rng.random() < 0.5]
+    largest = rng.choice([3, 2**30], p=[0.7, 0.3])
+    for node in range(n_nodes):
+        n_rows = rng.integers(0, 40)
+        pairs = np.stack([rng.integers(-largest, largest + 1, n_rows), rng.integers(0, largest, n_rows)], axis=1)
+        node_sums[node] = pairs.sum(axis=0)
+        missing_rate = rng.choice([0.0, 0.0, 0.2, 0.6])
+        for feature in range(n_features):
+            source = 0 if feature in copies else feature
+            bins = np.random.default_rng([node, source]).integers(0, n_bins[feature], n_rows)
+            present = np.random.default_rng([node, source, 1]).random(n_rows) >= missing_rate
+            np.add.at(hist[node], bin_offsets[feature] + bins[present], pairs[present])
+    return hist, node_sums, rng.random(n_nodes) < 0.85, feature_of_bin, bin_offsets
+
+
+_SPLIT_RULES = [Regularisation(reg_lambda, alpha, min_child_weight, max_delta_step, gamma)
+                for reg_lambda in (0.0, 1.0) for alpha in (0.0, 0.75) for min_child_weight in (0.0, 3.0)
+                for max_delta_step in (0.0, 0.5) for gamma in (0.0, 0.5)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 7), st.sampled_from(_SPLIT_RULES),
+       st.sampled_from([(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)]), st.randoms(use_true_random=False))
+def test_split_table_equals_the_naive_reference(n_nodes, n_features, rules, scales, random):
+    rng = np.random.default_rng(random.randint(0, 2**32 - 1))
+    level = *_random_level(rng, n_nodes, n_features), np.asarray(scales)
+    expected = _naive_evaluate_splits(*level, rules)
+    assert np.array_equal(evaluate_splits(*level, rules), expected)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 7])
+def test_split_table_does_not_depend_on_threads(n_threads, monkeypatch):
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_CANDIDATES_PER_THREAD", 1)
+    rng = np.random.default_rng(n_threads)
+    for rules in _SPLIT_RULES[::5]:
+        level = *_random_level(rng, 13, 6), np.array([0.5, 2.0])
+        assert np.array_equal(evaluate_splits(*level, rules), _naive_evaluate_splits(*level, rules))
+
+
+def test_split_gains_that_are_nan_pick_the_last_bin_as_numpy_did():
+    # lambda = inf with max_delta_step: every allowed candidate scores inf * 0 = NaN.
+    rules = Regularisation(reg_lambda=np.inf, alpha=0.0, min_child_weight=0.0, max_delta_step=0.5, gamma=0.0)
+    level = *_random_level(np.random.default_rng(5), 9, 4), np.ones(2)
+    with np.errstate(invalid="ignore"):
+        expected = _naive_evaluate_splits(*level, rules)
+    assert np.array_equal(evaluate_splits(*level, rules), expected)
+    active = level[2]
+    assert np.isnan(SplitTable(expected).gain[active]).all() and not SplitTable(expected).valid.any()
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("n_rows", [0, 1, 8191, 50_001])
+def test_gradient_reductions_equal_the_array_programs(n_rows, n_threads, monkeypatch):
+    """The compiled max |pair| and fixed-point sums against the NumPy expressions they
+    replaced, on runs of rows of any thread count; a NaN wins the max."""
+    from dgboost.backend import column_max_abs
+    from dgboost.fixed_point import fixed_column_sums
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(n_rows)
+    gpair = (rng.standard_normal((n_rows, 2)) * 1e3).astype(np.float32)
+    gpair[:, 1] = np.abs(gpair[:, 1])
+    scales = np.array([2.0**4, 2.0**-3])  # products with fractions: rint rounds them
+    bounds = column_max_abs(gpair).astype(np.float64) if n_rows else np.zeros(2)
+    assert np.array_equal(cpu.gradient_bounds(gpair), bounds)
+    assert np.array_equal(cpu.gradient_sums(gpair, scales), fixed_column_sums(gpair, scales))
+    if n_rows:
+        gpair[n_rows // 2, 0], gpair[0, 1] = np.nan, -np.inf
+        got = cpu.gradient_bounds(gpair)
+        assert np.isnan(got[0]) and got[1] == np.inf
 
 
 def test_partition_by_hand():

@@ -13,7 +13,6 @@ the same bits as NumPy wherever no transcendental function is involved.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import NamedTuple
 
@@ -21,20 +20,19 @@ import numpy as np
 
 from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
                        LEAF_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
-from ..backend import column_max_abs, get_xp
-from ..fixed_point import fixed_column_sums
+from ..backend import get_xp
 from . import loops
 
 #: The fewest rows a thread of a compiled loop takes: fewer are not worth a thread's start.
 _ROWS_PER_THREAD = 1 << 13
 
+#: The fewest split candidates (nodes x bins) a thread of evaluate_splits scores.
+_CANDIDATES_PER_THREAD = 1 << 14
+
+
 def _threads_for(n_rows: int) -> int:
     """Threads for a loop over ``n_rows`` rows: the set count, fewer where rows are few."""
     return max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
-
-
-#: Split candidates (nodes x bins) scored at once: keeps the temporaries in cache.
-_SPLIT_CHUNK_CANDIDATES = 1 << 15
 
 #: Splits that gain no more than this are not made (XGBoost's kRtEps).
 MIN_SPLIT_GAIN = 1e-6
@@ -169,6 +167,7 @@ def node_weights(sum_gradient, sum_hessian, rules: Regularisation):
 
     ``T`` is soft thresholding by alpha. Nodes below min_child_weight (or with no
     hessian) weigh 0. Inputs and output: float64 arrays of one shape.
+    loops._node_weight is the same float operations for one node: change both together.
     """
     xp = get_xp(sum_gradient)
     weight = -_soft_threshold(sum_gradient, rules.alpha) / _denominator(sum_hessian, rules)
@@ -183,6 +182,8 @@ def node_gains(sum_gradient, sum_hessian, rules: Regularisation):
     Without max_delta_step: ``T(G)**2 / (H + lambda)``. With it, the weight may be
     clipped, so the gain is evaluated at that weight:
     ``-(2 G w + (H + lambda) w**2 + 2 alpha |w|)``; both agree when no clipping occurs.
+    loops._node_gain is the same float operations for one node (split evaluation):
+    change both together.
     """
     xp = get_xp(sum_gradient)
     if rules.max_delta_step > 0:
@@ -221,11 +222,14 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     largest gain; ties go to the lowest feature, then the lowest bin, then missing
     right (XGBoost's choice where a node has no missing values). A split is made
     only if its gain exceeds MIN_SPLIT_GAIN and gamma, and both children have
-    hessian > 0 and >= min_child_weight.
+    hessian > 0 and >= min_child_weight. Compiled (loops.splits), the nodes spread
+    over the threads of ``loops.threads()``; each node's row is computed by one
+    thread alone, so the thread count does not change it. The gains are the float
+    operations of node_gains, one by one, in float64 (as the CUDA twin's).
 
     Parameters
     ----------
-    hist : array of shape (n_nodes, n_bins_total, 2), int64     # IN
+    hist : array of shape (n_nodes, n_bins_total, 2), int64     # IN, n_bins_total > 0
     node_sums : array of shape (n_nodes, 2), int64                # IN, each node's totals
     active : array of shape (n_nodes,), bool                      # IN, padding slots are False
     feature_of_bin : array of shape (n_bins_total,), int32        # IN
@@ -237,92 +241,35 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS)), int64     # OUT
         One row per node, columns as SPLIT_TABLE_COLUMNS names them: ``valid``
         and ``default_left`` are 0/1, ``gain`` is a float64's bits, the sums are
-        the children's fixed-point totals.
+        the children's fixed-point totals. A node with no allowed candidate gets
+        the first one (feature 0, bin 0, missing right) with gain -inf; an inactive
+        node its best candidate with gain -inf.
     """
-    xp = get_xp(hist)
     n_nodes, n_bins_total, _ = hist.shape
-    # Prefix sums over each feature's bins, exact in int64; per-feature sums stay
-    # under 2**52 (fixed_point.py), so they and their float64 images are exact.
-    prefix = xp.cumsum(hist, axis=1)
-    before = xp.concatenate([xp.zeros_like(prefix[:, :1]), prefix[:, :-1]], axis=1)
-    start_sums = before[:, bin_offsets[:-1]]  # (n_nodes, n_features, 2)
-    present_sums = prefix[:, bin_offsets[1:] - 1] - start_sums
-    left_present = prefix - start_sums[:, feature_of_bin]  # each feature's inclusive prefix
-    missing = node_sums[:, None, :] - present_sums[:, feature_of_bin]
-    inverse_scale = 1.0 / scales
-    # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
-    least_hessian = xp.maximum(inverse_scale[1], rules.min_child_weight)
-    best_gain = xp.empty(n_nodes, dtype=GAIN_DTYPE)
-    best = xp.empty(n_nodes, dtype=POSITION_DTYPE)
-    # Chunks of nodes small enough for the (nodes, bins) temporaries to stay in cache.
-    step = max(1, _SPLIT_CHUNK_CANDIDATES // max(n_bins_total, 1))
-    for lo in range(0, n_nodes, step):
-        hi = min(lo + step, n_nodes)
-        best_gain[lo:hi], best[lo:hi] = _best_candidates(
-            left_present[lo:hi], missing[lo:hi], node_sums[lo:hi], active[lo:hi], inverse_scale,
-            least_hessian, rules)
-    best_bin, missing_left = best // 2, best % 2 == 1
-    rows = xp.arange(n_nodes)
-    feature = feature_of_bin[best_bin]
-    left_sum = left_present[rows, best_bin] + xp.where(missing_left[:, None], missing[rows, best_bin], 0)
-    valid = (best_gain > MIN_SPLIT_GAIN) & (best_gain >= rules.gamma)
-    columns = [valid, feature, best_bin - bin_offsets[feature], missing_left,
-               xp.ascontiguousarray(best_gain, dtype=GAIN_DTYPE).view(HIST_DTYPE)]
-    return xp.concatenate([xp.stack([c.astype(HIST_DTYPE) for c in columns], axis=1),
-                           left_sum, node_sums - left_sum], axis=1)
-
-
-def _best_candidates(left_present, missing, node, active, inverse_scale, least_hessian,
-                     rules: Regularisation):
-    """Best gain and flat candidate index (bin * 2 + [missing left]) of a chunk of nodes.
-
-    Fixed-point int64 inputs: left_present and missing (n, bins, 2), node (n, 2),
-    active (n,). Their float64 images are exact (powers-of-two scales).
-    """
-    xp = get_xp(left_present)
-    n_nodes, n_bins = left_present.shape[:2]
-    node_real = node.astype(GAIN_DTYPE) * inverse_scale
-    parent_gain = node_gains(node_real[:, 0], node_real[:, 1], rules)[:, None]
-    # Without missing values both directions score the same and missing-right wins
-    # the tie, so the missing-left pass only runs where it can change the answer.
-    directions = [left_present]
-    if bool((missing != 0).any()):
-        directions.append(left_present + missing)
-    gains = []
-    for left in directions:  # missing right, then missing left
-        left = left.astype(GAIN_DTYPE) * inverse_scale
-        g_left, h_left = left[..., 0], left[..., 1]
-        g_right, h_right = node_real[:, None, 0] - g_left, node_real[:, None, 1] - h_left
-        with _quiet(xp):
-            gain = _candidate_gain(g_left, h_left, rules) + _candidate_gain(g_right, h_right, rules)
-        allowed = (h_left >= least_hessian) & (h_right >= least_hessian)
-        gains.append(xp.where(allowed, gain - parent_gain, -xp.inf))
-    # Flat candidate index = bin * 2 + direction: its order is the tie-break order.
-    gain = gains[0] if len(gains) == 1 else xp.stack(gains, axis=2).reshape(n_nodes, -1)
-    best_gain = gain.max(axis=1)
-    candidate = xp.arange(gain.shape[1], dtype=POSITION_DTYPE)
-    best = xp.where(gain == best_gain[:, None], candidate, gain.shape[1]).min(axis=1)
-    if len(gains) == 1:
-        best = best * 2
-    best_gain = xp.where(active, best_gain, -xp.inf)
-    return best_gain, xp.minimum(best, 2 * n_bins - 1)  # rows of all -inf match everywhere: 0
-
-
-def _candidate_gain(sum_gradient, sum_hessian, rules: Regularisation):
-    """node_gains without its min_child_weight mask: candidates are filtered by the caller."""
-    if rules.max_delta_step > 0 or rules.alpha > 0:
-        return node_gains(sum_gradient, sum_hessian, rules)
-    return (sum_gradient * sum_gradient) / (sum_hessian + rules.reg_lambda)
-
-
-def _quiet(xp):
-    """Silence numpy's warnings for divisions whose results are masked out afterwards."""
-    return xp.errstate(divide="ignore", invalid="ignore") if hasattr(xp, "errstate") \
-        else contextlib.nullcontext()
+    assert n_bins_total > 0, "a level's histograms have bins"
+    table = np.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
+    gains = np.empty(n_nodes, dtype=GAIN_DTYPE)
+    n_threads = max(1, min(loops.threads(), n_nodes * n_bins_total // _CANDIDATES_PER_THREAD))
+    if n_nodes:
+        arguments = (np.ascontiguousarray(hist, dtype=HIST_DTYPE), np.ascontiguousarray(node_sums, dtype=HIST_DTYPE),
+                     np.ascontiguousarray(active, dtype=bool),
+                     np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE),
+                     np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
+                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE), float(rules.reg_lambda), float(rules.alpha),
+                     float(rules.min_child_weight), float(rules.max_delta_step), float(rules.gamma),
+                     MIN_SPLIT_GAIN)
+        loops.on_threads(lambda thread: loops.splits(*arguments, thread, n_threads, table, gains), n_threads)
+    table[:, 4] = gains.view(HIST_DTYPE)
+    return table
 
 
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
+
+    Compiled (loops.pair_bounds), on the threads of ``loops.threads()``, each taking
+    a run of rows; the runs' maxima are exact whatever their number. A column of
+    zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
+    which fixes the same scale).
 
     Parameters
     ----------
@@ -332,14 +279,19 @@ def gradient_bounds(gpair):
     -------
     array of shape (2,), float64: 0 without rows; NaN where a column holds one   # OUT
     """
-    xp = get_xp(gpair)
-    if gpair.shape[0] == 0:
-        return xp.zeros(2, dtype=GAIN_DTYPE)
-    return column_max_abs(xp.asarray(gpair, dtype=GRADIENT_DTYPE)).astype(GAIN_DTYPE)
+    gpair = np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    n_threads = _threads_for(gpair.shape[0])
+    parts = np.zeros((n_threads, 2), dtype=GRADIENT_DTYPE)
+    if gpair.shape[0]:
+        loops.on_threads(lambda thread: loops.pair_bounds(gpair, thread, n_threads, parts[thread]), n_threads)
+    return parts.max(axis=0).astype(GAIN_DTYPE)  # a NaN wins
 
 
 def gradient_sums(gpair, scales):
     """The fixed-point sums of a tree's pairs: ``sum(to_fixed(gpair[:, c], scales[c]))``.
+
+    Compiled (loops.pair_sums), on the threads of ``loops.threads()``; integer sums,
+    so exact whatever the thread count.
 
     Parameters
     ----------
@@ -350,7 +302,13 @@ def gradient_sums(gpair, scales):
     -------
     array of shape (2,), int64 (exact: integer sums)                    # OUT
     """
-    return fixed_column_sums(gpair, scales)
+    gpair = np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    n_threads = _threads_for(gpair.shape[0])
+    parts = np.zeros((n_threads, 2), dtype=HIST_DTYPE)
+    if gpair.shape[0]:
+        scales = np.ascontiguousarray(scales, dtype=GAIN_DTYPE)
+        loops.on_threads(lambda thread: loops.pair_sums(gpair, scales, thread, n_threads, parts[thread]), n_threads)
+    return parts.sum(axis=0)
 
 
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
@@ -536,7 +494,7 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
     """
     n_rows = int(packed.shape[0])
     leaf = np.zeros(n_rows, dtype=POSITION_DTYPE)
-    n_threads = max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
+    n_threads = _threads_for(n_rows)
     if n_rows:
         arguments = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
                      np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),

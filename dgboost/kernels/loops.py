@@ -1,10 +1,10 @@
 """The CPU kernels' loops, compiled by numba, and the threads that run them.
 
 Each function here is plain Python over NumPy arrays: the body of one kernel of
-``cpu.py``, which checks its arguments and calls it. ``@compiled`` defers
-numba's import (0.3 s) and each loop's compilation to the loop's first call, and
-``cache=True`` keeps the machine code on disk, so a new process loads it rather
-than compiling again.
+``cpu.py``, which checks its arguments and calls it, or a scalar helper such a body
+calls (inlined into it). ``@compiled`` defers numba's import (0.3 s) and each loop's
+compilation to the loop's first call, and ``cache=True`` keeps the machine code on
+disk, so a new process loads it rather than compiling again.
 
 Loops are compiled with ``nogil`` and spread over threads by ``on_threads``, a pool
 of Python threads, rather than by numba's own parallel loops: numba's default
@@ -30,7 +30,9 @@ import numpy as np
 
 def compiled(function):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
-    loops it calls are compiled with it (numba calls their machine code, not these wrappers)."""
+    functions it calls are compiled with it and inlined (``inline="always"``: numba's own
+    calls between compiled functions stay calls, which in split evaluation's innermost
+    loop took half its time)."""
     @functools.lru_cache(maxsize=None)
     def machine_code():
         import numba
@@ -42,7 +44,7 @@ def compiled(function):
         body = types.FunctionType(function.__code__, names, function.__name__, function.__defaults__,
                                   function.__closure__)
         body.__qualname__ = function.__qualname__
-        return numba.njit(cache=True, nogil=True)(body)
+        return numba.njit(cache=True, nogil=True, inline="always")(body)
 
     @functools.wraps(function)
     def call(*args):
@@ -264,3 +266,158 @@ def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, sp
             left = default_left[node] if bin_id == missing_symbol else bin_id <= split_bin[node]
             node = child if left else child + 1
         leaf[row] = node
+
+
+@compiled
+def _node_gain(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """cpu.node_gains of one node (node_weights inside it), in the same float operations,
+    for a node's finite sums. cpu.node_gains and cpu.node_weights stay the array programs
+    of tree_record and the tests: change them together."""
+    if hessian < min_child_weight or hessian <= 0:  # too light: the array program's mask
+        return 0.0
+    thresholded = gradient
+    if alpha != 0:
+        sign = 1.0 if gradient > 0 else (-1.0 if gradient < 0 else 0.0)
+        shrunk = abs(gradient) - alpha
+        thresholded = sign * (shrunk if shrunk > 0.0 else 0.0)
+    denominator = hessian + reg_lambda
+    if not denominator > 0:
+        denominator = 1.0
+    if max_delta_step > 0:
+        weight = -thresholded / denominator
+        if weight < -max_delta_step:
+            weight = -max_delta_step
+        elif weight > max_delta_step:
+            weight = max_delta_step
+        return -(2.0 * gradient * weight + (hessian + reg_lambda) * (weight * weight) + 2.0 * alpha * abs(weight))
+    return (thresholded * thresholded) / denominator
+
+
+@compiled
+def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient, total_hessian,
+                parent_gain, least_hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """A candidate's score from its left child's fixed-point sums: the children's gains
+    less the parent's, or -inf where a child is too light."""
+    g_left = np.float64(sum_gradient) * inverse_gradient
+    h_left = np.float64(sum_hessian) * inverse_hessian
+    g_right = total_gradient - g_left
+    h_right = total_hessian - h_left
+    if not (h_left >= least_hessian and h_right >= least_hessian):
+        return -np.inf
+    if max_delta_step > 0 or alpha > 0:
+        return (_node_gain(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step)
+                + _node_gain(g_right, h_right, reg_lambda, alpha, min_child_weight, max_delta_step)) - parent_gain
+    return (g_left * g_left) / (h_left + reg_lambda) + (g_right * g_right) / (h_right + reg_lambda) - parent_gain
+
+
+@compiled
+def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha, min_child_weight,
+           max_delta_step, gamma, min_split_gain, thread, n_threads, table, gains):
+    """The split table rows of thread ``thread``'s share of the nodes (see cpu.evaluate_splits).
+
+    Nodes are cut into ``n_threads`` runs; each node's row depends on that node
+    alone. Per node and feature: the feature's total, so its missing sums; then a
+    prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
+    fixed_point.py, so they and their float64 images are exact), each prefix scored
+    with missing values right, then left (left only where the feature has missing
+    values: without them both score the same and right wins the tie). The best is
+    the first largest gain in (feature, bin, direction) order. A NaN gain (lambda or
+    alpha infinite, with max_delta_step) makes the node's gain NaN and its candidate
+    the last bin, missing left, as the array program this loop replaced chose (numpy's
+    max, then the first candidate equal to it: none). ``gains[node]`` gets the gain;
+    ``table[node, 4]``, its bits, is left to the caller.
+    """
+    n_nodes = hist.shape[0]
+    n_bins_total = hist.shape[1]
+    n_features = bin_offsets.shape[0] - 1
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
+    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
+    for node in range(n_nodes * thread // n_threads, n_nodes * (thread + 1) // n_threads):
+        node_gradient = node_sums[node, 0]
+        node_hessian = node_sums[node, 1]
+        total_gradient = np.float64(node_gradient) * inverse_gradient
+        total_hessian = np.float64(node_hessian) * inverse_hessian
+        parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight,
+                                 max_delta_step)
+        # No candidate allowed: the first one (bin 0, missing right) with gain -inf.
+        best_gain = -np.inf
+        best_bin = 0
+        best_direction = 0
+        left_gradient = hist[node, 0, 0]
+        left_hessian = hist[node, 0, 1]
+        seen_nan = False
+        nan_gain = 0.0  # the first NaN gain
+        for feature in range(n_features):
+            begin = bin_offsets[feature]
+            end = bin_offsets[feature + 1]
+            present_gradient = np.int64(0)
+            present_hessian = np.int64(0)
+            for bin_idx in range(begin, end):
+                present_gradient += hist[node, bin_idx, 0]
+                present_hessian += hist[node, bin_idx, 1]
+            missing_gradient = node_gradient - present_gradient
+            missing_hessian = node_hessian - present_hessian
+            n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
+            prefix_gradient = np.int64(0)
+            prefix_hessian = np.int64(0)
+            for bin_idx in range(begin, end):
+                prefix_gradient += hist[node, bin_idx, 0]
+                prefix_hessian += hist[node, bin_idx, 1]
+                for direction in range(n_directions):  # missing right, then missing left
+                    sum_gradient = prefix_gradient + direction * missing_gradient
+                    sum_hessian = prefix_hessian + direction * missing_hessian
+                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                                       total_hessian, parent_gain, least_hessian, reg_lambda, alpha, min_child_weight,
+                                       max_delta_step)
+                    if gain > best_gain:
+                        best_gain = gain
+                        best_bin = bin_idx
+                        best_direction = direction
+                        left_gradient = sum_gradient
+                        left_hessian = sum_hessian
+                    elif np.isnan(gain) and not seen_nan:
+                        seen_nan = True
+                        nan_gain = gain
+        if seen_nan:  # the last bin's prefix plus its feature's missing sums: the whole node
+            best_gain = nan_gain
+            best_bin = n_bins_total - 1
+            best_direction = 1
+            left_gradient = node_gradient
+            left_hessian = node_hessian
+        if not active[node]:
+            best_gain = -np.inf
+        best_feature = feature_of_bin[best_bin]
+        table[node, 0] = best_gain > min_split_gain and best_gain >= gamma
+        table[node, 1] = best_feature
+        table[node, 2] = best_bin - bin_offsets[best_feature]
+        table[node, 3] = best_direction
+        table[node, 5] = left_gradient
+        table[node, 6] = left_hessian
+        table[node, 7] = node_gradient - left_gradient
+        table[node, 8] = node_hessian - left_hessian
+        gains[node] = best_gain
+
+
+@compiled
+def pair_bounds(gpair, thread, n_threads, bounds):
+    """The largest |gradient| and |hessian| of thread ``thread``'s run of the rows, into
+    ``bounds`` (2,) float32, which starts at 0 (see cpu.gradient_bounds). A NaN wins and
+    stays, as in numpy's max."""
+    n_rows = gpair.shape[0]
+    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+        for column in range(2):
+            value = abs(gpair[row, column])
+            if value > bounds[column] or np.isnan(value):
+                bounds[column] = value
+
+
+@compiled
+def pair_sums(gpair, scales, thread, n_threads, sums):
+    """Add ``to_fixed(gpair[r, c], scales[c])`` over thread ``thread``'s run of the rows into
+    ``sums`` (2,) int64 (see cpu.gradient_sums): the product in float64, as fixed_point.to_fixed."""
+    n_rows = gpair.shape[0]
+    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+        sums[0] += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+        sums[1] += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
