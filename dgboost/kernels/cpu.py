@@ -554,7 +554,7 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
     arguments = (np.ascontiguousarray(X, dtype=CUT_DTYPE), node(left), node(right), node(feature),
                  np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
-                 np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs))
+                 np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
     n_threads = _threads_for(X.shape[0])
     loops.on_threads(lambda thread: loops.predict(*arguments, thread, n_threads, margins), n_threads)
     return margins

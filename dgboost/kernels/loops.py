@@ -180,20 +180,39 @@ def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, t
             packed[row, word_index] = word
 
 
+#: Rows predicted together, tree by tree: the tree's nodes stay in cache across the block,
+#: and the rows' walks, independent, overlap their memory reads.
+_PREDICT_BLOCK = 64
+
+
 @compiled
-def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, thread, n_threads, margins):
+def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, thread, n_threads,
+            margins):
     """Add every tree's leaf value to thread ``thread``'s share of the rows of ``margins``,
-    tree by tree in model order: each row's float32 additions are the NumPy twin's, in
-    its order (see cpu.predict_margins)."""
+    each row's trees in model order: its float32 additions are the NumPy twin's, in its
+    order (see cpu.predict_margins).
+
+    Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
+    time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
+    right is ``left + 1``, as every tree numbers its nodes.
+    """
     n_rows = X.shape[0]
-    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+    first, stop = n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads
+    nodes = np.empty(_PREDICT_BLOCK, np.int32)
+    for block in range(first, stop, _PREDICT_BLOCK):
+        size = min(_PREDICT_BLOCK, stop - block)
         for tree in range(roots.shape[0]):
-            node = roots[tree]
-            while left[node] >= 0:
-                x = X[row, feature[node]]
-                go_left = default_left[node] if np.isnan(x) else x < threshold[node]
-                node = left[node] if go_left else right[node]
-            margins[row, outputs[tree]] += value[node]
+            nodes[:size] = roots[tree]
+            for _ in range(depth):
+                for index in range(size):
+                    node = nodes[index]
+                    child = left[node]
+                    x = X[block + index, feature[node]]
+                    go_right = not default_left[node] if np.isnan(x) else not x < threshold[node]
+                    nodes[index] = child + np.int32(go_right) if child >= 0 else node
+            output = outputs[tree]
+            for index in range(size):
+                margins[block + index, output] += value[nodes[index]]
 
 
 @compiled
