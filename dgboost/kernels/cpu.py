@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
-                       LEAF_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+                       INDEX_DTYPE, LEAF_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
 from ..backend import get_xp
 from . import loops
 
@@ -438,9 +438,12 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
     reordered stably: its left rows first, then its right rows. Other rows stay:
     those of slots that do not split, and those outside every slot's range (rows
-    of nodes of other levels). Compiled (loops.partition): one pass over each
-    splitting slot's range, on one thread (spread over two threads, by slots or
-    by runs of rows, it measured no faster on a 2-core machine).
+    of nodes of other levels). Compiled, in two passes over the slots' rows laid
+    end to end and cut into one run a thread, as the CUDA twin's flags, scan and
+    scatter: each row's side and each run's left count by slot
+    (loops.partition_sides), then each row to its place, counting the lefts of
+    earlier runs (loops.partition_scatter). The result does not depend on the
+    thread count.
 
     Parameters
     ----------
@@ -456,18 +459,28 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     (ridx, n_left): the new ridx (n_rows,) int32, and each slot's number of rows
     sent left (n_level_nodes,) int32.                                  # OUT
     """
-    new_ridx = np.array(ridx, dtype=POSITION_DTYPE)
-    n_left = np.zeros(left_child.shape[0], dtype=POSITION_DTYPE)
-    if packed.shape[0]:
-        loops.partition(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
-                        np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), positions,
-                        np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
-                        np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE),
-                        np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-                        np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                        np.ascontiguousarray(default_left, dtype=bool),
-                        np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), new_ridx, n_left)
-    return new_ridx, n_left
+    ridx = np.ascontiguousarray(ridx, dtype=POSITION_DTYPE)
+    new_ridx = ridx.copy()  # rows of slots that do not split, and of no slot, stay
+    n_slots = int(left_child.shape[0])
+    n_threads = _threads_for(int((seg_end - seg_begin).sum()))
+    lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
+    if packed.shape[0] and n_slots:
+        segments = (np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
+                    np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
+        left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
+        goes_left = np.zeros(ridx.shape[0], dtype=np.uint8)
+        sides = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, ridx, positions, *segments,
+                 np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                 np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                 np.ascontiguousarray(default_left, dtype=bool), left_child)
+        loops.on_threads(lambda thread: loops.partition_sides(*sides, thread, n_threads, goes_left, lefts[thread]),
+                         n_threads)
+        lefts_before = np.cumsum(lefts, axis=0) - lefts
+        total = lefts.sum(axis=0)
+        loops.on_threads(lambda thread: loops.partition_scatter(ridx, *segments, left_child, goes_left,
+                                                                lefts_before[thread], total, thread, n_threads,
+                                                                new_ridx), n_threads)
+    return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,

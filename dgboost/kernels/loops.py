@@ -216,51 +216,53 @@ def predict(X, left, right, feature, threshold, default_left, value, roots, outp
 
 
 @compiled
-def partition(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, seg_end,
-              split_feature, split_bin, default_left, left_child, new_ridx, n_left):
-    """Split the range of each splitting slot of ``ridx`` into ``new_ridx`` (see cpu.partition_rows).
-
-    One pass over a slot's rows that does not branch on the side a row goes to
-    (a branch taken at random mispredicts half the time: 1.7 ms against 1.0 ms for
-    200k rows in one slot). Each row is written at both the next free place from the range's
-    start (``lefts``) and the next from its end (``rights``) and the count of its
-    side moves on, so the place it keeps is its own and the other is written over::
-
-        begin                          end
-        [l0 l1 l2 .. .. .. .. r2 r1 r0]   after 6 of 10 rows ('..': free, or a stray copy)
-        [l0 l1 l2 l3 r5 r4 r3 r2 r1 r0]   after all 10: the rights written backwards
-        [l0 l1 l2 l3 r0 r1 r2 r3 r4 r5]   the right part reversed
-
-    so both sides keep their order. ``new_ridx`` holds a copy of ``ridx`` on entry
-    (the other slots' rows and rows of no slot stay); ``cells`` as for ``histograms``.
-    """
+def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, seg_end,
+                    split_feature, split_bin, default_left, left_child, thread, n_threads, goes_left, lefts):
+    """Partition's first pass over thread ``thread``'s run of the slots' rows laid end to end
+    (see cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by
+    its place in ``ridx``) and its child (``positions``), and ``lefts[slot]`` counts the
+    run's rows sent left. ``cells`` as for ``histograms``."""
+    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
     mask = np.uint32((1 << bits) - 1)
-    for slot in range(seg_begin.shape[0]):
+    for item in range(first, stop):
+        while starts[slot + 1] <= item:
+            slot += 1
         child = left_child[slot]
         if child < 0:
             continue
-        begin, end = seg_begin[slot], seg_end[slot]
-        feature, threshold, missing_left = split_feature[slot], split_bin[slot], default_left[slot]
-        word, shift = feature // cells_per_word, np.uint32((feature % cells_per_word) * bits)
-        lefts, rights = 0, 0
-        for item in range(begin, end):
-            row = ridx[item]
-            if cells is not None:
-                bin_id = np.int64(cells[row, feature])
-            else:
-                bin_id = np.int64((packed[row, word] >> shift) & mask)
-            left = np.int64(missing_left if bin_id == missing_symbol else bin_id <= threshold)
-            new_ridx[begin + lefts] = row
-            new_ridx[end - 1 - rights] = row
-            positions[row] = child + 1 - left
-            lefts += left
-            rights += 1 - left
-        low, high = begin + lefts, end - 1
-        while low < high:
-            new_ridx[low], new_ridx[high] = new_ridx[high], new_ridx[low]
-            low += 1
-            high -= 1
-        n_left[slot] = lefts
+        place = seg_begin[slot] + item - starts[slot]
+        row = ridx[place]
+        feature = split_feature[slot]
+        if cells is not None:
+            bin_id = np.int64(cells[row, feature])
+        else:
+            bin_id = np.int64((packed[row, feature // cells_per_word]
+                               >> np.uint32((feature % cells_per_word) * bits)) & mask)
+        left = np.int64(default_left[slot] if bin_id == missing_symbol else bin_id <= split_bin[slot])
+        goes_left[place] = left
+        positions[row] = child + 1 - left
+        lefts[slot] += left
+
+
+@compiled
+def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts_before, n_left, thread, n_threads,
+                      new_ridx):
+    """Partition's second pass over the same run: each row of a splitting slot to its place,
+    the slot's left rows first, then its right rows, each side in order. ``lefts_before[slot]``
+    counts the slot's left rows in the runs of earlier threads; ``n_left[slot]`` all of them."""
+    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
+    seen_left = lefts_before[slot]
+    for item in range(first, stop):
+        while starts[slot + 1] <= item:
+            slot += 1
+            seen_left = lefts_before[slot]
+        if left_child[slot] < 0:
+            continue
+        index = item - starts[slot]  # the row's place within its slot
+        place = seg_begin[slot] + index
+        left = goes_left[place]
+        new_ridx[seg_begin[slot] + (seen_left if left else n_left[slot] + index - seen_left)] = ridx[place]
+        seen_left += left
 
 
 @compiled
