@@ -100,6 +100,16 @@ def on_threads(work, n_threads: int) -> list:
 
 
 @compiled
+def _bin(cells, packed, row, feature, bits, cells_per_word):
+    """The bin of ``feature`` in ``row``: read directly where cells are whole bytes
+    (``cells``, a uint8 or uint16 view of the words), else shifted out of its word."""
+    if cells is not None:
+        return np.int64(cells[row, feature])
+    mask = np.uint32((1 << bits) - 1)
+    return np.int64((packed[row, feature // cells_per_word] >> np.uint32((feature % cells_per_word) * bits)) & mask)
+
+
+@compiled
 def _share(seg_begin, seg_end, thread, n_threads):
     """The run of the slots' rows laid end to end that ``thread`` of ``n_threads`` takes:
     (each slot's first position, the run's first and stop positions, the run's first slot)."""
@@ -126,7 +136,6 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
     (bits 8 or 16: read directly), else None (cells shifted out of ``packed``).
     """
     starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
-    mask = np.uint32((1 << bits) - 1)
     for item in range(first, stop):
         while starts[slot + 1] <= item:
             slot += 1
@@ -134,11 +143,7 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
         gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
         hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
         for feature in range(n_features):
-            if cells is not None:
-                bin_id = np.int64(cells[row, feature])
-            else:
-                word = packed[row, feature // cells_per_word]
-                bin_id = np.int64((word >> np.uint32((feature % cells_per_word) * bits)) & mask)
+            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
             if bin_id != missing_symbol:
                 column = bin_offsets[feature] + bin_id
                 hist[slot, column, 0] += gradient
@@ -223,7 +228,6 @@ def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, p
     its place in ``ridx``) and its child (``positions``), and ``lefts[slot]`` counts the
     run's rows sent left. ``cells`` as for ``histograms``."""
     starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
-    mask = np.uint32((1 << bits) - 1)
     for item in range(first, stop):
         while starts[slot + 1] <= item:
             slot += 1
@@ -233,11 +237,7 @@ def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, p
         place = seg_begin[slot] + item - starts[slot]
         row = ridx[place]
         feature = split_feature[slot]
-        if cells is not None:
-            bin_id = np.int64(cells[row, feature])
-        else:
-            bin_id = np.int64((packed[row, feature // cells_per_word]
-                               >> np.uint32((feature % cells_per_word) * bits)) & mask)
+        bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
         left = np.int64(default_left[slot] if bin_id == missing_symbol else bin_id <= split_bin[slot])
         goes_left[place] = left
         positions[row] = child + 1 - left
@@ -271,7 +271,6 @@ def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, sp
     """Walk thread ``thread``'s share of the rows (the ``n_threads`` equal runs of them, in
     order) from the root to their leaves (see cpu.route_rows); ``cells`` as for ``histograms``."""
     n_rows = leaf.shape[0]
-    mask = np.uint32((1 << bits) - 1)
     for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
         node = 0
         for _ in range(depth):
@@ -279,11 +278,7 @@ def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, sp
             if child < 0:
                 break
             feature = split_feature[node]
-            if cells is not None:
-                bin_id = np.int64(cells[row, feature])
-            else:
-                bin_id = np.int64((packed[row, feature // cells_per_word]
-                                   >> np.uint32((feature % cells_per_word) * bits)) & mask)
+            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
             left = default_left[node] if bin_id == missing_symbol else bin_id <= split_bin[node]
             node = child if left else child + 1
         leaf[row] = node
