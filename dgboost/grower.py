@@ -92,8 +92,9 @@ class _Frontier:
 
     Its slots come in sibling pairs, one pair per parent that split (the root
     level excepted). Of each pair one child is built from its rows
-    (``build_left`` says which); its sibling comes by subtraction from
-    ``parent_hist``.
+    (``build_left`` says which); its sibling comes by subtraction from its
+    parent's histogram, ``parent_hist[parent_slot[pair]]`` (the parents' level, not
+    a copy of its split nodes).
     """
 
     start: int  # id of slot 0
@@ -101,7 +102,8 @@ class _Frontier:
     active: object  # (size,) bool: False for padding slots
     seg_begin: object  # (size,) int32: each slot's rows are ridx[seg_begin:seg_end]
     seg_end: object  # (size,) int32
-    parent_hist: object  # (size // 2, n_bins_total, 2) int64; None at the root
+    parent_hist: object  # (n_parent_slots, n_bins_total, 2) int64: the parents' level; None at the root
+    parent_slot: object  # (size // 2,) int32: each pair's parent slot in parent_hist
     build_left: object  # (size // 2,) bool: the built child of each pair is the left one
     build_begin: object  # (size // 2,) int32: the built child's range of ridx
     build_end: object
@@ -110,7 +112,7 @@ class _Frontier:
     def root(cls, node_sums, n_rows: int) -> "_Frontier":
         xp = get_xp(node_sums)
         return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
-                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None)
+                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None)
 
     @property
     def size(self) -> int:
@@ -121,14 +123,14 @@ class _Frontier:
         if self.parent_hist is None:
             return comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
         built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
-        return histogram.children(self.parent_hist, built, self.build_left)
+        return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int) -> "_Frontier":
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
         ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left."""
         node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
             level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
-        return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist[slot_of_rank],
+        return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
                          build_left, build_begin, build_end)
 
 

@@ -35,7 +35,8 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
                             layout.missing_symbol, matrix.host_bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
 
 
-def children(parent, built, build_left):
+def children(hist, slot_of_rank, built, build_left):
     """Full histograms of the children of ``n`` parents, in sibling pairs: (2 n, n_bins_total, 2)
-    int64 from the parents' and the built children's (kernels.sibling_histograms)."""
-    return sibling_histograms(parent, built, build_left)
+    int64, from the parents' level ``hist`` (pair ``p``'s parent is ``hist[slot_of_rank[p]]``) and
+    the built children (kernels.sibling_histograms)."""
+    return sibling_histograms(hist, slot_of_rank, built, build_left)

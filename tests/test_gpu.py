@@ -192,8 +192,12 @@ def test_sibling_histograms_equal_their_twin(n_parents, n_bins):
     parent = rng.integers(-2**50, 2**50, size=(n_parents, n_bins, 2))
     built = rng.integers(-2**50, 2**50, size=(n_parents, n_bins, 2))
     build_left = rng.random(n_parents) < 0.5
-    expected = cpu.sibling_histograms(parent, built, build_left)
-    got = cuda.sibling_histograms(cp.asarray(parent), cp.asarray(built), cp.asarray(build_left))
+    slot_of_rank = rng.permutation(n_parents + 3)[:n_parents].astype(np.int32)  # parents in a wider level
+    level = rng.integers(-2**50, 2**50, size=(n_parents + 3, n_bins, 2))
+    level[slot_of_rank] = parent
+    expected = cpu.sibling_histograms(level, slot_of_rank, built, build_left)
+    got = cuda.sibling_histograms(cp.asarray(level), cp.asarray(slot_of_rank), cp.asarray(built),
+                                  cp.asarray(build_left))
     np.testing.assert_array_equal(got.get(), expected)
 
 

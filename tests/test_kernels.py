@@ -467,7 +467,11 @@ def test_subtraction_equals_direct_build(n_rows, n_features, n_parents, random):
     build_left = rng.random(n_parents) < 0.5
     built_slot = np.where((child % 2 == 0) == build_left[child // 2], child // 2, -1)
     built = _hist(packed, offsets, gpair, built_slot, n_parents, n_features)
-    np.testing.assert_array_equal(histogram.children(parent, built, build_left), direct)
+    # The parents sit at shuffled slots of a wider level, as a level's splitting nodes do.
+    slot_of_rank = rng.permutation(n_parents + 2)[:n_parents].astype(np.int32)
+    level = np.zeros((n_parents + 2, *parent.shape[1:]), dtype=parent.dtype)
+    level[slot_of_rank] = parent
+    np.testing.assert_array_equal(histogram.children(level, slot_of_rank, built, build_left), direct)
 
 
 @settings(max_examples=30, deadline=None)

@@ -151,8 +151,10 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     """
     shape = (int(seg_begin.shape[0]), int(bin_offsets[-1]), 2)
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
-    parts = np.zeros((n_threads, *shape), dtype=HIST_DTYPE)  # one histogram a thread, added in order
-    if parts.size and packed.shape[0]:
+    parts = np.empty((n_threads, *shape), dtype=HIST_DTYPE)  # one histogram a thread, added in order
+    if not packed.shape[0]:
+        parts[:] = 0
+    elif parts.size:
         arguments = (_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
@@ -160,7 +162,10 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
                      np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
         loops.on_threads(lambda thread: loops.histograms(*arguments, thread, n_threads, parts[thread]), n_threads)
-    return parts[0] if n_threads == 1 else parts.sum(axis=0)
+        if n_threads > 1:
+            flat = parts.reshape(n_threads, -1)
+            loops.on_threads(lambda thread: loops.add_parts(flat, thread, n_threads), n_threads)
+    return parts[0]
 
 
 def _cells(packed, bits):
@@ -412,12 +417,17 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
             xp.where(build_left, middle, end).astype(POSITION_DTYPE))
 
 
-def sibling_histograms(parent, built, build_left):
+def sibling_histograms(hist, slot_of_rank, built, build_left):
     """Full histograms of the children of ``n`` parents, in sibling pairs.
+
+    Pair ``p``'s parent is ``hist[slot_of_rank[p]]``; of its children, the built one
+    is ``built[p]`` and its sibling the parent minus it. Compiled (loops.siblings), the
+    pairs spread over threads.
 
     Parameters
     ----------
-    parent : array of shape (n, n_bins_total, 2), int64                  # IN
+    hist : array of shape (n_slots, n_bins_total, 2), int64: the parents' level      # IN
+    slot_of_rank : array of shape (n,), int32: each pair's parent slot              # IN
     built : array of shape (n, n_bins_total, 2), int64: the built child of each parent   # IN
     build_left : array of shape (n,), bool: whether the built child is the left one   # IN
 
@@ -425,12 +435,15 @@ def sibling_histograms(parent, built, build_left):
     -------
     array of shape (2 n, n_bins_total, 2), int64: left and right child of each parent   # OUT
     """
-    xp = get_xp(parent)
-    sibling = parent - built
-    flag = build_left[:, None, None]
-    left = xp.where(flag, built, sibling)
-    right = xp.where(flag, sibling, built)
-    return xp.stack([left, right], axis=1).reshape(-1, *parent.shape[1:])
+    n_pairs = int(built.shape[0])
+    children = np.empty((2 * n_pairs, *built.shape[1:]), dtype=HIST_DTYPE)
+    if children.size:
+        flat = lambda array: np.ascontiguousarray(array, dtype=HIST_DTYPE).reshape(array.shape[0], -1)  # noqa: E731
+        arguments = (flat(hist), np.ascontiguousarray(slot_of_rank, dtype=POSITION_DTYPE), flat(built),
+                     np.ascontiguousarray(build_left, dtype=bool))
+        n_threads = min(n_pairs, _threads_for(int(children.size) // 16))
+        loops.on_threads(lambda thread: loops.siblings(*arguments, thread, n_threads, flat(children)), n_threads)
+    return children
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,

@@ -337,17 +337,18 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
     return node_sums, active, begin, end, build_left, build_begin, build_end
 
 
-def sibling_histograms(parent, built, build_left):
+def sibling_histograms(hist, slot_of_rank, built, build_left):
     import cupy
 
-    n_parents = int(parent.shape[0])
-    pair_size = int(np.prod(parent.shape[1:]))
-    children = cupy.empty((2 * n_parents, *parent.shape[1:]), dtype=HIST_DTYPE)
+    n_parents = int(built.shape[0])
+    pair_size = int(np.prod(built.shape[1:]))
+    children = cupy.empty((2 * n_parents, *built.shape[1:]), dtype=HIST_DTYPE)
     if children.size:
         _kernel("histogram.cu", "sibling_histograms")(
             (_blocks(n_parents * pair_size),), (_BLOCK,),
-            (cupy.ascontiguousarray(parent, dtype=HIST_DTYPE), cupy.ascontiguousarray(built, dtype=HIST_DTYPE),
-             cupy.ascontiguousarray(build_left, dtype=bool), np.int64(n_parents), np.int64(pair_size), children))
+            (cupy.ascontiguousarray(hist, dtype=HIST_DTYPE), _int32(slot_of_rank),
+             cupy.ascontiguousarray(built, dtype=HIST_DTYPE), cupy.ascontiguousarray(build_left, dtype=bool),
+             np.int64(n_parents), np.int64(pair_size), children))
     return children
 
 

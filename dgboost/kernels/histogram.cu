@@ -118,16 +118,16 @@ extern "C" __global__ void segment_offsets(
 }
 
 // Children of n parents in sibling pairs (twin: cpu.sibling_histograms): the
-// built child as summed, its sibling as the parent minus it. One thread per
-// int64 of a parent's histogram (pair_size of them a parent).
+// built child as summed, its sibling as the parent (hist[slot_of_rank[p]]) minus
+// it. One thread per int64 of a parent's histogram (pair_size of them a parent).
 extern "C" __global__ void sibling_histograms(
-    const i64* __restrict__ parent, const i64* __restrict__ built, const bool* __restrict__ build_left,
-    const i64 n_parents, const i64 pair_size, i64* __restrict__ children)
+    const i64* __restrict__ hist, const int* __restrict__ slot_of_rank, const i64* __restrict__ built,
+    const bool* __restrict__ build_left, const i64 n_parents, const i64 pair_size, i64* __restrict__ children)
 {
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_parents * pair_size) return;
     const i64 p = i / pair_size, j = i - p * pair_size;
-    const i64 b = built[i], sibling = parent[i] - b;
+    const i64 b = built[i], sibling = hist[(i64)slot_of_rank[p] * pair_size + j] - b;
     const bool left = build_left[p];
     children[(2 * p) * pair_size + j] = left ? b : sibling;
     children[(2 * p + 1) * pair_size + j] = left ? sibling : b;

@@ -126,28 +126,67 @@ def _share(seg_begin, seg_end, thread, n_threads):
 
 
 @compiled
+def _places(seg_begin, starts, first, stop, slot):
+    """The places in ``ridx`` of slot ``slot``'s rows within the run ``[first, stop)`` (see
+    _share): ``(begin, end)``, an empty range where the slot lies outside the run."""
+    offset = seg_begin[slot] - starts[slot]
+    begin = max(first, starts[slot]) + offset
+    return begin, max(begin, min(stop, starts[slot + 1]) + offset)
+
+
+@compiled
 def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
                ridx, seg_begin, seg_end, thread, n_threads, hist):
     """Add thread ``thread``'s share of the slots' rows into ``hist`` (see cpu.build_histograms).
 
     The slots' rows are laid end to end and cut into ``n_threads`` equal runs; this
-    call sums run ``thread`` into ``hist``, a histogram of its own. ``cells``: the
+    call sums run ``thread`` into ``hist``, a histogram of its own, which it zeroes first. ``cells``: the
     packed words viewed as one uint8 or uint16 a cell where cells are whole bytes
     (bits 8 or 16: read directly), else None (cells shifted out of ``packed``).
     """
-    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
-    for item in range(first, stop):
-        while starts[slot + 1] <= item:
-            slot += 1
-        row = ridx[seg_begin[slot] + item - starts[slot]]
-        gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-        hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
-        for feature in range(n_features):
-            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-            if bin_id != missing_symbol:
-                column = bin_offsets[feature] + bin_id
-                hist[slot, column, 0] += gradient
-                hist[slot, column, 1] += hessian
+    hist[:] = 0  # here, not by the caller: each thread writes its pages first
+    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
+    for slot in range(first_slot, seg_begin.shape[0]):
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        slot_hist = hist[slot]
+        for place in range(begin, end):
+            row = ridx[place]
+            gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+            hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+            for feature in range(n_features):
+                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+                if bin_id != missing_symbol:
+                    column = bin_offsets[feature] + bin_id
+                    slot_hist[column, 0] += gradient
+                    slot_hist[column, 1] += hessian
+
+
+@compiled
+def add_parts(parts, thread, n_threads):
+    """Add ``parts[1:]`` into ``parts[0]``, in part order, over thread ``thread``'s run of the
+    columns: ``parts`` (n_parts, size) int64, the threads' histograms flattened."""
+    size = parts.shape[1]
+    for column in range(size * thread // n_threads, size * (thread + 1) // n_threads):
+        total = parts[0, column]
+        for part in range(1, parts.shape[0]):
+            total += parts[part, column]
+        parts[0, column] = total
+
+
+@compiled
+def siblings(hist, slot_of_rank, built, build_left, thread, n_threads, children):
+    """Thread ``thread``'s run of the sibling pairs of cpu.sibling_histograms: pair ``p``'s
+    built child as summed, its sibling as parent ``hist[slot_of_rank[p]]`` minus it. All
+    arrays flattened to one row a histogram."""
+    n_pairs = built.shape[0]
+    for pair in range(n_pairs * thread // n_threads, n_pairs * (thread + 1) // n_threads):
+        parent = hist[slot_of_rank[pair]]
+        summed = built[pair]
+        built_child = children[2 * pair + (0 if build_left[pair] else 1)]
+        other_child = children[2 * pair + (1 if build_left[pair] else 0)]
+        for column in range(summed.shape[0]):
+            built_child[column] = summed[column]
+            other_child[column] = parent[column] - summed[column]
 
 
 @compiled
@@ -227,21 +266,24 @@ def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, p
     (see cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by
     its place in ``ridx``) and its child (``positions``), and ``lefts[slot]`` counts the
     run's rows sent left. ``cells`` as for ``histograms``."""
-    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
-    for item in range(first, stop):
-        while starts[slot + 1] <= item:
-            slot += 1
+    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
+    for slot in range(first_slot, seg_begin.shape[0]):
         child = left_child[slot]
         if child < 0:
             continue
-        place = seg_begin[slot] + item - starts[slot]
-        row = ridx[place]
         feature = split_feature[slot]
-        bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-        left = np.int64(default_left[slot] if bin_id == missing_symbol else bin_id <= split_bin[slot])
-        goes_left[place] = left
-        positions[row] = child + 1 - left
-        lefts[slot] += left
+        threshold = split_bin[slot]
+        missing_left = np.int64(default_left[slot])
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        sent_left = np.int64(0)  # a local count, not lefts[slot]: threads' counts share cache lines
+        for place in range(begin, end):
+            row = ridx[place]
+            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+            left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
+            goes_left[place] = left
+            positions[row] = child + 1 - left
+            sent_left += left
+        lefts[slot] += sent_left
 
 
 @compiled
@@ -250,19 +292,19 @@ def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts_bef
     """Partition's second pass over the same run: each row of a splitting slot to its place,
     the slot's left rows first, then its right rows, each side in order. ``lefts_before[slot]``
     counts the slot's left rows in the runs of earlier threads; ``n_left[slot]`` all of them."""
-    starts, first, stop, slot = _share(seg_begin, seg_end, thread, n_threads)
-    seen_left = lefts_before[slot]
-    for item in range(first, stop):
-        while starts[slot + 1] <= item:
-            slot += 1
-            seen_left = lefts_before[slot]
+    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
+    for slot in range(first_slot, seg_begin.shape[0]):
         if left_child[slot] < 0:
             continue
-        index = item - starts[slot]  # the row's place within its slot
-        place = seg_begin[slot] + index
-        left = goes_left[place]
-        new_ridx[seg_begin[slot] + (seen_left if left else n_left[slot] + index - seen_left)] = ridx[place]
-        seen_left += left
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        seen_left = lefts_before[slot]
+        right_place = seg_begin[slot] + n_left[slot] + (begin - seg_begin[slot]) - seen_left
+        left_place = seg_begin[slot] + seen_left
+        for place in range(begin, end):
+            left = goes_left[place]
+            new_ridx[left_place if left else right_place] = ridx[place]
+            left_place += left
+            right_place += 1 - left
 
 
 @compiled
