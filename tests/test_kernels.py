@@ -391,9 +391,10 @@ def test_compiled_partition_and_route_equal_their_references(bits, n_threads, mo
     """Many slots, empty ones, padding slots at n_rows, rows of other levels between the
     slots' ranges, missing cells sent either way; whole-byte and shifted cells; the
     thread count (route runs on threads) changes nothing."""
-    from dgboost.kernels import loops
+    from dgboost.kernels import cpu, loops
 
     monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
     rng = np.random.default_rng(bits)
     n_rows, n_features, missing_symbol = 30_000, 7, (1 << bits) - 1
     bins = rng.integers(0, missing_symbol + 1, size=(n_rows, n_features))  # missing_symbol: missing
@@ -589,14 +590,16 @@ def _naive_margins(X, left, right, feature, threshold, default_left, value, root
 
 
 @pytest.mark.parametrize("max_bin, n_features", [(256, 11), (32, 9), (40_000, 3), (3, 7)])
-@pytest.mark.parametrize("threads", [1, 3])
-def test_compiled_matrix_and_histograms_equal_naive_loops(max_bin, n_features, threads):
+@pytest.mark.parametrize("threads", [1, 3, 7])
+def test_compiled_matrix_and_histograms_equal_naive_loops(max_bin, n_features, threads, monkeypatch):
     """Quantise-and-pack and the histograms (bits 8, 5, 16, 2; whole-byte cells read
-    directly, others shifted out), on any thread count, equal plain loops."""
+    directly, others shifted out), on any thread count, equal plain loops: runs of rows
+    that share slots, a slot shared by every run, empty slots, slots of one row."""
     from dgboost.ellpack import EllpackLayout
     from dgboost.kernels import cpu, loops
     from dgboost.sketch import Sample, compute_cuts
 
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
     rng = np.random.default_rng(max_bin + n_features)
     X = rng.standard_normal((20_000, n_features)).astype(np.float32)
     X[rng.random(X.shape) < 0.1] = np.nan
@@ -607,24 +610,26 @@ def test_compiled_matrix_and_histograms_equal_naive_loops(max_bin, n_features, t
     with loops.using_threads(threads):
         packed = cpu.quantise_and_pack(X, cuts.values, cuts.offsets.tolist(), *shape)
         np.testing.assert_array_equal(packed, _naive_pack(X, cuts.values, cuts.offsets, *shape))
-        rows = rng.permutation(len(X))[:15_000].astype(np.int32)
-        ridx, seg_begin, seg_end = rows, np.array([0, 4000, 4000, 9000], np.int32), \
-            np.array([4000, 4000, 9000, 15_000], np.int32)
+        ridx = rng.permutation(len(X))[:15_000].astype(np.int32)
         gpair = rng.standard_normal((len(X), 2)).astype(np.float32)
         scales = np.array([2.0**20, 2.0**21])
-        arguments = (packed, layout.bits, layout.cells_per_word, n_features, layout.missing_symbol,
-                     cuts.bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
-        np.testing.assert_array_equal(cpu.build_histograms(*arguments), _naive_histograms(*arguments))
+        bounds = [[0, 4000, 4000, 9000, 15_000], [0, 15_000], [0, 1, 2, 2, 3, 7000, 7001, 15_000, 15_000]]
+        for bound in bounds:
+            seg_begin, seg_end = np.array(bound[:-1], np.int32), np.array(bound[1:], np.int32)
+            arguments = (packed, layout.bits, layout.cells_per_word, n_features, layout.missing_symbol,
+                         cuts.bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
+            np.testing.assert_array_equal(cpu.build_histograms(*arguments), _naive_histograms(*arguments))
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_compiled_prediction_equals_a_naive_walk(threads):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_prediction_equals_a_naive_walk(threads, monkeypatch):
     """Each row's float32 additions, in model order, for a forest of uneven trees and
     several outputs, on any thread count."""
     import dgboost
     from dgboost.kernels import cpu, loops
     from dgboost.predict import Forest
 
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
     rng = np.random.default_rng(5)
     X = rng.standard_normal((12_000, 5)).astype(np.float32)
     X[rng.random(X.shape) < 0.2] = np.nan

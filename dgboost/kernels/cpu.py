@@ -13,7 +13,6 @@ the same bits as NumPy wherever no transcendental function is involved.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import NamedTuple
 
@@ -24,22 +23,18 @@ from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE,
 from ..backend import get_xp
 from . import loops
 
-#: Rows of the thread-count rule of _threads_for.
-_ROWS_PER_THREAD = 1 << 12
+#: The fewest rows a thread of a loop over rows takes (_threads_for).
+_ROWS_PER_THREAD = 1 << 13
 
 #: The fewest split candidates (nodes x bins) a thread of evaluate_splits scores.
 _CANDIDATES_PER_THREAD = 1 << 14
 
 
 def _threads_for(n_rows: int) -> int:
-    """Threads for a loop over ``n_rows`` rows: the set count, fewer where rows are few.
+    """Threads for a loop over ``n_rows`` rows: the set count (loops.threads), fewer where
+    rows are few, so that each thread's share outweighs waking it (some microseconds)."""
+    return max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
 
-    A thread's start costs some 20 us of the caller's time under the GIL (the pool's
-    hand-off and numba's dispatch of the arguments), so starting n threads costs n times
-    that, while each does 1/n of the work: sqrt(n_rows / _ROWS_PER_THREAD) threads keep
-    the starts a small part (6 threads for 200k rows, 15 for 1M, 49 for 10M).
-    """
-    return max(1, min(loops.threads(), math.isqrt(n_rows // _ROWS_PER_THREAD)))
 
 #: Splits that gain no more than this are not made (XGBoost's kRtEps).
 MIN_SPLIT_GAIN = 1e-6
@@ -84,8 +79,7 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     packed = np.empty((X.shape[0], n_words), dtype=PACKED_WORD_DTYPE)
     arguments = (X, np.ascontiguousarray(cut_values, dtype=CUT_DTYPE), np.asarray(cut_offsets, dtype=BIN_OFFSET_DTYPE),
                  bits, cells_per_word, missing_symbol)
-    n_threads = _threads_for(X.shape[0])
-    loops.on_threads(lambda thread: loops.quantise(*arguments, thread, n_threads, packed), n_threads)
+    loops.quantise(*arguments, _threads_for(X.shape[0]), packed)
     return packed
 
 
@@ -149,23 +143,22 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     -------
     hist : array of shape (n_slots, bin_offsets[-1], 2), int64        # OUT
     """
-    shape = (int(seg_begin.shape[0]), int(bin_offsets[-1]), 2)
-    n_threads = _threads_for(int((seg_end - seg_begin).sum()))
-    parts = np.empty((n_threads, *shape), dtype=HIST_DTYPE)  # one histogram a thread, added in order
-    if not packed.shape[0]:
-        parts[:] = 0
-    elif parts.size:
-        arguments = (_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
+    n_slots, n_bins_total = int(seg_begin.shape[0]), int(bin_offsets[-1])
+    if not (n_slots and n_bins_total and packed.shape[0]):
+        return np.zeros((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
+    hist = np.empty((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
+    seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
+    seg_end = np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE)
+    n_runs = _threads_for(int((seg_end - seg_begin).sum()))
+    partials = np.empty((2 * n_runs, n_bins_total, 2), dtype=HIST_DTYPE)  # of the slots runs share
+    loops.histograms(_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE),
-                     np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
-                     np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
-        loops.on_threads(lambda thread: loops.histograms(*arguments, thread, n_threads, parts[thread]), n_threads)
-        if n_threads > 1:
-            flat = parts.reshape(n_threads, -1)
-            loops.on_threads(lambda thread: loops.add_parts(flat, thread, n_threads), n_threads)
-    return parts[0]
+                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, seg_end, n_runs, hist, partials)
+    n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _ROWS_PER_THREAD))
+    loops.add_partials(partials.reshape(partials.shape[0], -1), seg_begin, seg_end, n_runs, n_threads,
+                       hist.reshape(n_slots, -1))
+    return hist
 
 
 def _cells(packed, bits):
@@ -270,7 +263,7 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
                      np.ascontiguousarray(scales, dtype=GAIN_DTYPE), float(rules.reg_lambda), float(rules.alpha),
                      float(rules.min_child_weight), float(rules.max_delta_step), float(rules.gamma),
                      MIN_SPLIT_GAIN)
-        loops.on_threads(lambda thread: loops.splits(*arguments, thread, n_threads, table, gains), n_threads)
+        loops.splits(*arguments, n_threads, table, gains)
     table[:, 4] = gains.view(HIST_DTYPE)
     return table
 
@@ -295,7 +288,7 @@ def gradient_bounds(gpair):
     n_threads = _threads_for(gpair.shape[0])
     parts = np.zeros((n_threads, 2), dtype=GRADIENT_DTYPE)
     if gpair.shape[0]:
-        loops.on_threads(lambda thread: loops.pair_bounds(gpair, thread, n_threads, parts[thread]), n_threads)
+        loops.pair_bounds(gpair, n_threads, parts)
     return parts.max(axis=0).astype(GAIN_DTYPE)  # a NaN wins
 
 
@@ -319,7 +312,7 @@ def gradient_sums(gpair, scales):
     parts = np.zeros((n_threads, 2), dtype=HIST_DTYPE)
     if gpair.shape[0]:
         scales = np.ascontiguousarray(scales, dtype=GAIN_DTYPE)
-        loops.on_threads(lambda thread: loops.pair_sums(gpair, scales, thread, n_threads, parts[thread]), n_threads)
+        loops.pair_sums(gpair, scales, n_threads, parts)
     return parts.sum(axis=0)
 
 
@@ -441,8 +434,7 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
         flat = lambda array: np.ascontiguousarray(array, dtype=HIST_DTYPE).reshape(array.shape[0], -1)  # noqa: E731
         arguments = (flat(hist), np.ascontiguousarray(slot_of_rank, dtype=POSITION_DTYPE), flat(built),
                      np.ascontiguousarray(build_left, dtype=bool))
-        n_threads = min(n_pairs, _threads_for(int(children.size) // 16))
-        loops.on_threads(lambda thread: loops.siblings(*arguments, thread, n_threads, flat(children)), n_threads)
+        loops.siblings(*arguments, min(n_pairs, _threads_for(int(children.size) // 16)), flat(children))
     return children
 
 
@@ -488,18 +480,12 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
         segments = (np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
                     np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
         left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
-        goes_left = np.zeros(ridx.shape[0], dtype=np.uint8)
-        sides = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, ridx, positions, *segments,
-                 np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-                 np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                 np.ascontiguousarray(default_left, dtype=bool), left_child)
-        loops.on_threads(lambda thread: loops.partition_sides(*sides, thread, n_threads, goes_left, lefts[thread]),
-                         n_threads)
-        lefts_before = np.cumsum(lefts, axis=0) - lefts
-        total = lefts.sum(axis=0)
-        loops.on_threads(lambda thread: loops.partition_scatter(ridx, *segments, left_child, goes_left,
-                                                                lefts_before[thread], total, thread, n_threads,
-                                                                new_ridx), n_threads)
+        goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
+        loops.partition_sides(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, ridx, positions,
+                              *segments, np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                              np.ascontiguousarray(default_left, dtype=bool), left_child, n_threads, goes_left, lefts)
+        loops.partition_scatter(ridx, *segments, left_child, goes_left, lefts, n_threads, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 
 
@@ -534,7 +520,7 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
                      np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(default_left, dtype=bool),
                      np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
-        loops.on_threads(lambda thread: loops.route(*arguments, thread, n_threads, leaf), n_threads)
+        loops.route(*arguments, n_threads, leaf)
     return leaf
 
 
@@ -588,6 +574,5 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     arguments = (np.ascontiguousarray(X, dtype=CUT_DTYPE), node(left), node(right), node(feature),
                  np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
-    n_threads = _threads_for(X.shape[0])
-    loops.on_threads(lambda thread: loops.predict(*arguments, thread, n_threads, margins), n_threads)
+    loops.predict(*arguments, _threads_for(X.shape[0]), margins)
     return margins

@@ -6,19 +6,21 @@ calls (inlined into it). ``@compiled`` defers numba's import (0.3 s) and each lo
 compilation to the loop's first call, and ``cache=True`` keeps the machine code on
 disk, so a new process loads it rather than compiling again.
 
-Loops are compiled with ``nogil`` and spread over threads by ``on_threads``, a pool
-of Python threads, rather than by numba's own parallel loops: numba's default
-threading layer aborts the process when two threads start parallel loops at once,
-which a Dask worker running two tasks would do. A parallel loop takes its thread's
-number and the thread count and works on its own share; integer results are
-summed per thread and then in thread order, so they are exact whatever the
-count. No loop uses ``fastmath``: float arithmetic rounds as NumPy's does,
-operation by operation.
+A parallel kernel (``@compiled(parallel=True)``) takes ``n_threads`` and runs
+``for thread in prange(n_threads)``, each iteration one run of the work (a share
+of the rows, nodes or columns fixed by ``thread`` and ``n_threads`` alone) on a
+thread of numba's threading layer: one call, no Python per thread. Integer
+results are summed per run and then in run order, so they are exact whatever the
+count, and no result depends on which thread ran which run. Numba picks its layer
+(tbb, then OpenMP, then its own workqueue; ``NUMBA_THREADING_LAYER`` chooses); the
+workqueue cannot run two parallel calls at once (it aborts the process), so while
+it is the layer, calls from several threads (a Dask worker's tasks) take turns.
+No loop uses ``fastmath``: float arithmetic rounds as NumPy's does, operation by
+operation.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import os
@@ -27,28 +29,44 @@ import types
 
 import numpy as np
 
+#: ``range`` where this module runs as plain Python; numba.prange once compiled.
+prange = range
 
-def compiled(function):
+
+def compiled(function=None, *, parallel: bool = False):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
     functions it calls are compiled with it and inlined (``inline="always"``: numba's own
     calls between compiled functions stay calls, which in split evaluation's innermost
-    loop took half its time)."""
+    loop took half its time). ``parallel``: a kernel over ``prange(n_threads)``, called
+    through ``_launch``."""
+    if function is None:
+        return functools.partial(compiled, parallel=parallel)
+
     @functools.lru_cache(maxsize=None)
     def machine_code():
         import numba
 
-        names = dict(function.__globals__)
+        names = dict(function.__globals__, prange=numba.prange)
         for name in function.__code__.co_names:
             if hasattr(names.get(name), "machine_code"):
                 names[name] = names[name].machine_code()
         body = types.FunctionType(function.__code__, names, function.__name__, function.__defaults__,
                                   function.__closure__)
         body.__qualname__ = function.__qualname__
+        if parallel:
+            return numba.njit(cache=True, nogil=True, parallel=True)(body)
         return numba.njit(cache=True, nogil=True, inline="always")(body)
 
-    @functools.wraps(function)
-    def call(*args):
-        return machine_code()(*args)
+    if parallel:
+        where = function.__code__.co_varnames.index("n_threads")
+
+        @functools.wraps(function)
+        def call(*args):
+            return _launch(machine_code(), args, args[where])
+    else:
+        @functools.wraps(function)
+        def call(*args):
+            return machine_code()(*args)
 
     call.machine_code = machine_code
     return call
@@ -80,23 +98,26 @@ def using_threads(n_threads: int | None):
         _setting.threads = before
 
 
-_pool_lock = threading.Lock()
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_launch_lock = threading.Lock()
+_layer_is_threadsafe = False
 
 
-def on_threads(work, n_threads: int) -> list:
-    """``[work(0), ..., work(n_threads - 1)]``, each call on a thread of its own (the caller's
-    for the first), for loops that release the GIL."""
-    global _pool
-    if n_threads == 1:
-        return [work(0)]
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < n_threads - 1:  # grows to the most threads asked for
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_threads - 1,
-                                                          thread_name_prefix="dgboost-loop")
-        pool = _pool
-    others = [pool.submit(work, thread) for thread in range(1, n_threads)]
-    return [work(0)] + [future.result() for future in others]
+def _launch(machine_code, args, n_threads: int):
+    """Run a parallel kernel on ``n_threads`` of numba's threads (at most its pool's size:
+    runs beyond it share threads), one call at a time unless the layer is threadsafe."""
+    global _layer_is_threadsafe
+    import numba
+
+    def run():
+        numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))  # this thread's
+        return machine_code(*args)
+
+    if _layer_is_threadsafe:
+        return run()
+    with _launch_lock:
+        result = run()
+        _layer_is_threadsafe = numba.threading_layer() in ("tbb", "omp")
+    return result
 
 
 @compiled
@@ -110,83 +131,146 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
 
 
 @compiled
-def _share(seg_begin, seg_end, thread, n_threads):
-    """The run of the slots' rows laid end to end that ``thread`` of ``n_threads`` takes:
-    (each slot's first position, the run's first and stop positions, the run's first slot)."""
+def _runs(seg_begin, seg_end, n_runs):
+    """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread.
+
+    Returns (``starts``, each slot's first position, n_slots + 1 of them; and by run:
+    ``first_slot``, the slot of its first row; ``n_run_slots``, how many slots its rows
+    touch, 0 for an empty run).
+    """
     n_slots = seg_begin.shape[0]
     starts = np.zeros(n_slots + 1, np.int64)
     for slot in range(n_slots):
         starts[slot + 1] = starts[slot] + (seg_end[slot] - seg_begin[slot])
     total = starts[n_slots]
-    first, stop = total * thread // n_threads, total * (thread + 1) // n_threads
+    first_slot = np.zeros(n_runs, np.int64)
+    n_run_slots = np.zeros(n_runs, np.int64)
     slot = 0
-    while slot < n_slots and starts[slot + 1] <= first:
-        slot += 1
-    return starts, first, stop, slot
+    for run in range(n_runs):
+        first, stop = total * run // n_runs, total * (run + 1) // n_runs
+        while slot < n_slots and starts[slot + 1] <= first:
+            slot += 1
+        first_slot[run] = slot
+        if stop > first:
+            last = slot
+            while last + 1 < n_slots and starts[last + 1] < stop:
+                last += 1
+            n_run_slots[run] = last - slot + 1
+    return starts, first_slot, n_run_slots
+
+
+@compiled
+def _shared_slots(first_slot, n_run_slots, n_slots):
+    """Which runs share which slots (see _runs): ``(touches, partial)``, ``touches[slot]``
+    the number of runs whose rows touch the slot, ``partial[run]`` the places, in a buffer
+    of at most 2 n_runs partial histograms, of the run's sums of its first and its last
+    slot where another run touches it too, else -1. Runs are contiguous, so only a run's
+    first and last slots can be shared."""
+    n_runs = first_slot.shape[0]
+    touches = np.zeros(n_slots, np.int64)
+    for run in range(n_runs):
+        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
+            touches[slot] += 1
+    partial = np.full((n_runs, 2), -1, np.int64)
+    n_partials = 0
+    for run in range(n_runs):
+        if n_run_slots[run] == 0:
+            continue
+        first, last = first_slot[run], first_slot[run] + n_run_slots[run] - 1
+        if touches[first] > 1:
+            partial[run, 0] = n_partials
+            n_partials += 1
+        if last == first:
+            partial[run, 1] = partial[run, 0]
+        elif touches[last] > 1:
+            partial[run, 1] = n_partials
+            n_partials += 1
+    return touches, partial
 
 
 @compiled
 def _places(seg_begin, starts, first, stop, slot):
-    """The places in ``ridx`` of slot ``slot``'s rows within the run ``[first, stop)`` (see
-    _share): ``(begin, end)``, an empty range where the slot lies outside the run."""
+    """The places in ``ridx`` of slot ``slot``'s rows within the run ``[first, stop)`` of the
+    slots' rows laid end to end (see _runs): ``(begin, end)``, empty where the slot lies
+    outside the run."""
     offset = seg_begin[slot] - starts[slot]
     begin = max(first, starts[slot]) + offset
     return begin, max(begin, min(stop, starts[slot + 1]) + offset)
 
 
-@compiled
+@compiled(parallel=True)
 def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
-               ridx, seg_begin, seg_end, thread, n_threads, hist):
-    """Add thread ``thread``'s share of the slots' rows into ``hist`` (see cpu.build_histograms).
+               ridx, seg_begin, seg_end, n_threads, hist, partials):
+    """The slots' histograms (see cpu.build_histograms), their rows in ``n_threads`` runs.
 
-    The slots' rows are laid end to end and cut into ``n_threads`` equal runs; this
-    call sums run ``thread`` into ``hist``, a histogram of its own, which it zeroes first. ``cells``: the
-    packed words viewed as one uint8 or uint16 a cell where cells are whole bytes
-    (bits 8 or 16: read directly), else None (cells shifted out of ``packed``).
+    A run sums a slot no other run touches straight into ``hist``; a slot it shares
+    (its first or last) into its own partial histogram in ``partials`` (room for
+    2 n_threads; see _shared_slots), which add_partials adds up. Each run zeroes
+    what it writes, so each thread writes its pages first; slots of no rows are left
+    to add_partials. ``cells``: the packed words viewed as one uint8 or uint16 a cell
+    where cells are whole bytes (bits 8 or 16: read directly), else None (cells
+    shifted out of ``packed``).
     """
-    hist[:] = 0  # here, not by the caller: each thread writes its pages first
-    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
-    for slot in range(first_slot, seg_begin.shape[0]):
-        begin, end = _places(seg_begin, starts, first, stop, slot)
-        slot_hist = hist[slot]
-        for place in range(begin, end):
-            row = ridx[place]
-            gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-            hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
-            for feature in range(n_features):
-                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-                if bin_id != missing_symbol:
-                    column = bin_offsets[feature] + bin_id
-                    slot_hist[column, 0] += gradient
-                    slot_hist[column, 1] += hessian
+    n_slots = seg_begin.shape[0]
+    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    _, partial = _shared_slots(first_slot, n_run_slots, n_slots)
+    total = starts[n_slots]
+    for run in prange(n_threads):
+        first, stop = total * run // n_threads, total * (run + 1) // n_threads
+        last_slot = first_slot[run] + n_run_slots[run] - 1
+        for slot in range(first_slot[run], last_slot + 1):
+            own = partial[run, 0] if slot == first_slot[run] else (partial[run, 1] if slot == last_slot else -1)
+            slot_hist = hist[slot] if own < 0 else partials[own]
+            slot_hist[:] = 0
+            begin, end = _places(seg_begin, starts, first, stop, slot)
+            for place in range(begin, end):
+                row = ridx[place]
+                gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+                hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+                for feature in range(n_features):
+                    bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+                    if bin_id != missing_symbol:
+                        column = bin_offsets[feature] + bin_id
+                        slot_hist[column, 0] += gradient
+                        slot_hist[column, 1] += hessian
 
 
-@compiled
-def add_parts(parts, thread, n_threads):
-    """Add ``parts[1:]`` into ``parts[0]``, in part order, over thread ``thread``'s run of the
-    columns: ``parts`` (n_parts, size) int64, the threads' histograms flattened."""
-    size = parts.shape[1]
-    for column in range(size * thread // n_threads, size * (thread + 1) // n_threads):
-        total = parts[0, column]
-        for part in range(1, parts.shape[0]):
-            total += parts[part, column]
-        parts[0, column] = total
+@compiled(parallel=True)
+def add_partials(partials, seg_begin, seg_end, n_runs, n_threads, hist):
+    """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
+    histograms, in run order; each slot of no rows gets zeros. Arrays flattened to one
+    row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
+    n_slots, width = hist.shape
+    _, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_runs)
+    touches, partial = _shared_slots(first_slot, n_run_slots, n_slots)
+    for thread in prange(n_threads):
+        begin, end = width * thread // n_threads, width * (thread + 1) // n_threads
+        for slot in range(n_slots):
+            if touches[slot] == 1:
+                continue
+            hist[slot, begin:end] = 0
+            for run in range(n_runs):
+                if first_slot[run] <= slot < first_slot[run] + n_run_slots[run]:
+                    part = partials[partial[run, 0] if slot == first_slot[run] else partial[run, 1]]
+                    for column in range(begin, end):
+                        hist[slot, column] += part[column]
 
 
-@compiled
-def siblings(hist, slot_of_rank, built, build_left, thread, n_threads, children):
-    """Thread ``thread``'s run of the sibling pairs of cpu.sibling_histograms: pair ``p``'s
+@compiled(parallel=True)
+def siblings(hist, slot_of_rank, built, build_left, n_threads, children):
+    """The sibling pairs of cpu.sibling_histograms, cut into ``n_threads`` runs: pair ``p``'s
     built child as summed, its sibling as parent ``hist[slot_of_rank[p]]`` minus it. All
     arrays flattened to one row a histogram."""
     n_pairs = built.shape[0]
-    for pair in range(n_pairs * thread // n_threads, n_pairs * (thread + 1) // n_threads):
-        parent = hist[slot_of_rank[pair]]
-        summed = built[pair]
-        built_child = children[2 * pair + (0 if build_left[pair] else 1)]
-        other_child = children[2 * pair + (1 if build_left[pair] else 0)]
-        for column in range(summed.shape[0]):
-            built_child[column] = summed[column]
-            other_child[column] = parent[column] - summed[column]
+    for thread in prange(n_threads):
+        for pair in range(n_pairs * thread // n_threads, n_pairs * (thread + 1) // n_threads):
+            parent = hist[slot_of_rank[pair]]
+            summed = built[pair]
+            built_child = children[2 * pair + (0 if build_left[pair] else 1)]
+            other_child = children[2 * pair + (1 if build_left[pair] else 0)]
+            for column in range(summed.shape[0]):
+                built_child[column] = summed[column]
+                other_child[column] = parent[column] - summed[column]
 
 
 @compiled
@@ -204,13 +288,13 @@ def _cuts_at_or_below(cut_values, first, stop, value):
     return base - first + (1 if cut_values[base] <= value else 0)
 
 
-@compiled
-def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, thread, n_threads, packed):
-    """Bin and pack thread ``thread``'s share of the rows of ``X`` into ``packed`` (see
-    cpu.quantise_and_pack): a cell's bin is the number of its feature's cuts <= the value
-    (a binary search), NaN the missing symbol."""
+@compiled(parallel=True)
+def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, n_threads, packed):
+    """Bin and pack the rows of ``X`` into ``packed`` (see cpu.quantise_and_pack), in
+    ``n_threads`` runs of rows: a cell's bin is the number of its feature's cuts <= the
+    value (a binary search), NaN the missing symbol."""
     n_rows, n_features = X.shape
-    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+    for row in prange(n_rows):
         for word_index in range(packed.shape[1]):
             word = np.uint32(0)
             first_feature = word_index * cells_per_word
@@ -229,22 +313,21 @@ def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, t
 _PREDICT_BLOCK = 64
 
 
-@compiled
-def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, thread, n_threads,
-            margins):
-    """Add every tree's leaf value to thread ``thread``'s share of the rows of ``margins``,
-    each row's trees in model order: its float32 additions are the NumPy twin's, in its
-    order (see cpu.predict_margins).
+@compiled(parallel=True)
+def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, n_threads, margins):
+    """Add every tree's leaf value to each row of ``margins``, the row's trees in model
+    order: its float32 additions are the NumPy twin's, in its order (see
+    cpu.predict_margins). Blocks of rows spread over ``n_threads`` threads.
 
     Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
     time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
     right is ``left + 1``, as every tree numbers its nodes.
     """
     n_rows = X.shape[0]
-    first, stop = n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads
-    nodes = np.empty(_PREDICT_BLOCK, np.int32)
-    for block in range(first, stop, _PREDICT_BLOCK):
-        size = min(_PREDICT_BLOCK, stop - block)
+    for block_index in prange((n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK):
+        nodes = np.empty(_PREDICT_BLOCK, np.int32)
+        block = block_index * _PREDICT_BLOCK
+        size = min(_PREDICT_BLOCK, n_rows - block)
         for tree in range(roots.shape[0]):
             nodes[:size] = roots[tree]
             for _ in range(depth):
@@ -259,61 +342,69 @@ def predict(X, left, right, feature, threshold, default_left, value, roots, outp
                 margins[block + index, output] += value[nodes[index]]
 
 
-@compiled
+@compiled(parallel=True)
 def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, seg_end,
-                    split_feature, split_bin, default_left, left_child, thread, n_threads, goes_left, lefts):
-    """Partition's first pass over thread ``thread``'s run of the slots' rows laid end to end
-    (see cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by
-    its place in ``ridx``) and its child (``positions``), and ``lefts[slot]`` counts the
-    run's rows sent left. ``cells`` as for ``histograms``."""
-    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
-    for slot in range(first_slot, seg_begin.shape[0]):
-        child = left_child[slot]
-        if child < 0:
-            continue
-        feature = split_feature[slot]
-        threshold = split_bin[slot]
-        missing_left = np.int64(default_left[slot])
-        begin, end = _places(seg_begin, starts, first, stop, slot)
-        sent_left = np.int64(0)  # a local count, not lefts[slot]: threads' counts share cache lines
-        for place in range(begin, end):
-            row = ridx[place]
-            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-            left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
-            goes_left[place] = left
-            positions[row] = child + 1 - left
-            sent_left += left
-        lefts[slot] += sent_left
+                    split_feature, split_bin, default_left, left_child, n_threads, goes_left, lefts):
+    """Partition's first pass over the slots' rows in ``n_threads`` runs (see _runs and
+    cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by its
+    place in ``ridx``) and its child (``positions``), and ``lefts[run, slot]`` counts the
+    run's rows of the slot sent left. ``cells`` as for ``histograms``."""
+    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    total = starts[seg_begin.shape[0]]
+    for run in prange(n_threads):
+        first, stop = total * run // n_threads, total * (run + 1) // n_threads
+        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
+            child = left_child[slot]
+            if child < 0:
+                continue
+            feature = split_feature[slot]
+            threshold = split_bin[slot]
+            missing_left = np.int64(default_left[slot])
+            begin, end = _places(seg_begin, starts, first, stop, slot)
+            sent_left = np.int64(0)  # a local count, not lefts[run, slot]: runs' counts share cache lines
+            for place in range(begin, end):
+                row = ridx[place]
+                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+                left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
+                goes_left[place] = left
+                positions[row] = child + 1 - left
+                sent_left += left
+            lefts[run, slot] = sent_left
 
 
-@compiled
-def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts_before, n_left, thread, n_threads,
-                      new_ridx):
-    """Partition's second pass over the same run: each row of a splitting slot to its place,
-    the slot's left rows first, then its right rows, each side in order. ``lefts_before[slot]``
-    counts the slot's left rows in the runs of earlier threads; ``n_left[slot]`` all of them."""
-    starts, first, stop, first_slot = _share(seg_begin, seg_end, thread, n_threads)
-    for slot in range(first_slot, seg_begin.shape[0]):
-        if left_child[slot] < 0:
-            continue
-        begin, end = _places(seg_begin, starts, first, stop, slot)
-        seen_left = lefts_before[slot]
-        right_place = seg_begin[slot] + n_left[slot] + (begin - seg_begin[slot]) - seen_left
-        left_place = seg_begin[slot] + seen_left
-        for place in range(begin, end):
-            left = goes_left[place]
-            new_ridx[left_place if left else right_place] = ridx[place]
-            left_place += left
-            right_place += 1 - left
+@compiled(parallel=True)
+def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts, n_threads, new_ridx):
+    """Partition's second pass over the same runs: each row of a splitting slot to its place,
+    the slot's left rows first, then its right rows, each side in order. ``lefts`` is
+    partition_sides's count by run and slot."""
+    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    total = starts[seg_begin.shape[0]]
+    for run in prange(n_threads):
+        first, stop = total * run // n_threads, total * (run + 1) // n_threads
+        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
+            if left_child[slot] < 0:
+                continue
+            seen_left = np.int64(0)  # the slot's rows sent left by earlier runs
+            n_left = np.int64(0)
+            for other in range(n_threads):
+                seen_left += lefts[other, slot] if other < run else 0
+                n_left += lefts[other, slot]
+            begin, end = _places(seg_begin, starts, first, stop, slot)
+            left_place = seg_begin[slot] + seen_left
+            right_place = seg_begin[slot] + n_left + (begin - seg_begin[slot]) - seen_left
+            for place in range(begin, end):
+                left = np.int64(goes_left[place])
+                new_ridx[left_place if left else right_place] = ridx[place]
+                left_place += left
+                right_place += 1 - left
 
 
-@compiled
+@compiled(parallel=True)
 def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left, left_child,
-          depth, thread, n_threads, leaf):
-    """Walk thread ``thread``'s share of the rows (the ``n_threads`` equal runs of them, in
-    order) from the root to their leaves (see cpu.route_rows); ``cells`` as for ``histograms``."""
-    n_rows = leaf.shape[0]
-    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+          depth, n_threads, leaf):
+    """Walk every row from the root to its leaf (see cpu.route_rows), the rows spread over
+    ``n_threads`` threads; ``cells`` as for ``histograms``."""
+    for row in prange(leaf.shape[0]):
         node = 0
         for _ in range(depth):
             child = left_child[node]
@@ -368,13 +459,11 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
     return (g_left * g_left) / (h_left + reg_lambda) + (g_right * g_right) / (h_right + reg_lambda) - parent_gain
 
 
-@compiled
+@compiled(parallel=True)
 def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha, min_child_weight,
-           max_delta_step, gamma, min_split_gain, thread, n_threads, table, gains):
-    """The split table rows of thread ``thread``'s share of the nodes (see cpu.evaluate_splits).
-
-    Nodes are cut into ``n_threads`` runs; each node's row depends on that node
-    alone. Per node and feature: the feature's total, so its missing sums; then a
+           max_delta_step, gamma, min_split_gain, n_threads, table, gains):
+    """The split table rows of the nodes (see cpu.evaluate_splits), spread over
+    ``n_threads`` threads; each node's row depends on that node alone. Per node and feature: the feature's total, so its missing sums; then a
     prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
     fixed_point.py, so they and their float64 images are exact), each prefix scored
     with missing values right, then left (left only where the feature has missing
@@ -392,7 +481,7 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lam
     inverse_hessian = 1.0 / scales[1]
     # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
     least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
-    for node in range(n_nodes * thread // n_threads, n_nodes * (thread + 1) // n_threads):
+    for node in prange(n_nodes):
         node_gradient = node_sums[node, 0]
         node_hessian = node_sums[node, 1]
         total_gradient = np.float64(node_gradient) * inverse_gradient
@@ -458,24 +547,33 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lam
         gains[node] = best_gain
 
 
-@compiled
-def pair_bounds(gpair, thread, n_threads, bounds):
-    """The largest |gradient| and |hessian| of thread ``thread``'s run of the rows, into
-    ``bounds`` (2,) float32, which starts at 0 (see cpu.gradient_bounds). A NaN wins and
-    stays, as in numpy's max."""
+@compiled(parallel=True)
+def pair_bounds(gpair, n_threads, bounds):
+    """The largest |gradient| and |hessian| of each of ``n_threads`` runs of the rows, into
+    ``bounds`` (n_threads, 2) float32, zero at first (see cpu.gradient_bounds). A NaN wins
+    and stays, as in numpy's max."""
     n_rows = gpair.shape[0]
-    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
+    for run in prange(n_threads):
         for column in range(2):
-            value = abs(gpair[row, column])
-            if value > bounds[column] or np.isnan(value):
-                bounds[column] = value
+            bound = np.float32(0)  # a local, not bounds[run]: runs' bounds share cache lines
+            for row in range(n_rows * run // n_threads, n_rows * (run + 1) // n_threads):
+                value = abs(gpair[row, column])
+                if value > bound or np.isnan(value):
+                    bound = value
+            bounds[run, column] = bound
 
 
-@compiled
-def pair_sums(gpair, scales, thread, n_threads, sums):
-    """Add ``to_fixed(gpair[r, c], scales[c])`` over thread ``thread``'s run of the rows into
-    ``sums`` (2,) int64 (see cpu.gradient_sums): the product in float64, as fixed_point.to_fixed."""
+@compiled(parallel=True)
+def pair_sums(gpair, scales, n_threads, sums):
+    """Add ``to_fixed(gpair[r, c], scales[c])`` over each of ``n_threads`` runs of the rows
+    into ``sums`` (n_threads, 2) int64, zero at first (see cpu.gradient_sums): the product
+    in float64, as fixed_point.to_fixed."""
     n_rows = gpair.shape[0]
-    for row in range(n_rows * thread // n_threads, n_rows * (thread + 1) // n_threads):
-        sums[0] += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-        sums[1] += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+    for run in prange(n_threads):
+        gradient = np.int64(0)
+        hessian = np.int64(0)
+        for row in range(n_rows * run // n_threads, n_rows * (run + 1) // n_threads):
+            gradient += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+            hessian += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+        sums[run, 0] = gradient
+        sums[run, 1] = hessian
