@@ -271,9 +271,7 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
 
-    Compiled (loops.pair_bounds), on the threads of ``loops.threads()``, each taking
-    a run of rows; the runs' maxima are exact whatever their number. A column of
-    zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
+    Compiled (loops.pair_bounds), on one thread. A column of zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
     which fixes the same scale).
 
     Parameters
@@ -284,19 +282,15 @@ def gradient_bounds(gpair):
     -------
     array of shape (2,), float64: 0 without rows; NaN where a column holds one   # OUT
     """
-    gpair = np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
-    n_threads = _threads_for(gpair.shape[0])
-    parts = np.zeros((n_threads, 2), dtype=GRADIENT_DTYPE)
-    if gpair.shape[0]:
-        loops.pair_bounds(gpair, n_threads, parts)
-    return parts.max(axis=0).astype(GAIN_DTYPE)  # a NaN wins
+    bounds = np.zeros(2, dtype=GRADIENT_DTYPE)
+    loops.pair_bounds(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), bounds)
+    return bounds.astype(GAIN_DTYPE)
 
 
 def gradient_sums(gpair, scales):
     """The fixed-point sums of a tree's pairs: ``sum(to_fixed(gpair[:, c], scales[c]))``.
 
-    Compiled (loops.pair_sums), on the threads of ``loops.threads()``; integer sums,
-    so exact whatever the thread count.
+    Compiled (loops.pair_sums), on one thread; integer sums, so exact in any order.
 
     Parameters
     ----------
@@ -307,13 +301,10 @@ def gradient_sums(gpair, scales):
     -------
     array of shape (2,), int64 (exact: integer sums)                    # OUT
     """
-    gpair = np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
-    n_threads = _threads_for(gpair.shape[0])
-    parts = np.zeros((n_threads, 2), dtype=HIST_DTYPE)
-    if gpair.shape[0]:
-        scales = np.ascontiguousarray(scales, dtype=GAIN_DTYPE)
-        loops.pair_sums(gpair, scales, n_threads, parts)
-    return parts.sum(axis=0)
+    sums = np.zeros(2, dtype=HIST_DTYPE)
+    loops.pair_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+                    sums)
+    return sums
 
 
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):

@@ -33,14 +33,16 @@ import numpy as np
 prange = range
 
 
-def compiled(function=None, *, parallel: bool = False):
+def compiled(function=None, *, parallel: bool = False, inline: bool = True):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
-    functions it calls are compiled with it and inlined (``inline="always"``: numba's own
-    calls between compiled functions stay calls, which in split evaluation's innermost
-    loop took half its time). ``parallel``: a kernel over ``prange(n_threads)``, called
-    through ``_launch``."""
+    functions it calls are compiled with it and, unless ``inline`` is False, inlined
+    (``inline="always"``: numba's own calls between compiled functions stay calls, which
+    in split evaluation's innermost loop took half its time). ``parallel``: a kernel over
+    ``prange(n_threads)``, called through ``_launch``; each is a thin loop calling a body
+    compiled apart (``inline=False``), as numba's parallel passes over a whole loop nest
+    took seconds to compile."""
     if function is None:
-        return functools.partial(compiled, parallel=parallel)
+        return functools.partial(compiled, parallel=parallel, inline=inline)
 
     @functools.lru_cache(maxsize=None)
     def machine_code():
@@ -55,7 +57,7 @@ def compiled(function=None, *, parallel: bool = False):
         body.__qualname__ = function.__qualname__
         if parallel:
             return numba.njit(cache=True, nogil=True, parallel=True)(body)
-        return numba.njit(cache=True, nogil=True, inline="always")(body)
+        return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(body)
 
     if parallel:
         where = function.__code__.co_varnames.index("n_threads")
@@ -130,7 +132,7 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
     return np.int64((packed[row, feature // cells_per_word] >> np.uint32((feature % cells_per_word) * bits)) & mask)
 
 
-@compiled
+@compiled(inline=False)  # called by parallel kernels: kept out of numba's parallel passes
 def _runs(seg_begin, seg_end, n_runs):
     """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread.
 
@@ -159,7 +161,7 @@ def _runs(seg_begin, seg_end, n_runs):
     return starts, first_slot, n_run_slots
 
 
-@compiled
+@compiled(inline=False)  # called by parallel kernels: kept out of numba's parallel passes
 def _shared_slots(first_slot, n_run_slots, n_slots):
     """Which runs share which slots (see _runs): ``(touches, partial)``, ``touches[slot]``
     the number of runs whose rows touch the slot, ``partial[run]`` the places, in a buffer
@@ -211,28 +213,38 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
     where cells are whole bytes (bits 8 or 16: read directly), else None (cells
     shifted out of ``packed``).
     """
-    n_slots = seg_begin.shape[0]
     starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
-    _, partial = _shared_slots(first_slot, n_run_slots, n_slots)
-    total = starts[n_slots]
-    for run in prange(n_threads):
-        first, stop = total * run // n_threads, total * (run + 1) // n_threads
-        last_slot = first_slot[run] + n_run_slots[run] - 1
-        for slot in range(first_slot[run], last_slot + 1):
-            own = partial[run, 0] if slot == first_slot[run] else (partial[run, 1] if slot == last_slot else -1)
-            slot_hist = hist[slot] if own < 0 else partials[own]
-            slot_hist[:] = 0
-            begin, end = _places(seg_begin, starts, first, stop, slot)
-            for place in range(begin, end):
-                row = ridx[place]
-                gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-                hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
-                for feature in range(n_features):
-                    bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-                    if bin_id != missing_symbol:
-                        column = bin_offsets[feature] + bin_id
-                        slot_hist[column, 0] += gradient
-                        slot_hist[column, 1] += hessian
+    _, partial = _shared_slots(first_slot, n_run_slots, seg_begin.shape[0])
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
+                       ridx, seg_begin, starts, first_slot[run], n_run_slots[run], partial[run], run, n_threads,
+                       hist, partials)
+
+
+@compiled(inline=False)
+def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
+                   ridx, seg_begin, starts, first_slot, n_run_slots, partial, run, n_runs, hist, partials):
+    """Run ``run``'s rows into its histograms (see ``histograms``): ``partial`` the places in
+    ``partials`` of its first and last slot's sums where shared, else -1."""
+    total = starts[seg_begin.shape[0]]
+    first, stop = total * run // n_runs, total * (run + 1) // n_runs
+    last_slot = first_slot + n_run_slots - 1
+    for slot in range(first_slot, last_slot + 1):
+        own = partial[0] if slot == first_slot else (partial[1] if slot == last_slot else -1)
+        slot_hist = hist[slot] if own < 0 else partials[own]
+        slot_hist[:] = 0
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        for place in range(begin, end):
+            row = ridx[place]
+            gradient = np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+            hessian = np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+            for feature in range(n_features):
+                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+                if bin_id != missing_symbol:
+                    column = bin_offsets[feature] + bin_id
+                    slot_hist[column, 0] += gradient
+                    slot_hist[column, 1] += hessian
 
 
 @compiled(parallel=True)
@@ -240,20 +252,27 @@ def add_partials(partials, seg_begin, seg_end, n_runs, n_threads, hist):
     """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
     histograms, in run order; each slot of no rows gets zeros. Arrays flattened to one
     row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
-    n_slots, width = hist.shape
     _, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_runs)
-    touches, partial = _shared_slots(first_slot, n_run_slots, n_slots)
-    for thread in prange(n_threads):
-        begin, end = width * thread // n_threads, width * (thread + 1) // n_threads
-        for slot in range(n_slots):
-            if touches[slot] == 1:
-                continue
-            hist[slot, begin:end] = 0
-            for run in range(n_runs):
-                if first_slot[run] <= slot < first_slot[run] + n_run_slots[run]:
-                    part = partials[partial[run, 0] if slot == first_slot[run] else partial[run, 1]]
-                    for column in range(begin, end):
-                        hist[slot, column] += part[column]
+    touches, partial = _shared_slots(first_slot, n_run_slots, hist.shape[0])
+    for thread_index in prange(n_threads):
+        thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
+        _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist)
+
+
+@compiled(inline=False)
+def _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist):
+    """Share ``thread`` of the columns of add_partials's slots."""
+    n_slots, width = hist.shape
+    begin, end = width * thread // n_threads, width * (thread + 1) // n_threads
+    for slot in range(n_slots):
+        if touches[slot] == 1:
+            continue
+        hist[slot, begin:end] = 0
+        for run in range(first_slot.shape[0]):
+            if first_slot[run] <= slot < first_slot[run] + n_run_slots[run]:
+                part = partials[partial[run, 0] if slot == first_slot[run] else partial[run, 1]]
+                for column in range(begin, end):
+                    hist[slot, column] += part[column]
 
 
 @compiled(parallel=True)
@@ -262,15 +281,22 @@ def siblings(hist, slot_of_rank, built, build_left, n_threads, children):
     built child as summed, its sibling as parent ``hist[slot_of_rank[p]]`` minus it. All
     arrays flattened to one row a histogram."""
     n_pairs = built.shape[0]
-    for thread in prange(n_threads):
-        for pair in range(n_pairs * thread // n_threads, n_pairs * (thread + 1) // n_threads):
-            parent = hist[slot_of_rank[pair]]
-            summed = built[pair]
-            built_child = children[2 * pair + (0 if build_left[pair] else 1)]
-            other_child = children[2 * pair + (1 if build_left[pair] else 0)]
-            for column in range(summed.shape[0]):
-                built_child[column] = summed[column]
-                other_child[column] = parent[column] - summed[column]
+    for thread_index in prange(n_threads):
+        thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
+        _sibling_pairs(hist, slot_of_rank, built, build_left, n_pairs * thread // n_threads,
+                       n_pairs * (thread + 1) // n_threads, children)
+
+
+@compiled(inline=False)
+def _sibling_pairs(hist, slot_of_rank, built, build_left, first, stop, children):
+    for pair in range(first, stop):
+        parent = hist[slot_of_rank[pair]]
+        summed = built[pair]
+        built_child = children[2 * pair + (0 if build_left[pair] else 1)]
+        other_child = children[2 * pair + (1 if build_left[pair] else 0)]
+        for column in range(summed.shape[0]):
+            built_child[column] = summed[column]
+            other_child[column] = parent[column] - summed[column]
 
 
 @compiled
@@ -293,8 +319,17 @@ def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, n
     """Bin and pack the rows of ``X`` into ``packed`` (see cpu.quantise_and_pack), in
     ``n_threads`` runs of rows: a cell's bin is the number of its feature's cuts <= the
     value (a binary search), NaN the missing symbol."""
-    n_rows, n_features = X.shape
-    for row in prange(n_rows):
+    n_rows = X.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _quantise_rows(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol,
+                       n_rows * run // n_threads, n_rows * (run + 1) // n_threads, packed)
+
+
+@compiled(inline=False)
+def _quantise_rows(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, first, stop, packed):
+    n_features = X.shape[1]
+    for row in range(first, stop):
         for word_index in range(packed.shape[1]):
             word = np.uint32(0)
             first_feature = word_index * cells_per_word
@@ -323,9 +358,19 @@ def predict(X, left, right, feature, threshold, default_left, value, roots, outp
     time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
     right is ``left + 1``, as every tree numbers its nodes.
     """
+    n_blocks = (X.shape[0] + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _predict_blocks(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
+                        n_blocks * run // n_threads, n_blocks * (run + 1) // n_threads, margins)
+
+
+@compiled(inline=False)
+def _predict_blocks(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, first, stop,
+                    margins):
     n_rows = X.shape[0]
-    for block_index in prange((n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK):
-        nodes = np.empty(_PREDICT_BLOCK, np.int32)
+    nodes = np.empty(_PREDICT_BLOCK, np.int32)
+    for block_index in range(first, stop):
         block = block_index * _PREDICT_BLOCK
         size = min(_PREDICT_BLOCK, n_rows - block)
         for tree in range(roots.shape[0]):
@@ -350,26 +395,35 @@ def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, p
     place in ``ridx``) and its child (``positions``), and ``lefts[run, slot]`` counts the
     run's rows of the slot sent left. ``cells`` as for ``histograms``."""
     starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts,
+                   first_slot[run], n_run_slots[run], split_feature, split_bin, default_left, left_child, run,
+                   n_threads, goes_left, lefts[run])
+
+
+@compiled(inline=False)
+def _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts, first_slot,
+               n_run_slots, split_feature, split_bin, default_left, left_child, run, n_runs, goes_left, lefts):
     total = starts[seg_begin.shape[0]]
-    for run in prange(n_threads):
-        first, stop = total * run // n_threads, total * (run + 1) // n_threads
-        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
-            child = left_child[slot]
-            if child < 0:
-                continue
-            feature = split_feature[slot]
-            threshold = split_bin[slot]
-            missing_left = np.int64(default_left[slot])
-            begin, end = _places(seg_begin, starts, first, stop, slot)
-            sent_left = np.int64(0)  # a local count, not lefts[run, slot]: runs' counts share cache lines
-            for place in range(begin, end):
-                row = ridx[place]
-                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-                left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
-                goes_left[place] = left
-                positions[row] = child + 1 - left
-                sent_left += left
-            lefts[run, slot] = sent_left
+    first, stop = total * run // n_runs, total * (run + 1) // n_runs
+    for slot in range(first_slot, first_slot + n_run_slots):
+        child = left_child[slot]
+        if child < 0:
+            continue
+        feature = split_feature[slot]
+        threshold = split_bin[slot]
+        missing_left = np.int64(default_left[slot])
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        sent_left = np.int64(0)  # a local count, not lefts[slot]: runs' counts share cache lines
+        for place in range(begin, end):
+            row = ridx[place]
+            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+            left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
+            goes_left[place] = left
+            positions[row] = child + 1 - left
+            sent_left += left
+        lefts[slot] = sent_left
 
 
 @compiled(parallel=True)
@@ -378,33 +432,51 @@ def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts, n_
     the slot's left rows first, then its right rows, each side in order. ``lefts`` is
     partition_sides's count by run and slot."""
     starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _scatter_run(ridx, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, goes_left, lefts, run,
+                     n_threads, new_ridx)
+
+
+@compiled(inline=False)
+def _scatter_run(ridx, seg_begin, starts, first_slot, n_run_slots, left_child, goes_left, lefts, run, n_runs,
+                 new_ridx):
     total = starts[seg_begin.shape[0]]
-    for run in prange(n_threads):
-        first, stop = total * run // n_threads, total * (run + 1) // n_threads
-        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
-            if left_child[slot] < 0:
-                continue
-            seen_left = np.int64(0)  # the slot's rows sent left by earlier runs
-            n_left = np.int64(0)
-            for other in range(n_threads):
-                seen_left += lefts[other, slot] if other < run else 0
-                n_left += lefts[other, slot]
-            begin, end = _places(seg_begin, starts, first, stop, slot)
-            left_place = seg_begin[slot] + seen_left
-            right_place = seg_begin[slot] + n_left + (begin - seg_begin[slot]) - seen_left
-            for place in range(begin, end):
-                left = np.int64(goes_left[place])
-                new_ridx[left_place if left else right_place] = ridx[place]
-                left_place += left
-                right_place += 1 - left
+    first, stop = total * run // n_runs, total * (run + 1) // n_runs
+    for slot in range(first_slot, first_slot + n_run_slots):
+        if left_child[slot] < 0:
+            continue
+        seen_left = np.int64(0)  # the slot's rows sent left by earlier runs
+        n_left = np.int64(0)
+        for other in range(n_runs):
+            seen_left += lefts[other, slot] if other < run else 0
+            n_left += lefts[other, slot]
+        begin, end = _places(seg_begin, starts, first, stop, slot)
+        left_place = seg_begin[slot] + seen_left
+        right_place = seg_begin[slot] + n_left + (begin - seg_begin[slot]) - seen_left
+        for place in range(begin, end):
+            left = np.int64(goes_left[place])
+            new_ridx[left_place if left else right_place] = ridx[place]
+            left_place += left
+            right_place += 1 - left
 
 
 @compiled(parallel=True)
 def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left, left_child,
           depth, n_threads, leaf):
-    """Walk every row from the root to its leaf (see cpu.route_rows), the rows spread over
-    ``n_threads`` threads; ``cells`` as for ``histograms``."""
-    for row in prange(leaf.shape[0]):
+    """Walk every row from the root to its leaf (see cpu.route_rows), the rows in ``n_threads``
+    runs; ``cells`` as for ``histograms``."""
+    n_rows = leaf.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+                    left_child, depth, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, leaf)
+
+
+@compiled(inline=False)
+def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+                left_child, depth, first, stop, leaf):
+    for row in range(first, stop):
         node = 0
         for _ in range(depth):
             child = left_child[node]
@@ -475,13 +547,23 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lam
     ``table[node, 4]``, its bits, is left to the caller.
     """
     n_nodes = hist.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha,
+                     min_child_weight, max_delta_step, gamma, min_split_gain, n_nodes * run // n_threads,
+                     n_nodes * (run + 1) // n_threads, table, gains)
+
+
+@compiled(inline=False)
+def _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha, min_child_weight,
+                 max_delta_step, gamma, min_split_gain, first, stop, table, gains):
     n_bins_total = hist.shape[1]
     n_features = bin_offsets.shape[0] - 1
     inverse_gradient = 1.0 / scales[0]
     inverse_hessian = 1.0 / scales[1]
     # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
     least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
-    for node in prange(n_nodes):
+    for node in range(first, stop):
         node_gradient = node_sums[node, 0]
         node_hessian = node_sums[node, 1]
         total_gradient = np.float64(node_gradient) * inverse_gradient
@@ -547,33 +629,29 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lam
         gains[node] = best_gain
 
 
-@compiled(parallel=True)
-def pair_bounds(gpair, n_threads, bounds):
-    """The largest |gradient| and |hessian| of each of ``n_threads`` runs of the rows, into
-    ``bounds`` (n_threads, 2) float32, zero at first (see cpu.gradient_bounds). A NaN wins
-    and stays, as in numpy's max."""
-    n_rows = gpair.shape[0]
-    for run in prange(n_threads):
-        for column in range(2):
-            bound = np.float32(0)  # a local, not bounds[run]: runs' bounds share cache lines
-            for row in range(n_rows * run // n_threads, n_rows * (run + 1) // n_threads):
-                value = abs(gpair[row, column])
-                if value > bound or np.isnan(value):
-                    bound = value
-            bounds[run, column] = bound
+@compiled
+def pair_bounds(gpair, bounds):
+    """The largest |gradient| and |hessian| of the rows into ``bounds`` (2,) float32 (see
+    cpu.gradient_bounds): 0 for no rows; a NaN wins and stays, as in numpy's max. One
+    thread: a pass over 8 bytes a row, as cheap as starting threads for it."""
+    for column in range(2):
+        bound = np.float32(0)
+        for row in range(gpair.shape[0]):
+            value = abs(gpair[row, column])
+            if value > bound or np.isnan(value):
+                bound = value
+        bounds[column] = bound
 
 
-@compiled(parallel=True)
-def pair_sums(gpair, scales, n_threads, sums):
-    """Add ``to_fixed(gpair[r, c], scales[c])`` over each of ``n_threads`` runs of the rows
-    into ``sums`` (n_threads, 2) int64, zero at first (see cpu.gradient_sums): the product
-    in float64, as fixed_point.to_fixed."""
-    n_rows = gpair.shape[0]
-    for run in prange(n_threads):
-        gradient = np.int64(0)
-        hessian = np.int64(0)
-        for row in range(n_rows * run // n_threads, n_rows * (run + 1) // n_threads):
-            gradient += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-            hessian += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
-        sums[run, 0] = gradient
-        sums[run, 1] = hessian
+@compiled
+def pair_sums(gpair, scales, sums):
+    """``to_fixed(gpair[r, c], scales[c])`` summed over the rows into ``sums`` (2,) int64 (see
+    cpu.gradient_sums): the product in float64, as fixed_point.to_fixed. One thread, as
+    pair_bounds."""
+    gradient = np.int64(0)
+    hessian = np.int64(0)
+    for row in range(gpair.shape[0]):
+        gradient += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
+        hessian += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
+    sums[0] = gradient
+    sums[1] = hessian
