@@ -256,14 +256,13 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     gains = np.empty(n_nodes, dtype=GAIN_DTYPE)
     n_threads = max(1, min(loops.threads(), n_nodes * n_bins_total // _CANDIDATES_PER_THREAD))
     if n_nodes:
-        arguments = (np.ascontiguousarray(hist, dtype=HIST_DTYPE), np.ascontiguousarray(node_sums, dtype=HIST_DTYPE),
+        loops.splits(np.ascontiguousarray(hist, dtype=HIST_DTYPE), np.ascontiguousarray(node_sums, dtype=HIST_DTYPE),
                      np.ascontiguousarray(active, dtype=bool),
                      np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
-                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE), float(rules.reg_lambda), float(rules.alpha),
-                     float(rules.min_child_weight), float(rules.max_delta_step), float(rules.gamma),
-                     MIN_SPLIT_GAIN)
-        loops.splits(*arguments, n_threads, table, gains)
+                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+                     np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step,
+                               rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE), n_threads, table, gains)
     table[:, 4] = gains.view(HIST_DTYPE)
     return table
 

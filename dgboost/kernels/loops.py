@@ -136,9 +136,12 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
 def _runs(seg_begin, seg_end, n_runs):
     """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread.
 
-    Returns (``starts``, each slot's first position, n_slots + 1 of them; and by run:
-    ``first_slot``, the slot of its first row; ``n_run_slots``, how many slots its rows
-    touch, 0 for an empty run).
+    Returns, by slot: ``starts``, each slot's first position (n_slots + 1 of them), and
+    ``touches``, how many runs' rows it holds; by run: ``first_slot``, the slot of its
+    first row, ``n_run_slots``, how many slots its rows touch (0 for an empty run), and
+    ``partial`` (n_runs, 2), the places, in a buffer of 2 n_runs partial histograms, of
+    its sums of its first and its last slot where another run touches the slot too, else
+    -1 (runs are contiguous, so only a run's first and last slots can be shared).
     """
     n_slots = seg_begin.shape[0]
     starts = np.zeros(n_slots + 1, np.int64)
@@ -147,6 +150,7 @@ def _runs(seg_begin, seg_end, n_runs):
     total = starts[n_slots]
     first_slot = np.zeros(n_runs, np.int64)
     n_run_slots = np.zeros(n_runs, np.int64)
+    touches = np.zeros(n_slots, np.int64)
     slot = 0
     for run in range(n_runs):
         first, stop = total * run // n_runs, total * (run + 1) // n_runs
@@ -158,21 +162,8 @@ def _runs(seg_begin, seg_end, n_runs):
             while last + 1 < n_slots and starts[last + 1] < stop:
                 last += 1
             n_run_slots[run] = last - slot + 1
-    return starts, first_slot, n_run_slots
-
-
-@compiled(inline=False)  # called by parallel kernels: kept out of numba's parallel passes
-def _shared_slots(first_slot, n_run_slots, n_slots):
-    """Which runs share which slots (see _runs): ``(touches, partial)``, ``touches[slot]``
-    the number of runs whose rows touch the slot, ``partial[run]`` the places, in a buffer
-    of at most 2 n_runs partial histograms, of the run's sums of its first and its last
-    slot where another run touches it too, else -1. Runs are contiguous, so only a run's
-    first and last slots can be shared."""
-    n_runs = first_slot.shape[0]
-    touches = np.zeros(n_slots, np.int64)
-    for run in range(n_runs):
-        for slot in range(first_slot[run], first_slot[run] + n_run_slots[run]):
-            touches[slot] += 1
+            for touched in range(slot, last + 1):
+                touches[touched] += 1
     partial = np.full((n_runs, 2), -1, np.int64)
     n_partials = 0
     for run in range(n_runs):
@@ -187,7 +178,7 @@ def _shared_slots(first_slot, n_run_slots, n_slots):
         elif touches[last] > 1:
             partial[run, 1] = n_partials
             n_partials += 1
-    return touches, partial
+    return starts, touches, first_slot, n_run_slots, partial
 
 
 @compiled
@@ -207,14 +198,13 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
 
     A run sums a slot no other run touches straight into ``hist``; a slot it shares
     (its first or last) into its own partial histogram in ``partials`` (room for
-    2 n_threads; see _shared_slots), which add_partials adds up. Each run zeroes
+    2 n_threads; see _runs), which add_partials adds up. Each run zeroes
     what it writes, so each thread writes its pages first; slots of no rows are left
     to add_partials. ``cells``: the packed words viewed as one uint8 or uint16 a cell
     where cells are whole bytes (bits 8 or 16: read directly), else None (cells
     shifted out of ``packed``).
     """
-    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
-    _, partial = _shared_slots(first_slot, n_run_slots, seg_begin.shape[0])
+    starts, _, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_threads)
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
@@ -252,8 +242,7 @@ def add_partials(partials, seg_begin, seg_end, n_runs, n_threads, hist):
     """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
     histograms, in run order; each slot of no rows gets zeros. Arrays flattened to one
     row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
-    _, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_runs)
-    touches, partial = _shared_slots(first_slot, n_run_slots, hist.shape[0])
+    _, touches, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_runs)
     for thread_index in prange(n_threads):
         thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
         _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist)
@@ -394,7 +383,7 @@ def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, p
     cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by its
     place in ``ridx``) and its child (``positions``), and ``lefts[run, slot]`` counts the
     run's rows of the slot sent left. ``cells`` as for ``histograms``."""
-    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    starts, _, first_slot, n_run_slots, _ = _runs(seg_begin, seg_end, n_threads)
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts,
@@ -431,7 +420,7 @@ def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts, n_
     """Partition's second pass over the same runs: each row of a splitting slot to its place,
     the slot's left rows first, then its right rows, each side in order. ``lefts`` is
     partition_sides's count by run and slot."""
-    starts, first_slot, n_run_slots = _runs(seg_begin, seg_end, n_threads)
+    starts, _, first_slot, n_run_slots, _ = _runs(seg_begin, seg_end, n_threads)
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _scatter_run(ridx, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, goes_left, lefts, run,
@@ -489,7 +478,7 @@ def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_featu
         leaf[row] = node
 
 
-@compiled
+@compiled(inline=False)  # a call: split scoring needs it only with alpha or max_delta_step
 def _node_gain(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
     """cpu.node_gains of one node (node_weights inside it), in the same float operations,
     for a node's finite sums. cpu.node_gains and cpu.node_weights stay the array programs
@@ -532,9 +521,9 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
 
 
 @compiled(parallel=True)
-def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha, min_child_weight,
-           max_delta_step, gamma, min_split_gain, n_threads, table, gains):
-    """The split table rows of the nodes (see cpu.evaluate_splits), spread over
+def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_threads, table, gains):
+    """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
+    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain). Spread over
     ``n_threads`` threads; each node's row depends on that node alone. Per node and feature: the feature's total, so its missing sums; then a
     prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
     fixed_point.py, so they and their float64 images are exact), each prefix scored
@@ -549,14 +538,14 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lam
     n_nodes = hist.shape[0]
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha,
-                     min_child_weight, max_delta_step, gamma, min_split_gain, n_nodes * run // n_threads,
+        _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_nodes * run // n_threads,
                      n_nodes * (run + 1) // n_threads, table, gains)
 
 
 @compiled(inline=False)
-def _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, reg_lambda, alpha, min_child_weight,
-                 max_delta_step, gamma, min_split_gain, first, stop, table, gains):
+def _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, first, stop, table, gains):
+    reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain = (
+        rules[0], rules[1], rules[2], rules[3], rules[4], rules[5])
     n_bins_total = hist.shape[1]
     n_features = bin_offsets.shape[0] - 1
     inverse_gradient = 1.0 / scales[0]
