@@ -37,15 +37,19 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
     functions it calls are compiled with it and, unless ``inline`` is False, inlined
     (``inline="always"``: numba's own calls between compiled functions stay calls, which
-    in split evaluation's innermost loop took half its time). ``parallel``: a kernel over
-    ``prange(n_threads)``, called through ``_launch``; each is a thin loop calling a body
-    compiled apart (``inline=False``), as numba's parallel passes over a whole loop nest
-    took seconds to compile."""
+    in split evaluation's innermost loop took half its time).
+
+    ``parallel``: a kernel over ``prange(n_threads)``, a thin loop calling a body compiled
+    apart (``inline=False``), as numba's parallel passes over a whole loop nest took
+    seconds to compile. Called with ``n_threads`` 1 it runs a copy compiled without
+    them (``prange`` is then ``range``): a one-thread process (a Dask worker of one
+    thread) compiles no parallel loop and starts no threading layer.
+    """
     if function is None:
         return functools.partial(compiled, parallel=parallel, inline=inline)
 
     @functools.lru_cache(maxsize=None)
-    def machine_code():
+    def machine_code(threaded: bool = False):
         import numba
 
         names = dict(function.__globals__, prange=numba.prange)
@@ -54,8 +58,9 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
                 names[name] = names[name].machine_code()
         body = types.FunctionType(function.__code__, names, function.__name__, function.__defaults__,
                                   function.__closure__)
-        body.__qualname__ = function.__qualname__
-        if parallel:
+        # numba's disk cache keys on the name, not on the flags: the two copies need two names.
+        body.__qualname__ = function.__qualname__ + ("" if threaded or not parallel else "_one_thread")
+        if threaded:
             return numba.njit(cache=True, nogil=True, parallel=True)(body)
         return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(body)
 
@@ -64,7 +69,9 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
 
         @functools.wraps(function)
         def call(*args):
-            return _launch(machine_code(), args, args[where])
+            if args[where] == 1:
+                return machine_code()(*args)
+            return _launch(machine_code(True), args, args[where])
     else:
         @functools.wraps(function)
         def call(*args):
