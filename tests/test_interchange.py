@@ -87,6 +87,28 @@ def test_contributions_equal_xgboosts_and_sum_to_the_margin(objective, tmp_path,
     np.testing.assert_allclose(ours, theirs.reshape(ours.shape), rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_contributions_of_deep_trees_on_threads_equal_xgboosts(n_threads, tmp_path, rng, monkeypatch):
+    """The compiled TreeSHAP over rows in runs (three where n_threads is 3): deep trees, a
+    feature split again and again on one path, missing values both ways."""
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 64)
+    X = rng.standard_normal((1000, 6)).astype(np.float32)
+    X[rng.random(X.shape) < 0.15] = np.nan
+    X[:, 2] = np.round(2 * X[:, 2])
+    y = np.nan_to_num(X[:, 0]) * np.nan_to_num(X[:, 2]) + 0.1 * rng.standard_normal(len(X)).astype(np.float32)
+    model = dgboost.train({"objective": "reg:squarederror", "max_depth": 9}, X, y, num_boost_round=8)
+    assert max(tree.depth for tree in model.trees) >= 8
+    ours = model.predict(X, pred_contribs=True)
+    np.testing.assert_allclose(ours.sum(axis=-1), model.predict(X, output_margin=True), rtol=0, atol=1e-4)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    theirs = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(X, missing=np.nan), pred_contribs=True)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4)
+
+
 def test_leaf_indices_equal_xgboosts(tmp_path, rng):
     X = rng.standard_normal((200, 4)).astype(np.float32)
     X[rng.random(X.shape) < 0.1] = np.nan

@@ -651,3 +651,125 @@ def pair_sums(gpair, scales, sums):
         hessian += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
     sums[0] = gradient
     sums[1] = hessian
+
+
+@compiled(parallel=True)
+def shap(X, left, right, feature, threshold, default_left, value, cover, depth, n_threads, phi):
+    """Add one tree's exact TreeSHAP contributions of each row of ``X`` into ``phi`` (n_rows,
+    n_features + 1) float64 (see explain.py), the rows in ``n_threads`` runs."""
+    n_rows = X.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _shap_rows(X, left, right, feature, threshold, default_left, value, cover, depth,
+                   n_rows * run // n_threads, n_rows * (run + 1) // n_threads, phi)
+
+
+@compiled(inline=False)
+def _shap_rows(X, left, right, feature, threshold, default_left, value, cover, depth, first, stop, phi):
+    """Lundberg et al.'s recursion (Algorithm 2) for rows ``first`` to ``stop``, depth first
+    with a stack: path ``level`` (its features, zero and one fractions and permutation
+    weights, ``length`` entries) is the path of the node being visited at that depth, made
+    from its parent's path at ``level - 1``, which stays as it was for the node's sibling.
+    Every node is visited for every row (a cold branch with one fraction 0), in the order
+    and with the float operations of the array program it replaced."""
+    levels = depth + 2
+    path_feature = np.empty((levels, levels), np.int64)
+    path_zero = np.empty((levels, levels), np.float64)
+    path_one = np.empty((levels, levels), np.float64)
+    path_weight = np.empty((levels, levels), np.float64)
+    length = np.zeros(levels, np.int64)
+    stack_node = np.empty(2 * levels, np.int64)
+    stack_level = np.empty(2 * levels, np.int64)
+    stack_zero = np.empty(2 * levels, np.float64)
+    stack_one = np.empty(2 * levels, np.float64)
+    stack_feature = np.empty(2 * levels, np.int64)
+    for row in range(first, stop):
+        top = 0
+        stack_node[0], stack_level[0], stack_zero[0], stack_one[0], stack_feature[0] = 0, 0, 1.0, 1.0, -1
+        while top >= 0:
+            node, level = stack_node[top], stack_level[top]
+            zero, one, split_feature = stack_zero[top], stack_one[top], stack_feature[top]
+            top -= 1
+            n = length[level - 1] if level > 0 else 0
+            for i in range(n):
+                path_feature[level, i] = path_feature[level - 1, i]
+                path_zero[level, i] = path_zero[level - 1, i]
+                path_one[level, i] = path_one[level - 1, i]
+                path_weight[level, i] = path_weight[level - 1, i]
+            length[level] = _shap_extend(path_feature[level], path_zero[level], path_one[level], path_weight[level],
+                                         n, zero, one, split_feature)
+            if left[node] < 0:
+                leaf_value = np.float64(value[node])
+                for i in range(1, length[level]):
+                    weight = _shap_unwound_sum(path_zero[level], path_one[level], path_weight[level], length[level], i)
+                    phi[row, path_feature[level, i]] += weight * (path_one[level, i] - path_zero[level, i]) * leaf_value
+                continue
+            split = feature[node]
+            x = X[row, split]
+            goes_left = default_left[node] if np.isnan(x) else x < threshold[node]
+            incoming_zero, incoming_one = 1.0, 1.0
+            for k in range(1, length[level]):
+                if path_feature[level, k] == split:  # split on before along this path: undo its entry
+                    incoming_zero, incoming_one = path_zero[level, k], path_one[level, k]
+                    length[level] = _shap_unwind(path_feature[level], path_zero[level], path_one[level],
+                                                 path_weight[level], length[level], k)
+                    break
+            parent_cover = cover[node]
+            for child, hot in ((right[node], not goes_left), (left[node], goes_left)):  # left on top: first
+                top += 1
+                stack_node[top], stack_level[top], stack_feature[top] = child, level + 1, split
+                stack_zero[top] = incoming_zero * (cover[child] / parent_cover if parent_cover > 0 else 0.0)
+                stack_one[top] = incoming_one * (1.0 if hot else 0.0)
+
+
+@compiled
+def _shap_extend(feature, zero, one, weight, length, new_zero, new_one, new_feature):
+    """Append an entry to a path of ``length`` entries, in place; returns the new length."""
+    depth = length
+    feature[depth], zero[depth], one[depth] = new_feature, new_zero, new_one
+    weight[depth] = 1.0 if depth == 0 else 0.0
+    for i in range(depth - 1, -1, -1):
+        weight[i + 1] += new_one * weight[i] * (i + 1) / (depth + 1)
+        weight[i] = new_zero * weight[i] * (depth - i) / (depth + 1)
+    return length + 1
+
+
+@compiled
+def _shap_unwind(feature, zero, one, weight, length, k):
+    """Remove entry ``k`` from a path, in place, undoing its extension; returns the new length."""
+    depth = length - 1
+    entry_one, entry_zero = one[k], zero[k]
+    carry = weight[depth]
+    for j in range(depth - 1, -1, -1):
+        if entry_one != 0:
+            previous = weight[j]
+            weight[j] = carry * (depth + 1) / ((j + 1) * entry_one)
+            carry = previous - weight[j] * entry_zero * (depth - j) / (depth + 1)
+        else:
+            weight[j] = weight[j] * (depth + 1) / _shap_nonzero(entry_zero * (depth - j))
+    for i in range(k, depth):
+        feature[i], zero[i], one[i] = feature[i + 1], zero[i + 1], one[i + 1]
+    return depth
+
+
+@compiled
+def _shap_unwound_sum(zero, one, weight, length, k):
+    """The total permutation weight of a path with entry ``k`` unwound (the path unchanged)."""
+    depth = length - 1
+    entry_one, entry_zero = one[k], zero[k]
+    total = 0.0
+    carry = weight[depth]
+    for j in range(depth - 1, -1, -1):
+        if entry_one != 0:
+            from_one = carry * (depth + 1) / ((j + 1) * entry_one)
+            total = total + from_one
+            carry = weight[j] - from_one * entry_zero * (depth - j) / (depth + 1)
+        else:
+            total = total + weight[j] * (depth + 1) / _shap_nonzero(entry_zero * (depth - j))
+    return total
+
+
+@compiled
+def _shap_nonzero(value):
+    """A divisor that is never 0 (a zero-cover branch contributes nothing either way)."""
+    return value if value != 0 else np.inf
