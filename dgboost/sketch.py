@@ -161,13 +161,13 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
         return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
     n_value_bins = max_bin - 1
     weights = _fixed_weights(sample.weights, n_value_bins)
-    step = max(1, _SORT_CELLS // max(n_rows, 1))
     n_threads = 1
     if xp is np:
         from .kernels.loops import threads
 
-        n_threads = min(threads(), -(-n_features // step), max(1, n_rows * n_features // _CELLS_PER_THREAD))
-        step = min(step, -(-n_features // n_threads))  # a chunk for each thread at least
+        n_threads = min(threads(), n_features, max(1, n_rows * n_features // _CELLS_PER_THREAD))
+    # The threads' chunks together hold _SORT_CELLS cells (one feature each at the least).
+    step = max(1, min(_SORT_CELLS // max(n_rows * n_threads, 1), -(-n_features // n_threads)))
     chunk = lambda begin: _chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)  # noqa: E731
     with concurrent.futures.ThreadPoolExecutor(n_threads) as pool:
         values, counts = zip(*pool.map(chunk, range(0, n_features, step)))
@@ -177,8 +177,8 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
     return Cuts(values.astype(CUT_DTYPE), offsets)
 
 
-#: Cells of the sample sorted at a time by compute_cuts: bounds its temporaries
-#: (about 40 bytes a cell, 80 MiB, a thread).
+#: Cells of the sample sorted at a time by compute_cuts (over all its threads): bounds
+#: its temporaries (about 40 bytes a cell, 80 MiB).
 _SORT_CELLS = 1 << 21
 
 #: The fewest sample cells a thread of compute_cuts sorts on the host.
