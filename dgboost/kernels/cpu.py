@@ -355,14 +355,12 @@ def number_children(table, start, n_parents):
     slot_of_rank : array of shape (n_parents,), int32: the r-th split's slot; 0 past the last   # OUT
     n_split : array of shape (1,), int32: how many nodes split          # OUT
     """
-    xp = get_xp(table)
     n_slots = int(table.shape[0])
-    valid = table[:, 0] != 0
-    rank = xp.cumsum(valid) - valid
-    left_child = xp.where(valid, start + n_slots + 2 * rank, -1).astype(POSITION_DTYPE)
-    slot_of_rank = xp.zeros(n_parents + 1, dtype=POSITION_DTYPE)
-    slot_of_rank[xp.where(valid, rank, n_parents)] = xp.arange(n_slots, dtype=POSITION_DTYPE)
-    return left_child, slot_of_rank[:n_parents], valid.sum(keepdims=True).astype(POSITION_DTYPE)
+    left_child = np.empty(n_slots, dtype=POSITION_DTYPE)
+    slot_of_rank = np.empty(n_parents, dtype=POSITION_DTYPE)
+    n_split = np.empty(1, dtype=POSITION_DTYPE)
+    loops.number_children(np.ascontiguousarray(table, dtype=HIST_DTYPE), int(start), left_child, slot_of_rank, n_split)
+    return left_child, slot_of_rank, n_split
 
 
 def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_rows):
@@ -384,20 +382,17 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
     build_left : array of shape (n_parents,), bool: the lighter child of each pair is built   # OUT
     build_begin, build_end : arrays of shape (n_parents,), int32: the built child's range   # OUT
     """
-    xp = get_xp(table)
-    real = xp.arange(slot_of_rank.shape[0]) < n_split
-    rows = table[slot_of_rank]
-    left_sum = xp.where(real[:, None], rows[:, 5:7], 0)
-    right_sum = xp.where(real[:, None], rows[:, 7:9], 0)
-    begin = xp.where(real, seg_begin[slot_of_rank], n_rows)
-    middle = xp.where(real, begin + n_left[slot_of_rank], n_rows)
-    end = xp.where(real, seg_end[slot_of_rank], n_rows)
-    build_left = left_sum[:, 1] <= right_sum[:, 1]
-    interleave = lambda a, b: xp.stack([a, b], axis=1).reshape(-1)  # noqa: E731
-    return (xp.stack([left_sum, right_sum], axis=1).reshape(-1, 2).astype(HIST_DTYPE), xp.repeat(real, 2),
-            interleave(begin, middle).astype(POSITION_DTYPE), interleave(middle, end).astype(POSITION_DTYPE),
-            build_left, xp.where(build_left, begin, middle).astype(POSITION_DTYPE),
-            xp.where(build_left, middle, end).astype(POSITION_DTYPE))
+    n_parents = int(slot_of_rank.shape[0])
+    node_sums = np.empty((2 * n_parents, 2), dtype=HIST_DTYPE)
+    active = np.empty(2 * n_parents, dtype=bool)
+    begin, end = np.empty(2 * n_parents, dtype=POSITION_DTYPE), np.empty(2 * n_parents, dtype=POSITION_DTYPE)
+    build_left = np.empty(n_parents, dtype=bool)
+    build_begin, build_end = np.empty(n_parents, dtype=POSITION_DTYPE), np.empty(n_parents, dtype=POSITION_DTYPE)
+    index = lambda array: np.ascontiguousarray(array, dtype=POSITION_DTYPE)  # noqa: E731
+    loops.next_frontier(np.ascontiguousarray(table, dtype=HIST_DTYPE), index(slot_of_rank), int(n_split[0]),
+                        index(seg_begin), index(seg_end), index(n_left), int(n_rows), node_sums, active, begin, end,
+                        build_left, build_begin, build_end)
+    return node_sums, active, begin, end, build_left, build_begin, build_end
 
 
 def sibling_histograms(hist, slot_of_rank, built, build_left):

@@ -485,6 +485,50 @@ def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_featu
         leaf[row] = node
 
 
+@compiled
+def number_children(table, start, left_child, slot_of_rank, n_split):
+    """Number the children of a level's splitting slots (see cpu.number_children): the r-th
+    splitting slot's left child is ``start + n_slots + 2 r``; ``slot_of_rank[r]`` its slot,
+    0 past the last; ``n_split[0]`` how many split."""
+    n_slots = table.shape[0]
+    rank = 0
+    for slot in range(n_slots):
+        if table[slot, 0] != 0:
+            left_child[slot] = start + n_slots + 2 * rank
+            if rank < slot_of_rank.shape[0]:  # room for every split, as the caller promises
+                slot_of_rank[rank] = slot
+            rank += 1
+        else:
+            left_child[slot] = -1
+    for padding in range(rank, slot_of_rank.shape[0]):
+        slot_of_rank[padding] = 0
+    n_split[0] = rank
+
+
+@compiled
+def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_rows, node_sums, active, begin, end,
+                  build_left, build_begin, build_end):
+    """The next level's sibling pairs, one per parent rank (see cpu.next_frontier): the left
+    child's rows first in the parent's range; ranks past ``n_split`` are padding, empty
+    ranges at ``n_rows`` and zero sums; the child with the smaller hessian sum (the left
+    on a tie) is built."""
+    for rank in range(slot_of_rank.shape[0]):
+        slot = slot_of_rank[rank]
+        real = rank < n_split
+        first = seg_begin[slot] if real else n_rows
+        middle = first + n_left[slot] if real else n_rows
+        stop = seg_end[slot] if real else n_rows
+        for column in range(2):
+            node_sums[2 * rank, column] = table[slot, 5 + column] if real else 0
+            node_sums[2 * rank + 1, column] = table[slot, 7 + column] if real else 0
+        active[2 * rank] = active[2 * rank + 1] = real
+        begin[2 * rank], end[2 * rank], begin[2 * rank + 1], end[2 * rank + 1] = first, middle, middle, stop
+        left = node_sums[2 * rank, 1] <= node_sums[2 * rank + 1, 1]
+        build_left[rank] = left
+        build_begin[rank] = first if left else middle
+        build_end[rank] = middle if left else stop
+
+
 @compiled(inline=False)  # a call: split scoring needs it only with alpha or max_delta_step
 def _node_gain(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
     """cpu.node_gains of one node (node_weights inside it), in the same float operations,
