@@ -41,9 +41,9 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
 
     ``parallel``: a kernel over ``prange(n_threads)``, a thin loop calling a body compiled
     apart (``inline=False``), as numba's parallel passes over a whole loop nest took
-    seconds to compile. Called with ``n_threads`` 1 it runs a copy compiled without
-    them (``prange`` is then ``range``): a one-thread process (a Dask worker of one
-    thread) compiles no parallel loop and starts no threading layer.
+    seconds to compile. Where ``threads()`` is 1 it runs a copy compiled without them
+    (``prange`` is then ``range``): a one-thread process (a Dask worker of one thread,
+    ``nthread=1``) compiles no parallel loop and starts no threading layer.
     """
     if function is None:
         return functools.partial(compiled, parallel=parallel, inline=inline)
@@ -69,7 +69,7 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
 
         @functools.wraps(function)
         def call(*args):
-            if args[where] == 1:
+            if threads() == 1:  # by the setting, not the call: a process compiles one of the two copies
                 return machine_code()(*args)
             return _launch(machine_code(True), args, args[where])
     else:
