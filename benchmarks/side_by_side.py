@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     parser.add_argument("--eta", type=float, default=0.1)
     parser.add_argument("--max-bin", type=int, default=256)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--nthread", type=int, default=0, help="CPU threads of both systems (0: every core)")
     parser.add_argument("--kind", default="", help="the machine kind, for the record (the table also "
                         "names the GPU nvidia-smi reports)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
@@ -79,13 +80,14 @@ def main(argv=None) -> int:
 
 def _config(args):
     return {k: getattr(args, k) for k in ("dataset", "rows", "test_rows", "rounds", "depth", "eta",
-                                           "max_bin", "device", "kind")}
+                                           "max_bin", "device", "nthread", "kind")}
 
 
 def _params(args):
     objective, extra, _, _ = TASKS[args.dataset]
+    threads = {"nthread": args.nthread} if args.nthread > 0 else {}
     return {"objective": objective, "max_depth": args.depth, "eta": args.eta, "max_bin": args.max_bin,
-            **extra}
+            **threads, **extra}
 
 
 def _run_system(args) -> dict:
@@ -127,9 +129,9 @@ def _xgboost(params, args, X, y, X_test):
 
     params = {**params, "device": args.device, "tree_method": "hist"}
     warm = slice(0, min(len(y), _WARM_UP_ROWS))
-    xgb.train(params, xgb.QuantileDMatrix(X[warm], y[warm], max_bin=args.max_bin), 2).inplace_predict(X[warm])
+    xgb.train(params, xgb.QuantileDMatrix(X[warm], y[warm], max_bin=args.max_bin, nthread=args.nthread or None), 2).inplace_predict(X[warm])
     started = time.perf_counter()
-    matrix = xgb.QuantileDMatrix(X, y, max_bin=args.max_bin)
+    matrix = xgb.QuantileDMatrix(X, y, max_bin=args.max_bin, nthread=args.nthread or None)
     build = time.perf_counter() - started
     started = time.perf_counter()
     booster = xgb.train(params, matrix, args.rounds)
@@ -275,7 +277,8 @@ def _table(results) -> str:
     config = results["config"]
     seen = results["environment"].get("gpus") or f"{results['environment']['cpus']} CPU cores"
     lines.insert(0, f"{config['dataset']}: {config['rows']} rows, {config['rounds']} rounds, depth "
-                    f"{config['depth']}, eta {config['eta']}, max_bin {config['max_bin']}, on "
+                    f"{config['depth']}, eta {config['eta']}, max_bin {config['max_bin']}, "
+                    f"nthread {config.get('nthread') or 'all'}, on "
                     f"{config['device']} ({seen}; kind given: {config['kind'] or 'none'})\n")
     return "\n".join(lines)
 
