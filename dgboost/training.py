@@ -25,7 +25,8 @@ from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
 from .grower import TreeGrower
-from .kernels.loops import using_threads
+from .kernels import add_leaf_values
+from .kernels.loops import threads, using_threads
 from .metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
@@ -36,6 +37,9 @@ from .tree import Tree
 
 logger = logging.getLogger("dgboost")
 _LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+#: The fewest rows a thread of the host's gradient computation takes.
+_GRADIENT_ROWS_PER_THREAD = 1 << 15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +229,9 @@ class _RoundWork:
             self.grower.eta = self.schedule.rate(epoch)
         objective, training = self.objective, self.training
         margins = self.margins
-        gpair = objective.gradients(margins, training.label, training.weight)
+        n_rows = int(margins.shape[0])
+        gpair = objective.gradients_on_threads(margins, training.label, training.weight,
+                                               max(1, min(threads(), n_rows // _GRADIENT_ROWS_PER_THREAD)))
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
@@ -233,10 +239,10 @@ class _RoundWork:
                                           self.rows)
             grown = self.grower.grow(gpair_output)
             records.append(grown.record)
-            margins[:, output] += grown.leaf_value[grown.positions]
+            add_leaf_values(margins, output, grown.leaf_value, grown.positions)
             for state in self.evals:
                 if state.margins is not margins:
-                    state.margins[:, output] += grown.leaf_value[grown.route(state.matrix)]
+                    add_leaf_values(state.margins, output, grown.leaf_value, grown.route(state.matrix))
             del grown  # its row-sized arrays go before the next tree's are made
         names, parts = [], []
         for state in self.evals:

@@ -355,3 +355,24 @@ def test_the_thread_count_does_not_change_the_model(binary_data):
     assert loops.threads() == loops.cores()  # the setting ends with the call
     with pytest.raises(ValueError, match=r"nthread=-2 is out of range"):
         dgboost.train({"nthread": -2}, X, y, num_boost_round=1)
+
+
+@pytest.mark.parametrize("objective, extra", [("reg:squarederror", {}), ("reg:pseudohubererror", {}),
+                                              ("binary:logistic", {"scale_pos_weight": 3.0}),
+                                              ("multi:softprob", {"num_class": 4}), ("count:poisson", {})])
+def test_gradients_on_threads_equal_one_call_bit_for_bit(objective, extra):
+    """Runs of rows on threads (runs not a multiple of any vector width) give one call's bits."""
+    from dgboost.objectives import make_objective
+    from dgboost.params import TrainParams
+
+    rng = np.random.default_rng(7)
+    chosen = make_objective(TrainParams.from_dict({"objective": objective, **extra}))
+    n_rows = 50_021
+    margins = (3 * rng.standard_normal((n_rows, chosen.n_outputs))).astype(np.float32)
+    label = rng.integers(0, 4 if objective.startswith("multi") else 2, n_rows).astype(np.float32)
+    for weight in (None, rng.random(n_rows).astype(np.float32)):
+        expected = chosen.gradients(margins, label, weight)
+        for n_threads in (2, 3, 7):
+            got = chosen.gradients_on_threads(margins, label, weight, n_threads)
+            assert got.dtype == expected.dtype
+            np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))

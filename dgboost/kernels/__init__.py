@@ -27,6 +27,7 @@ def _dispatch(reference):
     return kernel
 
 
+add_leaf_values = _dispatch(cpu.add_leaf_values)
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
@@ -46,6 +47,7 @@ __all__ = [
     "RECORD_COLUMNS",
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",
+    "add_leaf_values",
     "build_histograms",
     "evaluate_splits",
     "first_infinite",

@@ -352,6 +352,11 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
+def add_leaf_values(margins, output, leaf_value, positions):
+    margins[:, output] += leaf_value[positions]
+    return margins
+
+
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
                    seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
     import cupy

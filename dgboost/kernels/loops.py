@@ -486,6 +486,14 @@ def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_featu
 
 
 @compiled
+def add_leaf_values(margins, output, leaf_value, positions):
+    """``margins[row, output] += leaf_value[positions[row]]`` for every row (see
+    cpu.add_leaf_values)."""
+    for row in range(margins.shape[0]):
+        margins[row, output] += leaf_value[positions[row]]
+
+
+@compiled
 def number_children(table, start, left_child, slot_of_rank, n_split):
     """Number the children of a level's splitting slots (see cpu.number_children): the r-th
     splitting slot's left child is ``start + n_slots + 2 r``; ``slot_of_rank[r]`` its slot,
