@@ -376,3 +376,31 @@ def test_gradients_on_threads_equal_one_call_bit_for_bit(objective, extra):
             got = chosen.gradients_on_threads(margins, label, weight, n_threads)
             assert got.dtype == expected.dtype
             np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("layer", ["workqueue", "omp"])
+def test_trainings_in_threads_at_once_under_each_threading_layer(layer):
+    """Three trainings of several threads each, from three threads of one process at once
+    (as a Dask worker's tasks): numba's workqueue aborts a process whose threads launch
+    parallel loops together, unless dgboost's launches take turns; the models are the same."""
+    script = """
+import threading, numba, dgboost
+from dgboost.datasets import make_higgs_like
+X, y = make_higgs_like(40_000, seed=0)
+models = {}
+def train(i):
+    models[i] = dgboost.train({"objective": "binary:logistic", "max_depth": 4, "nthread": 2}, X, y,
+                              num_boost_round=4).save_raw()
+threads = [threading.Thread(target=train, args=(i,)) for i in range(3)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(numba.threading_layer(), len(models), len(set(models.values())))
+"""
+    import os
+
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "NUMBA_THREADING_LAYER": layer})
+    if layer == "omp" and "No threading layer could be loaded" in result.stderr:
+        pytest.skip("numba's OpenMP layer needs libgomp, not on this machine")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [layer, "3", "1"]
