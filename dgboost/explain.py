@@ -17,6 +17,11 @@ import numpy as np
 from ._dtypes import CUT_DTYPE, GAIN_DTYPE, POSITION_DTYPE
 
 
+#: The fewest rows a thread of TreeSHAP takes: a row's walk visits every node of a tree,
+#: with a path of up to depth + 1 entries at each, some hundred times a prediction's work.
+_ROWS_PER_THREAD = 128
+
+
 def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Per-feature contributions and the bias (last column) of every output.
 
@@ -25,13 +30,12 @@ def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.n
     each output's margin.
     """
     from .kernels import loops
-    from .kernels.cpu import _threads_for
 
     n_rows, n_features = X.shape
     X = np.ascontiguousarray(X, dtype=CUT_DTYPE)
     phi = np.zeros((start.shape[1], n_rows, n_features + 1), dtype=GAIN_DTYPE)  # by output: rows contiguous
     phi[:, :, -1] = start.T
-    n_threads = _threads_for(n_rows * 64)  # a row costs some 64 rows' worth of a prediction
+    n_threads = max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
     for tree, output in zip(trees, tree_outputs):
         leaf = tree.is_leaf
         cover = tree.cover.astype(GAIN_DTYPE)
@@ -44,4 +48,4 @@ def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.n
                        np.ascontiguousarray(tree.threshold, dtype=CUT_DTYPE),
                        np.ascontiguousarray(tree.default_left, dtype=bool), np.ascontiguousarray(tree.value),
                        cover, tree.depth, n_threads, phi[output])
-    return phi.transpose(1, 0, 2).astype(np.float32)
+    return np.ascontiguousarray(phi.transpose(1, 0, 2), dtype=np.float32)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 
 import numpy as np
 
@@ -254,10 +255,16 @@ _OBJECTIVES = {
 
 @functools.lru_cache(maxsize=None)
 def _row_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """Threads for gradients_on_threads (as many as the process may use cores)."""
+    """Threads for gradients_on_threads (as many as the process may use cores); a forked
+    child makes its own (its parent's threads are not in it: work sent to them would wait
+    for ever)."""
     from .kernels.loops import cores
 
     return concurrent.futures.ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="dgboost-rows")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_row_pool.cache_clear)
 
 
 def make_objective(params: TrainParams) -> Objective:

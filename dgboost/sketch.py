@@ -169,8 +169,11 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
     # The threads' chunks together hold _SORT_CELLS cells (one feature each at the least).
     step = max(1, min(_SORT_CELLS // max(n_rows * n_threads, 1), -(-n_features // n_threads)))
     chunk = lambda begin: _chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)  # noqa: E731
-    with concurrent.futures.ThreadPoolExecutor(n_threads) as pool:
-        values, counts = zip(*pool.map(chunk, range(0, n_features, step)))
+    if n_threads == 1:  # here, not on a pool's thread: a CUDA device is current per thread
+        values, counts = zip(*map(chunk, range(0, n_features, step)))
+    else:
+        with concurrent.futures.ThreadPoolExecutor(n_threads) as pool:
+            values, counts = zip(*pool.map(chunk, range(0, n_features, step)))
     # One read of both (float32 values travel exactly as float64).
     values, counts = to_numpy_many([xp.concatenate(values).astype(STAT_DTYPE), xp.concatenate(counts)])
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(BIN_OFFSET_DTYPE)

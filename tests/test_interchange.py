@@ -91,10 +91,11 @@ def test_contributions_equal_xgboosts_and_sum_to_the_margin(objective, tmp_path,
 def test_contributions_of_deep_trees_on_threads_equal_xgboosts(n_threads, tmp_path, rng, monkeypatch):
     """The compiled TreeSHAP over rows in runs (three where n_threads is 3): deep trees, a
     feature split again and again on one path, missing values both ways."""
-    from dgboost.kernels import cpu, loops
+    from dgboost import explain
+    from dgboost.kernels import loops
 
     monkeypatch.setattr(loops, "threads", lambda: n_threads)
-    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 64)
+    monkeypatch.setattr(explain, "_ROWS_PER_THREAD", 64)
     X = rng.standard_normal((1000, 6)).astype(np.float32)
     X[rng.random(X.shape) < 0.15] = np.nan
     X[:, 2] = np.round(2 * X[:, 2])
@@ -102,6 +103,7 @@ def test_contributions_of_deep_trees_on_threads_equal_xgboosts(n_threads, tmp_pa
     model = dgboost.train({"objective": "reg:squarederror", "max_depth": 9}, X, y, num_boost_round=8)
     assert max(tree.depth for tree in model.trees) >= 8
     ours = model.predict(X, pred_contribs=True)
+    assert ours.flags.c_contiguous
     np.testing.assert_allclose(ours.sum(axis=-1), model.predict(X, output_margin=True), rtol=0, atol=1e-4)
     path = tmp_path / "model.json"
     model.save_model(path, format="xgboost")

@@ -1,6 +1,7 @@
 """The boosting loop: exact small cases, determinism, objectives and training control."""
 
 import io
+import os
 import subprocess
 import sys
 
@@ -396,11 +397,35 @@ threads = [threading.Thread(target=train, args=(i,)) for i in range(3)]
 [t.join() for t in threads]
 print(numba.threading_layer(), len(models), len(set(models.values())))
 """
-    import os
-
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "NUMBA_THREADING_LAYER": layer})
     if layer == "omp" and "No threading layer could be loaded" in result.stderr:
         pytest.skip("numba's OpenMP layer needs libgomp, not on this machine")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == [layer, "3", "1"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_forked_child_trains_the_parents_model():
+    """A process forked after training on threads (multiprocessing's default on Linux before
+    Python 3.14) trains too: GNU OpenMP cannot start threads in a forked child, so its loops
+    run on one thread (and its gradients' thread pool is its own); the model is the same."""
+    script = """
+import multiprocessing, dgboost
+from dgboost.datasets import make_higgs_like
+X, y = make_higgs_like(70_000, seed=0)
+params = {"objective": "binary:logistic", "max_depth": 4, "nthread": 2}
+parent = dgboost.train(params, X, y, num_boost_round=3).save_raw()
+def child(queue):
+    queue.put(dgboost.train(params, X, y, num_boost_round=3).save_raw())
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+process = context.Process(target=child, args=(queue,))
+process.start()
+model = queue.get(timeout=120)
+process.join(60)
+print(process.exitcode, model == parent)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["0", "True"], result.stderr[-2000:]

@@ -26,6 +26,9 @@ from . import loops
 #: The fewest rows a thread of a loop over rows takes (_threads_for).
 _ROWS_PER_THREAD = 1 << 13
 
+#: The fewest columns (bins of the runs' partial histograms) a thread of loops.add_partials adds.
+_PARTIAL_COLUMNS_PER_THREAD = 1 << 13
+
 #: The fewest split candidates (nodes x bins) a thread of evaluate_splits scores.
 _CANDIDATES_PER_THREAD = 1 << 14
 
@@ -155,7 +158,7 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
                      np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, seg_end, n_runs, hist, partials)
-    n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _ROWS_PER_THREAD))
+    n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
     loops.add_partials(partials.reshape(partials.shape[0], -1), seg_begin, seg_end, n_runs, n_threads,
                        hist.reshape(n_slots, -1))
     return hist
@@ -270,7 +273,8 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
 
-    Compiled (loops.pair_bounds), on one thread. A column of zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
+    Compiled (loops.pair_bounds), on one thread. A column of zeros gives +0.0 (as the
+    CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
     which fixes the same scale).
 
     Parameters

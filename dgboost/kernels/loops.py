@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 import types
 
@@ -69,7 +70,8 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
 
         @functools.wraps(function)
         def call(*args):
-            if threads() == 1:  # by the setting, not the call: a process compiles one of the two copies
+            # By the setting, not the call's count: a process compiles one of the two copies.
+            if threads() == 1 or _forked_from_openmp:
                 return machine_code()(*args)
             return _launch(machine_code(True), args, args[where])
     else:
@@ -110,6 +112,24 @@ def using_threads(n_threads: int | None):
 _launch_lock = threading.Lock()
 _layer_is_threadsafe = False
 
+#: This process was forked from one whose parallel loops ran on GNU OpenMP, which cannot
+#: start threads in a forked child (numba ends the process): its loops run on one thread.
+_forked_from_openmp = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_from_openmp
+    numba = sys.modules.get("numba")
+    if numba is not None and not _forked_from_openmp:
+        try:
+            _forked_from_openmp = numba.threading_layer() == "omp"
+        except ValueError:  # no parallel loop ran before the fork
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def _launch(machine_code, args, n_threads: int):
     """Run a parallel kernel on ``n_threads`` of numba's threads (at most its pool's size:
@@ -144,7 +164,8 @@ def _runs(seg_begin, seg_end, n_runs):
     """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread.
 
     Returns, by slot: ``starts``, each slot's first position (n_slots + 1 of them), and
-    ``touches``, how many runs' rows it holds; by run: ``first_slot``, the slot of its
+    ``touches``, how many runs take it in (an empty slot within a run's range counts: the
+    run zeroes it); by run: ``first_slot``, the slot of its
     first row, ``n_run_slots``, how many slots its rows touch (0 for an empty run), and
     ``partial`` (n_runs, 2), the places, in a buffer of 2 n_runs partial histograms, of
     its sums of its first and its last slot where another run touches the slot too, else
@@ -205,11 +226,11 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
 
     A run sums a slot no other run touches straight into ``hist``; a slot it shares
     (its first or last) into its own partial histogram in ``partials`` (room for
-    2 n_threads; see _runs), which add_partials adds up. Each run zeroes
-    what it writes, so each thread writes its pages first; slots of no rows are left
-    to add_partials. ``cells``: the packed words viewed as one uint8 or uint16 a cell
-    where cells are whole bytes (bits 8 or 16: read directly), else None (cells
-    shifted out of ``packed``).
+    2 n_threads; see _runs), which add_partials adds up. Each run zeroes what it writes,
+    so each thread writes its pages first; slots no run takes in (empty slots outside
+    every run's range) are left to add_partials. ``cells``: the packed words viewed as
+    one uint8 or uint16 a cell where cells are whole bytes (bits 8 or 16: read
+    directly), else None (cells shifted out of ``packed``).
     """
     starts, _, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_threads)
     for run_index in prange(n_threads):
@@ -247,7 +268,7 @@ def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symb
 @compiled(parallel=True)
 def add_partials(partials, seg_begin, seg_end, n_runs, n_threads, hist):
     """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
-    histograms, in run order; each slot of no rows gets zeros. Arrays flattened to one
+    histograms, in run order; each slot no run takes in gets zeros. Arrays flattened to one
     row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
     _, touches, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_runs)
     for thread_index in prange(n_threads):
@@ -583,9 +604,10 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
 def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_threads, table, gains):
     """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
     (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain). Spread over
-    ``n_threads`` threads; each node's row depends on that node alone. Per node and feature: the feature's total, so its missing sums; then a
-    prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
-    fixed_point.py, so they and their float64 images are exact), each prefix scored
+    ``n_threads`` threads; each node's row depends on that node alone. Per node and
+    feature: the feature's total, so its missing sums; then a prefix scan of its bins in
+    int64 (per-feature sums stay under 2**52, see fixed_point.py, so they and their
+    float64 images are exact), each prefix scored
     with missing values right, then left (left only where the feature has missing
     values: without them both score the same and right wins the tie). The best is
     the first largest gain in (feature, bin, direction) order. A NaN gain (lambda or
