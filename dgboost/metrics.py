@@ -189,10 +189,12 @@ def _sorted_weights(score, positive_weight, negative_weight, comm) -> list:
 
 
 def _binary_auc(score, positive_weight, negative_weight):
-    """(AUC, total positive weight) of one positive class from all ranks' rows (host arrays)."""
-    order = np.argsort(score, kind="stable")
-    _, positive_weight, negative_weight = _group_sums(score[order], [positive_weight[order],
-                                                                     negative_weight[order]], np)
+    """(AUC, total positive weight) of one positive class from all ranks' rows (host arrays,
+    each rank's sorted by score: one rank's need no second sort)."""
+    if not np.all(score[1:] >= score[:-1]):
+        order = np.argsort(score, kind="stable")
+        score, positive_weight, negative_weight = score[order], positive_weight[order], negative_weight[order]
+    _, positive_weight, negative_weight = _group_sums(score, [positive_weight, negative_weight], np)
     total_positive, total_negative = positive_weight.sum(), negative_weight.sum()
     if total_positive == 0 or total_negative == 0:
         return math.nan, float(total_positive)

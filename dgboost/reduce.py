@@ -15,6 +15,7 @@ import numpy as np
 from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
 from .backend import column_max_abs, column_reduce, get_xp, row_chunks, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, fixed_column_sums, from_fixed, power_of_two_scale
+from .kernels import loops
 
 
 def global_count(n_local: int, comm, xp=np) -> int:
@@ -43,19 +44,32 @@ def exact_sums_partial(columns, comm) -> list:
     xp = get_xp(columns)
     n_local, k = columns.shape
     chunks = row_chunks(columns)
+    host = xp is np  # compiled passes (loops.column_bounds, loops.fixed_sums) in place of array programs
+    if host:
+        columns = np.ascontiguousarray(columns)
 
     def over_chunks(reduce, combine):
         if not chunks:
             return xp.zeros(k, dtype=STAT_DTYPE)
         return combine(xp.stack([reduce(chunk) for chunk in chunks]), axis=0).astype(STAT_DTYPE)
 
-    max_abs = comm.allreduce(over_chunks(column_max_abs, xp.max), "max")
+    if host:
+        max_abs = np.zeros(k, dtype=STAT_DTYPE)
+        loops.column_bounds(columns, max_abs)
+    else:
+        max_abs = over_chunks(column_max_abs, xp.max)
+    max_abs = comm.allreduce(max_abs, "max")
     finite = xp.isfinite(max_abs).all(keepdims=True)
-    # Non-finite columns are summed in floating point (the result is non-finite anyway).
+    # Non-finite columns are summed in floating point (the result is non-finite anyway, in
+    # any order of the additions).
     safe = xp.where(finite, max_abs, 1.0)
     scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
-    fixed = fixed_column_sums(columns, scale, keep=finite)
-    plain = over_chunks(lambda c: column_reduce(c.astype(STAT_DTYPE), "sum"), xp.sum)
+    if host:
+        fixed, plain = np.zeros(k, dtype=EXACT_SUM_DTYPE), np.zeros(k, dtype=STAT_DTYPE)
+        loops.fixed_sums(columns, scale, bool(finite[0]), fixed, plain)
+    else:
+        fixed = fixed_column_sums(columns, scale, keep=finite)
+        plain = over_chunks(lambda c: column_reduce(c.astype(STAT_DTYPE), "sum"), xp.sum)
     return [comm.allreduce(fixed, "sum"), scale, comm.allreduce(plain, "sum"), finite.astype(STAT_DTYPE)]
 
 

@@ -87,3 +87,31 @@ def test_sums_do_not_depend_on_row_order(binary):
     for name in ("rmse", "logloss", "auc"):
         metric = _metric(name, objective="binary:logistic") if name != "rmse" else _metric(name)
         assert metric(y, p, w, COMM) == metric(y[order], p[order], w[order], COMM)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_exact_sums_equal_the_array_program(dtype):
+    """The host's compiled passes of exact sums (bounds, then fixed-point sums) give the GPU's
+    array program's integers, with NaN and infinities, empty and single-row columns."""
+    from dgboost.backend import column_max_abs
+    from dgboost.fixed_point import SUM_HEADROOM_BITS, fixed_column_sums, power_of_two_scale
+    from dgboost.kernels import loops
+
+    rng = np.random.default_rng(3)
+    for n_rows in (0, 1, 2, 999, 70_001):
+        columns = (rng.standard_normal((n_rows, 3)) * np.array([1e-6, 1.0, 1e9])).astype(dtype)
+        for poison in (None, np.nan, np.inf, -np.inf):
+            if poison is not None and n_rows:
+                columns = columns.copy()
+                columns[n_rows // 2, 1] = poison
+            bounds = np.zeros(3)
+            loops.column_bounds(columns, bounds)
+            expected = column_max_abs(columns).astype(np.float64) if n_rows else np.zeros(3)
+            np.testing.assert_array_equal(bounds, expected)
+            finite = bool(np.isfinite(bounds).all())
+            scale = power_of_two_scale(np.where(np.isfinite(bounds), bounds, 1.0), n_rows, SUM_HEADROOM_BITS)
+            fixed, plain = np.zeros(3, np.int64), np.zeros(3)
+            loops.fixed_sums(columns, scale, finite, fixed, plain)
+            np.testing.assert_array_equal(fixed, fixed_column_sums(columns, scale, keep=np.array([finite])))
+            loose = ~np.isfinite(bounds)  # where plain sums are read: non-finite in any order
+            np.testing.assert_array_equal(plain[loose], columns.astype(np.float64).sum(axis=0)[loose])

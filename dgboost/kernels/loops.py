@@ -515,6 +515,42 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 @compiled
+def column_bounds(columns, max_abs):
+    """``max_abs[c]``: the largest ``|columns[r, c]|`` over the rows, as ``max(max x, -min x)``
+    (see reduce.exact_sums_partial); NaN where a column holds one, as numpy's max."""
+    for column in range(columns.shape[1]):
+        largest, smallest = -np.inf, np.inf
+        seen_nan = False
+        for row in range(columns.shape[0]):
+            value = np.float64(columns[row, column])
+            if np.isnan(value):
+                seen_nan = True
+            largest = max(largest, value)
+            smallest = min(smallest, value)
+        if seen_nan:
+            max_abs[column] = np.nan
+        elif columns.shape[0]:
+            max_abs[column] = max(largest, -smallest)
+
+
+@compiled
+def fixed_sums(columns, scale, finite, fixed, plain):
+    """Each column's sum of ``rint(x * scale[c])`` as int64 (0 for every value unless
+    ``finite``), exact in any order, and its plain float64 sum (read only where a column is
+    not finite, and then non-finite in any order): see reduce.exact_sums_partial."""
+    for column in range(columns.shape[1]):
+        total = np.int64(0)
+        loose = 0.0
+        for row in range(columns.shape[0]):
+            value = np.float64(columns[row, column])
+            if finite:
+                total += np.int64(np.rint(value * scale[column]))
+            loose += value
+        fixed[column] = total
+        plain[column] = loose
+
+
+@compiled
 def number_children(table, start, left_child, slot_of_rank, n_split):
     """Number the children of a level's splitting slots (see cpu.number_children): the r-th
     splitting slot's left child is ``start + n_slots + 2 r``; ``slot_of_rank[r]`` its slot,
