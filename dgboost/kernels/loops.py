@@ -118,7 +118,8 @@ _forked_from_openmp = False
 
 
 def _after_fork_in_child() -> None:
-    global _forked_from_openmp
+    global _forked_from_openmp, _launch_lock
+    _launch_lock = threading.Lock()  # another thread of the parent may have held it at the fork
     numba = sys.modules.get("numba")
     if numba is not None and not _forked_from_openmp:
         try:
