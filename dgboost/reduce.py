@@ -42,35 +42,45 @@ def exact_sums_partial(columns, comm) -> list:
     float64 (k,), float64 (k,), float64 (1,).
     """
     xp = get_xp(columns)
-    n_local, k = columns.shape
-    chunks = row_chunks(columns)
-    host = xp is np  # compiled passes (loops.column_bounds, loops.fixed_sums) in place of array programs
-    if host:
-        columns = np.ascontiguousarray(columns)
-
-    def over_chunks(reduce, combine):
-        if not chunks:
-            return xp.zeros(k, dtype=STAT_DTYPE)
-        return combine(xp.stack([reduce(chunk) for chunk in chunks]), axis=0).astype(STAT_DTYPE)
-
-    if host:
-        max_abs = np.zeros(k, dtype=STAT_DTYPE)
-        loops.column_bounds(columns, max_abs)
-    else:
-        max_abs = over_chunks(column_max_abs, xp.max)
-    max_abs = comm.allreduce(max_abs, "max")
+    max_abs = comm.allreduce(_column_bounds(columns, xp), "max")
     finite = xp.isfinite(max_abs).all(keepdims=True)
     # Non-finite columns are summed in floating point (the result is non-finite anyway, in
     # any order of the additions).
     safe = xp.where(finite, max_abs, 1.0)
-    scale = power_of_two_scale(safe, device_count(n_local, comm, xp), SUM_HEADROOM_BITS)
-    if host:
-        fixed, plain = np.zeros(k, dtype=EXACT_SUM_DTYPE), np.zeros(k, dtype=STAT_DTYPE)
-        loops.fixed_sums(columns, scale, bool(finite[0]), fixed, plain)
-    else:
-        fixed = fixed_column_sums(columns, scale, keep=finite)
-        plain = over_chunks(lambda c: column_reduce(c.astype(STAT_DTYPE), "sum"), xp.sum)
+    scale = power_of_two_scale(safe, device_count(columns.shape[0], comm, xp), SUM_HEADROOM_BITS)
+    fixed, plain = _column_sums(columns, scale, finite, xp)
     return [comm.allreduce(fixed, "sum"), scale, comm.allreduce(plain, "sum"), finite.astype(STAT_DTYPE)]
+
+
+def _column_bounds(columns, xp):
+    """Each column's max |x| (float64, NaN where it holds one): a compiled pass on the host,
+    chunked array programs on a GPU."""
+    k = columns.shape[1]
+    if xp is np:
+        bounds = np.zeros(k, dtype=STAT_DTYPE)
+        loops.column_bounds(np.ascontiguousarray(columns), bounds)
+        return bounds
+    chunks = row_chunks(columns)
+    if not chunks:
+        return xp.zeros(k, dtype=STAT_DTYPE)
+    return xp.stack([column_max_abs(chunk) for chunk in chunks]).max(axis=0).astype(STAT_DTYPE)
+
+
+def _column_sums(columns, scale, finite, xp):
+    """(fixed-point column sums, 0 unless ``finite``; plain float64 sums, read only where not
+    ``finite``). On the host the one that is read is computed."""
+    k = columns.shape[1]
+    if xp is np:
+        fixed, plain = np.zeros(k, dtype=EXACT_SUM_DTYPE), np.zeros(k, dtype=STAT_DTYPE)
+        if finite[0]:
+            loops.fixed_sums(np.ascontiguousarray(columns), scale, fixed)
+        else:
+            plain = columns.sum(axis=0, dtype=STAT_DTYPE)
+        return fixed, plain
+    chunks = row_chunks(columns)
+    plain = xp.stack([column_reduce(chunk.astype(STAT_DTYPE), "sum") for chunk in chunks]).sum(axis=0) \
+        if chunks else xp.zeros(k, dtype=STAT_DTYPE)
+    return fixed_column_sums(columns, scale, keep=finite), plain.astype(STAT_DTYPE)
 
 
 def finish_exact_sums(parts) -> np.ndarray:

@@ -110,8 +110,7 @@ def test_compiled_exact_sums_equal_the_array_program(dtype):
             np.testing.assert_array_equal(bounds, expected)
             finite = bool(np.isfinite(bounds).all())
             scale = power_of_two_scale(np.where(np.isfinite(bounds), bounds, 1.0), n_rows, SUM_HEADROOM_BITS)
-            fixed, plain = np.zeros(3, np.int64), np.zeros(3)
-            loops.fixed_sums(columns, scale, finite, fixed, plain)
-            np.testing.assert_array_equal(fixed, fixed_column_sums(columns, scale, keep=np.array([finite])))
-            loose = ~np.isfinite(bounds)  # where plain sums are read: non-finite in any order
-            np.testing.assert_array_equal(plain[loose], columns.astype(np.float64).sum(axis=0)[loose])
+            if finite:  # exact_sums_partial sums in fixed point only then
+                fixed = np.zeros(3, np.int64)
+                loops.fixed_sums(columns, scale, fixed)
+                np.testing.assert_array_equal(fixed, fixed_column_sums(columns, scale))

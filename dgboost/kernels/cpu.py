@@ -175,7 +175,7 @@ def node_weights(sum_gradient, sum_hessian, rules: Regularisation):
 
     ``T`` is soft thresholding by alpha. Nodes below min_child_weight (or with no
     hessian) weigh 0. Inputs and output: float64 arrays of one shape.
-    loops._node_weight is the same float operations for one node: change both together.
+    loops._node_gain's clipped weight is the same float operations: change both together.
     """
     xp = get_xp(sum_gradient)
     weight = -_soft_threshold(sum_gradient, rules.alpha) / _denominator(sum_hessian, rules)
@@ -273,9 +273,9 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
 
-    Compiled (loops.pair_bounds), on one thread. A column of zeros gives +0.0 (as the
-    CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0,
-    which fixes the same scale).
+    Compiled (loops.column_bounds), on one thread: a pass over 8 bytes a row. A column of
+    zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0, which
+    fixes the same scale).
 
     Parameters
     ----------
@@ -285,15 +285,15 @@ def gradient_bounds(gpair):
     -------
     array of shape (2,), float64: 0 without rows; NaN where a column holds one   # OUT
     """
-    bounds = np.zeros(2, dtype=GRADIENT_DTYPE)
-    loops.pair_bounds(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), bounds)
-    return bounds.astype(GAIN_DTYPE)
+    bounds = np.zeros(2, dtype=GAIN_DTYPE)
+    loops.column_bounds(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), bounds)
+    return bounds
 
 
 def gradient_sums(gpair, scales):
     """The fixed-point sums of a tree's pairs: ``sum(to_fixed(gpair[:, c], scales[c]))``.
 
-    Compiled (loops.pair_sums), on one thread; integer sums, so exact in any order.
+    Compiled (loops.fixed_sums), on one thread; integer sums, so exact in any order.
 
     Parameters
     ----------
@@ -305,8 +305,8 @@ def gradient_sums(gpair, scales):
     array of shape (2,), int64 (exact: integer sums)                    # OUT
     """
     sums = np.zeros(2, dtype=HIST_DTYPE)
-    loops.pair_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                    sums)
+    loops.fixed_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+                     sums)
     return sums
 
 

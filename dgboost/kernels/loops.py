@@ -516,39 +516,27 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 @compiled
-def column_bounds(columns, max_abs):
-    """``max_abs[c]``: the largest ``|columns[r, c]|`` over the rows, as ``max(max x, -min x)``
-    (see reduce.exact_sums_partial); NaN where a column holds one, as numpy's max."""
+def column_bounds(columns, bounds):
+    """The largest ``|x|`` of each column into ``bounds`` (float64, 0 for no rows); NaN where a
+    column holds one, as numpy's max (cpu.gradient_bounds, reduce.exact_sums_partial)."""
     for column in range(columns.shape[1]):
-        largest, smallest = -np.inf, np.inf
-        seen_nan = False
+        bound = 0.0
         for row in range(columns.shape[0]):
-            value = np.float64(columns[row, column])
-            if np.isnan(value):
-                seen_nan = True
-            largest = max(largest, value)
-            smallest = min(smallest, value)
-        if seen_nan:
-            max_abs[column] = np.nan
-        elif columns.shape[0]:
-            max_abs[column] = max(largest, -smallest)
+            value = abs(np.float64(columns[row, column]))
+            if value > bound or np.isnan(value):  # a NaN, once seen, stays: nothing is > NaN
+                bound = value
+        bounds[column] = bound
 
 
 @compiled
-def fixed_sums(columns, scale, finite, fixed, plain):
-    """Each column's sum of ``rint(x * scale[c])`` as int64 (0 for every value unless
-    ``finite``), exact in any order, and its plain float64 sum (read only where a column is
-    not finite, and then non-finite in any order): see reduce.exact_sums_partial."""
+def fixed_sums(columns, scale, sums):
+    """Each column's sum of ``rint(x * scale[c])`` as int64, the product in float64 (as
+    fixed_point.to_fixed): exact in any order (cpu.gradient_sums, reduce.exact_sums_partial)."""
     for column in range(columns.shape[1]):
         total = np.int64(0)
-        loose = 0.0
         for row in range(columns.shape[0]):
-            value = np.float64(columns[row, column])
-            if finite:
-                total += np.int64(np.rint(value * scale[column]))
-            loose += value
-        fixed[column] = total
-        plain[column] = loose
+            total += np.int64(np.rint(np.float64(columns[row, column]) * scale[column]))
+        sums[column] = total
 
 
 @compiled
@@ -734,34 +722,6 @@ def _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, r
         table[node, 7] = node_gradient - left_gradient
         table[node, 8] = node_hessian - left_hessian
         gains[node] = best_gain
-
-
-@compiled
-def pair_bounds(gpair, bounds):
-    """The largest |gradient| and |hessian| of the rows into ``bounds`` (2,) float32 (see
-    cpu.gradient_bounds): 0 for no rows; a NaN wins and stays, as in numpy's max. One
-    thread: a pass over 8 bytes a row, as cheap as starting threads for it."""
-    for column in range(2):
-        bound = np.float32(0)
-        for row in range(gpair.shape[0]):
-            value = abs(gpair[row, column])
-            if value > bound or np.isnan(value):
-                bound = value
-        bounds[column] = bound
-
-
-@compiled
-def pair_sums(gpair, scales, sums):
-    """``to_fixed(gpair[r, c], scales[c])`` summed over the rows into ``sums`` (2,) int64 (see
-    cpu.gradient_sums): the product in float64, as fixed_point.to_fixed. One thread, as
-    pair_bounds."""
-    gradient = np.int64(0)
-    hessian = np.int64(0)
-    for row in range(gpair.shape[0]):
-        gradient += np.int64(np.rint(np.float64(gpair[row, 0]) * scales[0]))
-        hessian += np.int64(np.rint(np.float64(gpair[row, 1]) * scales[1]))
-    sums[0] = gradient
-    sums[1] = hessian
 
 
 @compiled(parallel=True)
