@@ -153,14 +153,14 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     seg_end = np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE)
     n_runs = _threads_for(int((seg_end - seg_begin).sum()))
+    plan = loops.run_plan(seg_begin, seg_end, n_runs)
     partials = np.empty((2 * n_runs, n_bins_total, 2), dtype=HIST_DTYPE)  # of the slots runs share
     loops.histograms(_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, seg_end, n_runs, hist, partials)
+                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, plan, n_runs, hist, partials)
     n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
-    loops.add_partials(partials.reshape(partials.shape[0], -1), seg_begin, seg_end, n_runs, n_threads,
-                       hist.reshape(n_slots, -1))
+    loops.add_partials(partials.reshape(partials.shape[0], -1), plan, n_threads, hist.reshape(n_slots, -1))
     return hist
 
 
@@ -487,15 +487,15 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
     lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
     if packed.shape[0] and n_slots:
-        segments = (np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE),
-                    np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE))
+        seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
+        plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
         left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
         goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
         loops.partition_sides(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, ridx, positions,
-                              *segments, np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                              seg_begin, plan, np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
                               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                               np.ascontiguousarray(default_left, dtype=bool), left_child, n_threads, goes_left, lefts)
-        loops.partition_scatter(ridx, *segments, left_child, goes_left, lefts, n_threads, new_ridx)
+        loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 
 

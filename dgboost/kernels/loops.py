@@ -160,9 +160,11 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
     return np.int64((packed[row, feature // cells_per_word] >> np.uint32((feature % cells_per_word) * bits)) & mask)
 
 
-@compiled(inline=False)  # called by parallel kernels: kept out of numba's parallel passes
-def _runs(seg_begin, seg_end, n_runs):
-    """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread.
+@compiled
+def run_plan(seg_begin, seg_end, n_runs):
+    """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread: the
+    ``plan`` the kernels over a level's rows take (cpu.py makes it once for a kernel's two
+    passes).
 
     Returns, by slot: ``starts``, each slot's first position (n_slots + 1 of them), and
     ``touches``, how many runs take it in (an empty slot within a run's range counts: the
@@ -213,7 +215,7 @@ def _runs(seg_begin, seg_end, n_runs):
 @compiled
 def _places(seg_begin, starts, first, stop, slot):
     """The places in ``ridx`` of slot ``slot``'s rows within the run ``[first, stop)`` of the
-    slots' rows laid end to end (see _runs): ``(begin, end)``, empty where the slot lies
+    slots' rows laid end to end (see run_plan): ``(begin, end)``, empty where the slot lies
     outside the run."""
     offset = seg_begin[slot] - starts[slot]
     begin = max(first, starts[slot]) + offset
@@ -222,18 +224,19 @@ def _places(seg_begin, starts, first, stop, slot):
 
 @compiled(parallel=True)
 def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
-               ridx, seg_begin, seg_end, n_threads, hist, partials):
-    """The slots' histograms (see cpu.build_histograms), their rows in ``n_threads`` runs.
+               ridx, seg_begin, plan, n_threads, hist, partials):
+    """The slots' histograms (see cpu.build_histograms), their rows in the ``n_threads`` runs
+    of ``plan`` (run_plan).
 
     A run sums a slot no other run touches straight into ``hist``; a slot it shares
     (its first or last) into its own partial histogram in ``partials`` (room for
-    2 n_threads; see _runs), which add_partials adds up. Each run zeroes what it writes,
+    2 n_threads; see run_plan), which add_partials adds up. Each run zeroes what it writes,
     so each thread writes its pages first; slots no run takes in (empty slots outside
     every run's range) are left to add_partials. ``cells``: the packed words viewed as
     one uint8 or uint16 a cell where cells are whole bytes (bits 8 or 16: read
     directly), else None (cells shifted out of ``packed``).
     """
-    starts, _, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_threads)
+    starts, _, first_slot, n_run_slots, partial = plan
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
@@ -267,11 +270,11 @@ def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symb
 
 
 @compiled(parallel=True)
-def add_partials(partials, seg_begin, seg_end, n_runs, n_threads, hist):
+def add_partials(partials, plan, n_threads, hist):
     """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
     histograms, in run order; each slot no run takes in gets zeros. Arrays flattened to one
     row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
-    _, touches, first_slot, n_run_slots, partial = _runs(seg_begin, seg_end, n_runs)
+    _, touches, first_slot, n_run_slots, partial = plan
     for thread_index in prange(n_threads):
         thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
         _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist)
@@ -406,13 +409,14 @@ def _predict_blocks(X, left, right, feature, threshold, default_left, value, roo
 
 
 @compiled(parallel=True)
-def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, seg_end,
+def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, plan,
                     split_feature, split_bin, default_left, left_child, n_threads, goes_left, lefts):
-    """Partition's first pass over the slots' rows in ``n_threads`` runs (see _runs and
-    cpu.partition_rows): each row of a splitting slot gets its side (``goes_left``, by its
-    place in ``ridx``) and its child (``positions``), and ``lefts[run, slot]`` counts the
-    run's rows of the slot sent left. ``cells`` as for ``histograms``."""
-    starts, _, first_slot, n_run_slots, _ = _runs(seg_begin, seg_end, n_threads)
+    """Partition's first pass over the slots' rows in the ``n_threads`` runs of ``plan`` (see
+    run_plan and cpu.partition_rows): each row of a splitting slot gets its side
+    (``goes_left``, by its place in ``ridx``) and its child (``positions``), and
+    ``lefts[run, slot]`` counts the run's rows of the slot sent left. ``cells`` as for
+    ``histograms``."""
+    starts, _, first_slot, n_run_slots, _ = plan
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts,
@@ -445,11 +449,11 @@ def _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positi
 
 
 @compiled(parallel=True)
-def partition_scatter(ridx, seg_begin, seg_end, left_child, goes_left, lefts, n_threads, new_ridx):
+def partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx):
     """Partition's second pass over the same runs: each row of a splitting slot to its place,
     the slot's left rows first, then its right rows, each side in order. ``lefts`` is
     partition_sides's count by run and slot."""
-    starts, _, first_slot, n_run_slots, _ = _runs(seg_begin, seg_end, n_threads)
+    starts, _, first_slot, n_run_slots, _ = plan
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _scatter_run(ridx, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, goes_left, lefts, run,
