@@ -7,10 +7,6 @@ numpy and cupy evaluate the same float32 operations.
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
-import os
-
 import numpy as np
 
 from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
@@ -65,13 +61,15 @@ class Objective:
         n_rows = int(margins.shape[0])
         if n_threads <= 1 or get_xp(margins) is not np:
             return self.gradients(margins, label, weight)
+        from .kernels.loops import on_host_threads
+
         out = np.empty((n_rows, self.n_outputs, 2), dtype=GRADIENT_DTYPE)
 
         def run(index):
             rows = slice(n_rows * index // n_threads, n_rows * (index + 1) // n_threads)
             out[rows] = self.gradients(margins[rows], label[rows], None if weight is None else weight[rows])
 
-        list(_row_pool().map(run, range(n_threads)))
+        on_host_threads(run, n_threads, n_threads)
         return out
 
     def gradients(self, margins, label, weight):
@@ -251,20 +249,6 @@ _OBJECTIVES = {
     "multi:softprob": Softmax,
     "count:poisson": Poisson,
 }
-
-
-@functools.lru_cache(maxsize=None)
-def _row_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """Threads for gradients_on_threads (as many as the process may use cores); a forked
-    child makes its own (its parent's threads are not in it: work sent to them would wait
-    for ever)."""
-    from .kernels.loops import cores
-
-    return concurrent.futures.ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="dgboost-rows")
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_row_pool.cache_clear)
 
 
 def make_objective(params: TrainParams) -> Objective:

@@ -13,7 +13,6 @@ the split condition stored in trees.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 
 import numpy as np
@@ -161,19 +160,17 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
         return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
     n_value_bins = max_bin - 1
     weights = _fixed_weights(sample.weights, n_value_bins)
-    n_threads = 1
-    if xp is np:
-        from .kernels.loops import threads
+    from .kernels.loops import on_host_threads, threads
 
+    n_threads = 1  # on a GPU: the caller's thread, where its device is current
+    if xp is np:
         n_threads = min(threads(), n_features, max(1, n_rows * n_features // _CELLS_PER_THREAD))
     # The threads' chunks together hold _SORT_CELLS cells (one feature each at the least).
     step = max(1, min(_SORT_CELLS // max(n_rows * n_threads, 1), -(-n_features // n_threads)))
-    chunk = lambda begin: _chunk_cuts(sample.values[:, begin:begin + step], weights, n_value_bins)  # noqa: E731
-    if n_threads == 1:  # here, not on a pool's thread: a CUDA device is current per thread
-        values, counts = zip(*map(chunk, range(0, n_features, step)))
-    else:
-        with concurrent.futures.ThreadPoolExecutor(n_threads) as pool:
-            values, counts = zip(*pool.map(chunk, range(0, n_features, step)))
+    begins = range(0, n_features, step)
+    values, counts = zip(*on_host_threads(
+        lambda index: _chunk_cuts(sample.values[:, begins[index]:begins[index] + step], weights, n_value_bins),
+        len(begins), n_threads))
     # One read of both (float32 values travel exactly as float64).
     values, counts = to_numpy_many([xp.concatenate(values).astype(STAT_DTYPE), xp.concatenate(counts)])
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(BIN_OFFSET_DTYPE)

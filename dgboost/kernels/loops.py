@@ -21,6 +21,7 @@ operation.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import os
@@ -118,18 +119,51 @@ _forked_from_openmp = False
 
 
 def _after_fork_in_child() -> None:
-    global _forked_from_openmp, _launch_lock
-    _launch_lock = threading.Lock()  # another thread of the parent may have held it at the fork
+    """A forked child's threading state: its own locks and host thread pool (the parent's
+    threads are not in it: work sent to them would wait for ever), and whether its
+    parallel loops must run on one thread."""
+    global _forked_from_openmp, _launch_lock, _host_pool, _host_pool_lock
+    _launch_lock, _host_pool_lock, _host_pool = threading.Lock(), threading.Lock(), None
     numba = sys.modules.get("numba")
     if numba is not None and not _forked_from_openmp:
-        try:
+        with contextlib.suppress(ValueError):  # ValueError: no parallel loop ran before the fork
             _forked_from_openmp = numba.threading_layer() == "omp"
-        except ValueError:  # no parallel loop ran before the fork
-            pass
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_host_pool_lock = threading.Lock()
+_host_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def on_host_threads(work, n_items: int, n_threads: int) -> list:
+    """``[work(0), ..., work(n_items - 1)]``, on ``n_threads`` threads (the caller's the first),
+    thread ``t`` taking items ``t``, ``t + n_threads``, ...: for NumPy work, which releases
+    the GIL, that compiled loops do not do (the gradients, the cut sketch's sorts). One
+    thread: all of it on the caller's thread (where a CUDA device is current)."""
+    global _host_pool
+    n_threads = max(1, min(n_threads, n_items))
+    results = [None] * n_items
+
+    def share(thread):
+        for item in range(thread, n_items, n_threads):
+            results[item] = work(item)
+
+    if n_threads > 1:
+        with _host_pool_lock:
+            if _host_pool is None or _host_pool._max_workers < n_threads - 1:  # grows to the most asked for
+                _host_pool = concurrent.futures.ThreadPoolExecutor(max_workers=n_threads - 1,
+                                                                   thread_name_prefix="dgboost-host")
+            pool = _host_pool
+        others = [pool.submit(share, thread) for thread in range(1, n_threads)]
+        share(0)
+        for other in others:
+            other.result()
+    else:
+        share(0)
+    return results
 
 
 def _launch(machine_code, args, n_threads: int):
