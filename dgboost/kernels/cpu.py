@@ -460,12 +460,13 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
     reordered stably: its left rows first, then its right rows. Other rows stay:
     those of slots that do not split, and those outside every slot's range (rows
-    of nodes of other levels). Compiled, in two passes over the slots' rows laid
-    end to end and cut into one run a thread, as the CUDA twin's flags, scan and
-    scatter: each row's side and each run's left count by slot
-    (loops.partition_sides), then each row to its place, counting the lefts of
-    earlier runs (loops.partition_scatter). The result does not depend on the
-    thread count.
+    of nodes of other levels). Compiled, in three passes, as the CUDA twin's flags,
+    scan and scatter: each row of a splitting slot to its child, over the rows in
+    row order so that threads write apart (loops.partition_positions); then, over
+    the slots' rows laid end to end and cut into one run a thread, each place's
+    side and each run's left count by slot (loops.partition_sides), and each row
+    to its place, counting the lefts of earlier runs (loops.partition_scatter).
+    The result does not depend on the thread count.
 
     Parameters
     ----------
@@ -490,11 +491,13 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
         seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
         plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
         left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
+        loops.partition_positions(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, positions,
+                                  int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                                  np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                                  np.ascontiguousarray(default_left, dtype=bool), left_child,
+                                  _threads_for(int(positions.shape[0])))
         goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
-        loops.partition_sides(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, ridx, positions,
-                              seg_begin, plan, np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-                              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                              np.ascontiguousarray(default_left, dtype=bool), left_child, n_threads, goes_left, lefts)
+        loops.partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts)
         loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 

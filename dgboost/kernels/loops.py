@@ -443,41 +443,62 @@ def _predict_blocks(X, left, right, feature, threshold, default_left, value, roo
 
 
 @compiled(parallel=True)
-def partition_sides(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, plan,
-                    split_feature, split_bin, default_left, left_child, n_threads, goes_left, lefts):
-    """Partition's first pass over the slots' rows in the ``n_threads`` runs of ``plan`` (see
-    run_plan and cpu.partition_rows): each row of a splitting slot gets its side
-    (``goes_left``, by its place in ``ridx``) and its child (``positions``), and
-    ``lefts[run, slot]`` counts the run's rows of the slot sent left. ``cells`` as for
-    ``histograms``."""
-    starts, _, first_slot, n_run_slots, _ = plan
+def partition_positions(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
+                        split_bin, default_left, left_child, n_threads):
+    """Partition's first pass, over the rows in row order, ``n_threads`` equal runs of them:
+    each row of a splitting slot (``positions`` in the level) moves to its child, left where
+    its bin of the slot's feature is at most the slot's bin (or is missing and the slot's
+    default is left). In row order, so that each thread writes its own run of
+    ``positions`` (by places in ``ridx``, threads wrote rows scattered over one another's
+    cache lines). ``cells`` as for ``histograms``."""
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts,
-                   first_slot[run], n_run_slots[run], split_feature, split_bin, default_left, left_child, run,
-                   n_threads, goes_left, lefts[run])
+        _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
+                   split_bin, default_left, left_child, positions.shape[0] * run // n_threads,
+                   positions.shape[0] * (run + 1) // n_threads)
 
 
 @compiled(inline=False)
-def _sides_run(cells, packed, bits, cells_per_word, missing_symbol, ridx, positions, seg_begin, starts, first_slot,
-               n_run_slots, split_feature, split_bin, default_left, left_child, run, n_runs, goes_left, lefts):
+def _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature, split_bin,
+               default_left, left_child, first, stop):
+    n_slots = left_child.shape[0]
+    for row in range(first, stop):
+        slot = np.int64(positions[row]) - level_start
+        if slot < 0 or slot >= n_slots or left_child[slot] < 0:
+            continue
+        bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
+        left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
+        positions[row] = left_child[slot] + 1 - left
+
+
+@compiled(parallel=True)
+def partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts):
+    """Partition's second pass, over the slots' rows in the ``n_threads`` runs of ``plan``
+    (see run_plan and cpu.partition_rows), after partition_positions: each row of a
+    splitting slot gets its side (``goes_left``, by its place in ``ridx``: whether it moved
+    to the slot's left child), and ``lefts[run, slot]`` counts the run's rows of the slot
+    sent left."""
+    starts, _, first_slot, n_run_slots, _ = plan
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _sides_run(ridx, positions, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, run, n_threads,
+                   goes_left, lefts[run])
+
+
+@compiled(inline=False)
+def _sides_run(ridx, positions, seg_begin, starts, first_slot, n_run_slots, left_child, run, n_runs, goes_left,
+               lefts):
     total = starts[seg_begin.shape[0]]
     first, stop = total * run // n_runs, total * (run + 1) // n_runs
     for slot in range(first_slot, first_slot + n_run_slots):
         child = left_child[slot]
         if child < 0:
             continue
-        feature = split_feature[slot]
-        threshold = split_bin[slot]
-        missing_left = np.int64(default_left[slot])
         begin, end = _places(seg_begin, starts, first, stop, slot)
         sent_left = np.int64(0)  # a local count, not lefts[slot]: runs' counts share cache lines
         for place in range(begin, end):
-            row = ridx[place]
-            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-            left = missing_left if bin_id == missing_symbol else np.int64(bin_id <= threshold)
+            left = np.int64(positions[ridx[place]] == child)
             goes_left[place] = left
-            positions[row] = child + 1 - left
             sent_left += left
         lefts[slot] = sent_left
 
