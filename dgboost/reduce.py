@@ -15,7 +15,7 @@ import numpy as np
 from ._dtypes import EXACT_SUM_DTYPE, STAT_DTYPE
 from .backend import column_max_abs, column_reduce, get_xp, row_chunks, to_numpy, to_numpy_many
 from .fixed_point import SUM_HEADROOM_BITS, fixed_column_sums, from_fixed, power_of_two_scale
-from .kernels import loops
+from .kernels import cpu
 
 
 def global_count(n_local: int, comm, xp=np) -> int:
@@ -57,9 +57,7 @@ def _column_bounds(columns, xp):
     chunked array programs on a GPU."""
     k = columns.shape[1]
     if xp is np:
-        bounds = np.zeros(k, dtype=STAT_DTYPE)
-        loops.column_bounds(np.ascontiguousarray(columns), bounds)
-        return bounds
+        return cpu.host_column_bounds(columns).astype(STAT_DTYPE)
     chunks = row_chunks(columns)
     if not chunks:
         return xp.zeros(k, dtype=STAT_DTYPE)
@@ -73,7 +71,7 @@ def _column_sums(columns, scale, finite, xp):
     if xp is np:
         fixed, plain = np.zeros(k, dtype=EXACT_SUM_DTYPE), np.zeros(k, dtype=STAT_DTYPE)
         if finite[0]:
-            loops.fixed_sums(np.ascontiguousarray(columns), scale, fixed)
+            fixed = cpu.host_fixed_sums(columns, scale).astype(EXACT_SUM_DTYPE)
         else:
             plain = columns.sum(axis=0, dtype=STAT_DTYPE)
         return fixed, plain

@@ -242,8 +242,23 @@ def test_split_table_does_not_depend_on_threads(n_threads, monkeypatch):
     monkeypatch.setattr(cpu, "_CANDIDATES_PER_THREAD", 1)
     rng = np.random.default_rng(n_threads)
     for rules in _SPLIT_RULES[::5]:
-        level = *_random_level(rng, 13, 6), np.array([0.5, 2.0])
-        assert np.array_equal(evaluate_splits(*level, rules), _naive_evaluate_splits(*level, rules))
+        for n_nodes in (1, 2, 13):  # fewer nodes than threads: each node's features in groups
+            level = *_random_level(rng, n_nodes, 6), np.array([0.5, 2.0])
+            assert np.array_equal(evaluate_splits(*level, rules), _naive_evaluate_splits(*level, rules))
+
+
+@pytest.mark.parametrize("n_threads", [1, 3, 7])
+def test_nan_split_gains_do_not_depend_on_threads(n_threads, monkeypatch):
+    """The first NaN gain, in feature order, wins whatever feature group found it."""
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_CANDIDATES_PER_THREAD", 1)
+    rules = Regularisation(reg_lambda=np.inf, alpha=0.0, min_child_weight=0.0, max_delta_step=0.5, gamma=0.0)
+    level = *_random_level(np.random.default_rng(7), 2, 5), np.ones(2)
+    with np.errstate(invalid="ignore"):
+        expected = _naive_evaluate_splits(*level, rules)
+    assert np.array_equal(evaluate_splits(*level, rules), expected)
 
 
 def test_split_gains_that_are_nan_pick_the_last_bin_as_numpy_did():

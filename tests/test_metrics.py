@@ -89,13 +89,18 @@ def test_sums_do_not_depend_on_row_order(binary):
         assert metric(y, p, w, COMM) == metric(y[order], p[order], w[order], COMM)
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_compiled_exact_sums_equal_the_array_program(dtype):
+def test_compiled_exact_sums_equal_the_array_program(dtype, n_threads, monkeypatch):
     """The host's compiled passes of exact sums (bounds, then fixed-point sums) give the GPU's
-    array program's integers, with NaN and infinities, empty and single-row columns."""
+    array program's integers, with NaN and infinities, empty and single-row columns, on
+    runs of rows of any thread count."""
     from dgboost.backend import column_max_abs
     from dgboost.fixed_point import SUM_HEADROOM_BITS, fixed_column_sums, power_of_two_scale
-    from dgboost.kernels import loops
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(loops, "threads", lambda: n_threads)
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1)
 
     rng = np.random.default_rng(3)
     for n_rows in (0, 1, 2, 999, 70_001):
@@ -104,13 +109,11 @@ def test_compiled_exact_sums_equal_the_array_program(dtype):
             if poison is not None and n_rows:
                 columns = columns.copy()
                 columns[n_rows // 2, 1] = poison
-            bounds = np.zeros(3)
-            loops.column_bounds(columns, bounds)
+            bounds = cpu.host_column_bounds(columns)
             expected = column_max_abs(columns).astype(np.float64) if n_rows else np.zeros(3)
             np.testing.assert_array_equal(bounds, expected)
             finite = bool(np.isfinite(bounds).all())
             scale = power_of_two_scale(np.where(np.isfinite(bounds), bounds, 1.0), n_rows, SUM_HEADROOM_BITS)
             if finite:  # exact_sums_partial sums in fixed point only then
-                fixed = np.zeros(3, np.int64)
-                loops.fixed_sums(columns, scale, fixed)
+                fixed = cpu.host_fixed_sums(columns, scale)
                 np.testing.assert_array_equal(fixed, fixed_column_sums(columns, scale))

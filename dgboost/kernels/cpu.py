@@ -24,13 +24,13 @@ from ..backend import get_xp
 from . import loops
 
 #: The fewest rows a thread of a loop over rows takes (_threads_for).
-_ROWS_PER_THREAD = 1 << 13
+_ROWS_PER_THREAD = 1 << 10
 
 #: The fewest columns (bins of the runs' partial histograms) a thread of loops.add_partials adds.
 _PARTIAL_COLUMNS_PER_THREAD = 1 << 13
 
 #: The fewest split candidates (nodes x bins) a thread of evaluate_splits scores.
-_CANDIDATES_PER_THREAD = 1 << 14
+_CANDIDATES_PER_THREAD = 1 << 10
 
 
 def _threads_for(n_rows: int) -> int:
@@ -230,9 +230,10 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     largest gain; ties go to the lowest feature, then the lowest bin, then missing
     right (XGBoost's choice where a node has no missing values). A split is made
     only if its gain exceeds MIN_SPLIT_GAIN and gamma, and both children have
-    hessian > 0 and >= min_child_weight. Compiled (loops.splits), the nodes spread
-    over the threads of ``loops.threads()``; each node's row is computed by one
-    thread alone, so the thread count does not change it. The gains are the float
+    hessian > 0 and >= min_child_weight. Compiled (loops.splits), the nodes, and
+    groups of each node's features where nodes are fewer than threads, spread over
+    the threads of ``loops.threads()``; the groups' best are taken in feature order,
+    so the thread count does not change a node's row. The gains are the float
     operations of node_gains, one by one, in float64 (as the CUDA twin's).
 
     Parameters
@@ -258,6 +259,8 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     table = np.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
     gains = np.empty(n_nodes, dtype=GAIN_DTYPE)
     n_threads = max(1, min(loops.threads(), n_nodes * n_bins_total // _CANDIDATES_PER_THREAD))
+    n_features = len(bin_offsets) - 1
+    n_groups = max(1, min(n_features, -(-n_threads // max(n_nodes, 1))))  # feature groups a node: a thread each
     if n_nodes:
         loops.splits(np.ascontiguousarray(hist, dtype=HIST_DTYPE), np.ascontiguousarray(node_sums, dtype=HIST_DTYPE),
                      np.ascontiguousarray(active, dtype=bool),
@@ -265,7 +268,9 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
                      np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step,
-                               rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE), n_threads, table, gains)
+                               rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE), n_groups, n_threads,
+                     np.empty((n_nodes * n_groups, 2), dtype=GAIN_DTYPE),
+                     np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE), table, gains)
     table[:, 4] = gains.view(HIST_DTYPE)
     return table
 
@@ -273,7 +278,7 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
 
-    Compiled (loops.column_bounds), on one thread: a pass over 8 bytes a row. A column of
+    Compiled (host_column_bounds): a pass over 8 bytes a row. A column of
     zeros gives +0.0 (as the CUDA twin; numpy's ``max(max x, -min x)`` gave -0.0, which
     fixes the same scale).
 
@@ -285,15 +290,36 @@ def gradient_bounds(gpair):
     -------
     array of shape (2,), float64: 0 without rows; NaN where a column holds one   # OUT
     """
-    bounds = np.zeros(2, dtype=GAIN_DTYPE)
-    loops.column_bounds(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), bounds)
+    return host_column_bounds(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE))
+
+
+def host_column_bounds(columns):
+    """Each column's largest ``|x|``, float64 (0 without rows, NaN where the column holds one),
+    of a host array of shape (n_rows, k): compiled (loops.column_bounds), the rows in runs
+    on threads; the result does not depend on them."""
+    columns = np.ascontiguousarray(columns)
+    n_threads = _threads_for(columns.shape[0])
+    bounds = np.zeros(columns.shape[1], dtype=GAIN_DTYPE)
+    loops.column_bounds(columns, n_threads, np.zeros((n_threads, columns.shape[1]), dtype=GAIN_DTYPE), bounds)
     return bounds
+
+
+def host_fixed_sums(columns, scale):
+    """Each column's exact sum of ``rint(x * scale[c])``, int64, of a host array of shape
+    (n_rows, k) (fixed_point.to_fixed's rounding): compiled (loops.fixed_sums), the rows in
+    runs on threads; integer sums, so the same whatever the runs."""
+    columns = np.ascontiguousarray(columns)
+    n_threads = _threads_for(columns.shape[0])
+    sums = np.zeros(columns.shape[1], dtype=HIST_DTYPE)
+    loops.fixed_sums(columns, np.ascontiguousarray(scale, dtype=GAIN_DTYPE), n_threads,
+                     np.zeros((n_threads, columns.shape[1]), dtype=HIST_DTYPE), sums)
+    return sums
 
 
 def gradient_sums(gpair, scales):
     """The fixed-point sums of a tree's pairs: ``sum(to_fixed(gpair[:, c], scales[c]))``.
 
-    Compiled (loops.fixed_sums), on one thread; integer sums, so exact in any order.
+    Compiled (host_fixed_sums); integer sums, so exact in any order.
 
     Parameters
     ----------
@@ -304,10 +330,7 @@ def gradient_sums(gpair, scales):
     -------
     array of shape (2,), int64 (exact: integer sums)                    # OUT
     """
-    sums = np.zeros(2, dtype=HIST_DTYPE)
-    loops.fixed_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     sums)
-    return sums
+    return host_fixed_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), scales)
 
 
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
@@ -430,7 +453,7 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
 def add_leaf_values(margins, output, leaf_value, positions):
     """Add each row's leaf value to its margin of one output: ``margins[r, output] +=
     leaf_value[positions[r]]``, one float32 addition a row. Compiled (loops.add_leaf_values),
-    on one thread: a pass over 12 bytes a row.
+    the rows in runs on threads: a pass over 12 bytes a row.
 
     Parameters
     ----------
@@ -444,7 +467,7 @@ def add_leaf_values(margins, output, leaf_value, positions):
     margins
     """
     loops.add_leaf_values(margins, int(output), np.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE),
-                          np.ascontiguousarray(positions, dtype=POSITION_DTYPE))
+                          np.ascontiguousarray(positions, dtype=POSITION_DTYPE), _threads_for(int(margins.shape[0])))
     return margins
 
 

@@ -67,14 +67,13 @@ def compiled(function=None, *, parallel: bool = False, inline: bool = True):
         return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(body)
 
     if parallel:
-        where = function.__code__.co_varnames.index("n_threads")
 
         @functools.wraps(function)
         def call(*args):
             # By the setting, not the call's count: a process compiles one of the two copies.
             if threads() == 1 or _forked_from_openmp:
                 return machine_code()(*args)
-            return _launch(machine_code(True), args, args[where])
+            return _launch(machine_code(True), args)
     else:
         @functools.wraps(function)
         def call(*args):
@@ -166,14 +165,17 @@ def on_host_threads(work, n_items: int, n_threads: int) -> list:
     return results
 
 
-def _launch(machine_code, args, n_threads: int):
-    """Run a parallel kernel on ``n_threads`` of numba's threads (at most its pool's size:
-    runs beyond it share threads), one call at a time unless the layer is threadsafe."""
+def _launch(machine_code, args):
+    """Run a parallel kernel on a team of ``threads()`` of numba's threads (at most its pool's
+    size), one call at a time unless the layer is threadsafe. The team is the thread
+    setting's, not the kernel's run count: runs beyond the team share its threads, and
+    threads beyond the runs have none. A team of a new size costs GNU OpenMP about 0.5 ms
+    (16 threads after 4), which a kernel of fewer runs than threads would pay twice."""
     global _layer_is_threadsafe
     import numba
 
     def run():
-        numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))  # this thread's
+        numba.set_num_threads(max(1, min(threads(), numba.config.NUMBA_NUM_THREADS)))  # this thread's
         return machine_code(*args)
 
     if _layer_is_threadsafe:
@@ -566,34 +568,74 @@ def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_featu
         leaf[row] = node
 
 
-@compiled
-def add_leaf_values(margins, output, leaf_value, positions):
+@compiled(parallel=True)
+def add_leaf_values(margins, output, leaf_value, positions, n_threads):
     """``margins[row, output] += leaf_value[positions[row]]`` for every row (see
-    cpu.add_leaf_values)."""
-    for row in range(margins.shape[0]):
+    cpu.add_leaf_values), the rows in ``n_threads`` runs."""
+    n_rows = margins.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _add_leaf_values_of(margins, output, leaf_value, positions, n_rows * run // n_threads,
+                            n_rows * (run + 1) // n_threads)
+
+
+@compiled(inline=False)
+def _add_leaf_values_of(margins, output, leaf_value, positions, first, stop):
+    for row in range(first, stop):
         margins[row, output] += leaf_value[positions[row]]
 
 
-@compiled
-def column_bounds(columns, bounds):
+@compiled(parallel=True)
+def column_bounds(columns, n_threads, partial, bounds):
     """The largest ``|x|`` of each column into ``bounds`` (float64, 0 for no rows); NaN where a
-    column holds one, as numpy's max (cpu.gradient_bounds, reduce.exact_sums_partial)."""
+    column holds one, as numpy's max (cpu.host_column_bounds). The rows in ``n_threads``
+    runs, each run's bounds into ``partial`` (n_threads, n_columns), then taken in run
+    order by the same rule, so the result is the one pass's."""
+    n_rows = columns.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _column_bounds_of(columns, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, partial[run])
     for column in range(columns.shape[1]):
         bound = 0.0
-        for row in range(columns.shape[0]):
-            value = abs(np.float64(columns[row, column]))
+        for run in range(n_threads):
+            value = partial[run, column]
             if value > bound or np.isnan(value):  # a NaN, once seen, stays: nothing is > NaN
                 bound = value
         bounds[column] = bound
 
 
-@compiled
-def fixed_sums(columns, scale, sums):
+@compiled(inline=False)
+def _column_bounds_of(columns, first, stop, bounds):
+    for column in range(columns.shape[1]):
+        bound = 0.0
+        for row in range(first, stop):
+            value = abs(np.float64(columns[row, column]))
+            if value > bound or np.isnan(value):
+                bound = value
+        bounds[column] = bound
+
+
+@compiled(parallel=True)
+def fixed_sums(columns, scale, n_threads, partial, sums):
     """Each column's sum of ``rint(x * scale[c])`` as int64, the product in float64 (as
-    fixed_point.to_fixed): exact in any order (cpu.gradient_sums, reduce.exact_sums_partial)."""
+    fixed_point.to_fixed): exact in any order (cpu.host_fixed_sums). The rows in
+    ``n_threads`` runs, each run's sums into ``partial`` (n_threads, n_columns)."""
+    n_rows = columns.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _fixed_sums_of(columns, scale, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, partial[run])
     for column in range(columns.shape[1]):
         total = np.int64(0)
-        for row in range(columns.shape[0]):
+        for run in range(n_threads):
+            total += partial[run, column]
+        sums[column] = total
+
+
+@compiled(inline=False)
+def _fixed_sums_of(columns, scale, first, stop, sums):
+    for column in range(columns.shape[1]):
+        total = np.int64(0)
+        for row in range(first, stop):
             total += np.int64(np.rint(np.float64(columns[row, column]) * scale[column]))
         sums[column] = total
 
@@ -685,84 +727,122 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
 
 
 @compiled(parallel=True)
-def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_threads, table, gains):
+def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_groups, n_threads, found_gain,
+           found, table, gains):
     """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
-    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain). Spread over
-    ``n_threads`` threads; each node's row depends on that node alone. Per node and
-    feature: the feature's total, so its missing sums; then a prefix scan of its bins in
-    int64 (per-feature sums stay under 2**52, see fixed_point.py, so they and their
-    float64 images are exact), each prefix scored
+    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain).
+
+    Each node's features are cut into ``n_groups`` equal groups, and the (node, group)
+    pairs into ``n_threads`` runs: a level of few nodes (the root) is spread over the
+    threads too. A group's best candidate goes to ``found_gain`` and ``found`` (rows
+    ``node * n_groups + group``, see _group_best); then, on the calling thread, each
+    node's groups are taken in order, a later group winning only with a larger gain
+    (_node_best). Per node and feature: the feature's total, so its missing sums; then
+    a prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
+    fixed_point.py, so they and their float64 images are exact), each prefix scored
     with missing values right, then left (left only where the feature has missing
-    values: without them both score the same and right wins the tie). The best is
-    the first largest gain in (feature, bin, direction) order. A NaN gain (lambda or
-    alpha infinite, with max_delta_step) makes the node's gain NaN and its candidate
-    the last bin, missing left, as the array program this loop replaced chose (numpy's
-    max, then the first candidate equal to it: none). ``gains[node]`` gets the gain;
-    ``table[node, 4]``, its bits, is left to the caller.
+    values: without them both score the same and right wins the tie). The best is the
+    first largest gain in (feature, bin, direction) order, whatever the groups. A NaN
+    gain (lambda or alpha infinite, with max_delta_step) makes the node's gain the
+    first NaN and its candidate the last bin, missing left, as the array program this
+    loop replaced chose (numpy's max, then the first candidate equal to it: none).
+    ``gains[node]`` gets the gain; ``table[node, 4]``, its bits, is left to the caller.
     """
-    n_nodes = hist.shape[0]
+    n_items = hist.shape[0] * n_groups
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_nodes * run // n_threads,
-                     n_nodes * (run + 1) // n_threads, table, gains)
+        for item in range(n_items * run // n_threads, n_items * (run + 1) // n_threads):
+            _group_best(hist, node_sums, bin_offsets, scales, rules, item // n_groups, item % n_groups, n_groups,
+                        found_gain[item], found[item])
+    _node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains)
 
 
 @compiled(inline=False)
-def _split_nodes(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, first, stop, table, gains):
-    reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain = (
-        rules[0], rules[1], rules[2], rules[3], rules[4], rules[5])
-    n_bins_total = hist.shape[1]
+def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_groups, found_gain, found):
+    """The first best candidate of ``node`` among the features of ``group``: ``found_gain``
+    its gain and the first NaN gain (NaN itself where none), ``found`` its bin, direction,
+    left gradient and hessian sums, and whether a NaN gain was seen. None allowed: gain
+    -inf, bin 0, missing right, the sums of bin 0."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
     n_features = bin_offsets.shape[0] - 1
     inverse_gradient = 1.0 / scales[0]
     inverse_hessian = 1.0 / scales[1]
     # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
     least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
-    for node in range(first, stop):
+    node_gradient = node_sums[node, 0]
+    node_hessian = node_sums[node, 1]
+    total_gradient = np.float64(node_gradient) * inverse_gradient
+    total_hessian = np.float64(node_hessian) * inverse_hessian
+    parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+    best_gain = -np.inf
+    best_bin = 0
+    best_direction = 0
+    left_gradient = hist[node, 0, 0]
+    left_hessian = hist[node, 0, 1]
+    seen_nan = False
+    nan_gain = np.nan  # the first NaN gain
+    for feature in range(n_features * group // n_groups, n_features * (group + 1) // n_groups):
+        begin = bin_offsets[feature]
+        end = bin_offsets[feature + 1]
+        present_gradient = np.int64(0)
+        present_hessian = np.int64(0)
+        for bin_idx in range(begin, end):
+            present_gradient += hist[node, bin_idx, 0]
+            present_hessian += hist[node, bin_idx, 1]
+        missing_gradient = node_gradient - present_gradient
+        missing_hessian = node_hessian - present_hessian
+        n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
+        prefix_gradient = np.int64(0)
+        prefix_hessian = np.int64(0)
+        for bin_idx in range(begin, end):
+            prefix_gradient += hist[node, bin_idx, 0]
+            prefix_hessian += hist[node, bin_idx, 1]
+            for direction in range(n_directions):  # missing right, then missing left
+                sum_gradient = prefix_gradient + direction * missing_gradient
+                sum_hessian = prefix_hessian + direction * missing_hessian
+                gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                                   total_hessian, parent_gain, least_hessian, reg_lambda, alpha, min_child_weight,
+                                   max_delta_step)
+                if gain > best_gain:
+                    best_gain = gain
+                    best_bin = bin_idx
+                    best_direction = direction
+                    left_gradient = sum_gradient
+                    left_hessian = sum_hessian
+                elif np.isnan(gain) and not seen_nan:
+                    seen_nan = True
+                    nan_gain = gain
+    found_gain[0] = best_gain
+    found_gain[1] = nan_gain
+    found[0] = best_bin
+    found[1] = best_direction
+    found[2] = left_gradient
+    found[3] = left_hessian
+    found[4] = seen_nan
+
+
+@compiled(inline=False)
+def _node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains):
+    """Each node's split table row from its groups' best candidates (see ``splits``)."""
+    gamma, min_split_gain = rules[4], rules[5]
+    n_bins_total = feature_of_bin.shape[0]
+    for node in range(node_sums.shape[0]):
         node_gradient = node_sums[node, 0]
         node_hessian = node_sums[node, 1]
-        total_gradient = np.float64(node_gradient) * inverse_gradient
-        total_hessian = np.float64(node_hessian) * inverse_hessian
-        parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight,
-                                 max_delta_step)
-        # No candidate allowed: the first one (bin 0, missing right) with gain -inf.
-        best_gain = -np.inf
-        best_bin = 0
-        best_direction = 0
-        left_gradient = hist[node, 0, 0]
-        left_hessian = hist[node, 0, 1]
-        seen_nan = False
-        nan_gain = 0.0  # the first NaN gain
-        for feature in range(n_features):
-            begin = bin_offsets[feature]
-            end = bin_offsets[feature + 1]
-            present_gradient = np.int64(0)
-            present_hessian = np.int64(0)
-            for bin_idx in range(begin, end):
-                present_gradient += hist[node, bin_idx, 0]
-                present_hessian += hist[node, bin_idx, 1]
-            missing_gradient = node_gradient - present_gradient
-            missing_hessian = node_hessian - present_hessian
-            n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
-            prefix_gradient = np.int64(0)
-            prefix_hessian = np.int64(0)
-            for bin_idx in range(begin, end):
-                prefix_gradient += hist[node, bin_idx, 0]
-                prefix_hessian += hist[node, bin_idx, 1]
-                for direction in range(n_directions):  # missing right, then missing left
-                    sum_gradient = prefix_gradient + direction * missing_gradient
-                    sum_hessian = prefix_hessian + direction * missing_hessian
-                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
-                                       total_hessian, parent_gain, least_hessian, reg_lambda, alpha, min_child_weight,
-                                       max_delta_step)
-                    if gain > best_gain:
-                        best_gain = gain
-                        best_bin = bin_idx
-                        best_direction = direction
-                        left_gradient = sum_gradient
-                        left_hessian = sum_hessian
-                    elif np.isnan(gain) and not seen_nan:
-                        seen_nan = True
-                        nan_gain = gain
+        best = node * n_groups
+        seen_nan = found[best, 4] != 0
+        nan_gain = found_gain[best, 1]
+        for item in range(node * n_groups + 1, (node + 1) * n_groups):
+            if found_gain[item, 0] > found_gain[best, 0]:
+                best = item
+            if found[item, 4] != 0 and not seen_nan:
+                seen_nan = True
+                nan_gain = found_gain[item, 1]
+        best_gain = found_gain[best, 0]
+        best_bin = found[best, 0]
+        best_direction = found[best, 1]
+        left_gradient = found[best, 2]
+        left_hessian = found[best, 3]
         if seen_nan:  # the last bin's prefix plus its feature's missing sums: the whole node
             best_gain = nan_gain
             best_bin = n_bins_total - 1
