@@ -55,22 +55,27 @@ class Objective:
         return self.link(base_score)
 
     # -- training and prediction ----------------------------------------------
-    def gradients_on_threads(self, margins, label, weight, n_threads: int):
-        """``gradients`` of runs of rows on ``n_threads`` threads, on the host (NumPy's ufuncs
-        release the GIL): the same values, row by row, as one call; one call elsewhere."""
-        n_rows = int(margins.shape[0])
-        if n_threads <= 1 or get_xp(margins) is not np:
+    def training_gradients(self, margins, label, weight):
+        """``gradients`` as training computes them, the same bits: on the host, a compiled
+        loop on threads for the objectives that have one (``_loop_kind``), NumPy computing
+        only their transcendental functions (``_loop_input``); elsewhere the array program
+        (on the host, on one thread: on threads it was slower, its temporaries' pages
+        faulted in at once, its threads meeting the compiled loops' spinning ones)."""
+        if get_xp(margins) is not np or self._loop_kind is None:
             return self.gradients(margins, label, weight)
-        from .kernels.loops import on_host_threads
+        from .kernels import cpu
 
-        out = np.empty((n_rows, self.n_outputs, 2), dtype=GRADIENT_DTYPE)
+        return cpu.pair_gradients(self._loop_kind, self._loop_input(margins[:, 0]), label, weight,
+                                  self._loop_parameter())[:, None, :]
 
-        def run(index):
-            rows = slice(n_rows * index // n_threads, n_rows * (index + 1) // n_threads)
-            out[rows] = self.gradients(margins[rows], label[rows], None if weight is None else weight[rows])
+    #: loops.pair_gradients's kind of this objective, None for none.
+    _loop_kind = None
 
-        on_host_threads(run, n_threads, n_threads)
-        return out
+    def _loop_input(self, margin):
+        return margin
+
+    def _loop_parameter(self) -> float:
+        return 0.0
 
     def gradients(self, margins, label, weight):
         """Gradient pairs: (n_rows, n_outputs, 2) float32, weighted.
@@ -96,6 +101,7 @@ class Objective:
 
 class SquaredError(Objective):
     name = "reg:squarederror"
+    _loop_kind = 0
 
     def _gradients(self, margin, label):
         xp = get_xp(margin)
@@ -111,6 +117,10 @@ class PseudoHuberError(Objective):
     """
 
     name = "reg:pseudohubererror"
+    _loop_kind = 1
+
+    def _loop_parameter(self):
+        return self.params.huber_slope
 
     def _gradients(self, margin, label):
         xp = get_xp(margin)
@@ -149,9 +159,16 @@ class Logistic(Objective):
         # binary:logitraw starts from the margin whose probability is the label mean.
         return _logit(mean) if self.name == "binary:logitraw" else mean
 
+    _loop_kind = 2
+
     def gradients(self, margins, label, weight):
         return super().gradients(margins, label, self._positive_weighted(label, weight))
 
+    def training_gradients(self, margins, label, weight):
+        return super().training_gradients(margins, label, self._positive_weighted(label, weight))
+
+    def _loop_input(self, margin):
+        return np.exp(-margin)  # numpy's float32 exp, as _sigmoid
     def _positive_weighted(self, label, weight):
         """Weights with positive rows scaled by scale_pos_weight."""
         if self.params.scale_pos_weight == 1.0:

@@ -26,7 +26,7 @@ from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
 from .grower import TreeGrower
 from .kernels import add_leaf_values
-from .kernels.loops import threads, using_threads
+from .kernels.loops import using_threads
 from .metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
@@ -37,9 +37,6 @@ from .tree import Tree
 
 logger = logging.getLogger("dgboost")
 _LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
-
-#: The fewest rows a thread of the host's gradient computation takes.
-_GRADIENT_ROWS_PER_THREAD = 1 << 15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,9 +226,7 @@ class _RoundWork:
             self.grower.eta = self.schedule.rate(epoch)
         objective, training = self.objective, self.training
         margins = self.margins
-        n_rows = int(margins.shape[0])
-        gpair = objective.gradients_on_threads(margins, training.label, training.weight,
-                                               max(1, min(threads(), n_rows // _GRADIENT_ROWS_PER_THREAD)))
+        gpair = objective.training_gradients(margins, training.label, training.weight)
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output

@@ -333,6 +333,30 @@ def gradient_sums(gpair, scales):
     return host_fixed_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), scales)
 
 
+def pair_gradients(kind, margin, label, weight, parameter):
+    """An objective's gradient pairs on the host (objectives.Objective.training_gradients):
+    compiled (loops.pair_gradients), the rows in runs on threads.
+
+    Parameters
+    ----------
+    kind : int: 0 squared error, 1 pseudo-Huber, 2 logistic          # IN
+    margin : array of shape (n_rows,), float32: the margins, exp(-margin) for logistic   # IN
+    label : array of shape (n_rows,), float32                       # IN
+    weight : array of shape (n_rows,), float32, or None              # IN
+    parameter : float: pseudo-Huber's slope                          # IN
+
+    Returns
+    -------
+    array of shape (n_rows, 2), float32: weighted (gradient, hessian)   # OUT
+    """
+    margin = np.ascontiguousarray(margin, dtype=GRADIENT_DTYPE)
+    gpair = np.empty((margin.shape[0], 2), dtype=GRADIENT_DTYPE)
+    loops.pair_gradients(int(kind), margin, np.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
+                         None if weight is None else np.ascontiguousarray(weight, dtype=GRADIENT_DTYPE),
+                         GRADIENT_DTYPE(parameter), _threads_for(margin.shape[0]), gpair)
+    return gpair
+
+
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
     """A finished tree's per-node record (RECORD_COLUMNS) and its nodes' values.
 

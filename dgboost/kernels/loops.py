@@ -140,7 +140,7 @@ _host_pool: concurrent.futures.ThreadPoolExecutor | None = None
 def on_host_threads(work, n_items: int, n_threads: int) -> list:
     """``[work(0), ..., work(n_items - 1)]``, on ``n_threads`` threads (the caller's the first),
     thread ``t`` taking items ``t``, ``t + n_threads``, ...: for NumPy work, which releases
-    the GIL, that compiled loops do not do (the gradients, the cut sketch's sorts). One
+    the GIL, that compiled loops do not do (the cut sketch's sorts). One
     thread: all of it on the caller's thread (where a CUDA device is current)."""
     global _host_pool
     n_threads = max(1, min(n_threads, n_items))
@@ -583,6 +583,49 @@ def add_leaf_values(margins, output, leaf_value, positions, n_threads):
 def _add_leaf_values_of(margins, output, leaf_value, positions, first, stop):
     for row in range(first, stop):
         margins[row, output] += leaf_value[positions[row]]
+
+
+@compiled(parallel=True)
+def pair_gradients(kind, margin, label, weight, parameter, n_threads, gpair):
+    """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, the rows in
+    ``n_threads`` runs: the float32 operations of the objective's array program
+    (objectives.py), one by one, in its order, so the same bits. ``kind`` 0: squared
+    error, ``margin`` the margins; 1: pseudo-Huber, ``parameter`` the slope; 2: logistic,
+    ``margin`` holding ``exp(-margin)`` as NumPy computed it (numba's exp rounds
+    differently). ``weight``: float32 per row, or None."""
+    n_rows = margin.shape[0]
+    for run_index in prange(n_threads):
+        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
+        _pair_gradients_of(kind, margin, label, weight, parameter, n_rows * run // n_threads,
+                           n_rows * (run + 1) // n_threads, gpair)
+
+
+@compiled(inline=False)
+def _pair_gradients_of(kind, margin, label, weight, parameter, first, stop, gpair):
+    one = np.float32(1)
+    least_hessian = np.float32(1e-16)  # objectives._MIN_HESSIAN
+    for row in range(first, stop):
+        if kind == 0:
+            gradient = margin[row] - label[row]
+            hessian = one
+        elif kind == 1:
+            residual = margin[row] - label[row]
+            scaled = residual / parameter
+            curvature = one + scaled * scaled
+            root = np.sqrt(curvature)
+            gradient = residual / root
+            hessian = one / (curvature * root)
+        else:
+            probability = one / (one + margin[row])
+            gradient = probability - label[row]
+            hessian = probability * (one - probability)
+            if hessian < least_hessian:  # numpy's maximum: a NaN stays
+                hessian = least_hessian
+        if weight is not None:
+            gradient = gradient * weight[row]
+            hessian = hessian * weight[row]
+        gpair[row, 0] = gradient
+        gpair[row, 1] = hessian
 
 
 @compiled(parallel=True)
