@@ -158,7 +158,8 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     loops.histograms(_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, plan, n_runs, hist, partials)
+                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, plan, n_runs, hist.reshape(n_slots, -1),
+                     partials.reshape(partials.shape[0], -1))
     n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
     loops.add_partials(partials.reshape(partials.shape[0], -1), plan, n_threads, hist.reshape(n_slots, -1))
     return hist

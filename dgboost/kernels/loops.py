@@ -266,7 +266,8 @@ def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, 
 
     A run sums a slot no other run touches straight into ``hist``; a slot it shares
     (its first or last) into its own partial histogram in ``partials`` (room for
-    2 n_threads; see run_plan), which add_partials adds up. Each run zeroes what it writes,
+    2 n_threads; see run_plan), which add_partials adds up; both flattened to one row a
+    histogram, (gradient, hessian) pairs side by side. Each run zeroes what it writes,
     so each thread writes its pages first; slots no run takes in (empty slots outside
     every run's range) are left to add_partials. ``cells``: the packed words viewed as
     one uint8 or uint16 a cell where cells are whole bytes (bits 8 or 16: read
@@ -300,9 +301,9 @@ def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symb
             for feature in range(n_features):
                 bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
                 if bin_id != missing_symbol:
-                    column = bin_offsets[feature] + bin_id
-                    slot_hist[column, 0] += gradient
-                    slot_hist[column, 1] += hessian
+                    column = 2 * (bin_offsets[feature] + bin_id)  # rows flattened: a tenth faster than [bin, 0]
+                    slot_hist[column] += gradient
+                    slot_hist[column + 1] += hessian
 
 
 @compiled(parallel=True)
