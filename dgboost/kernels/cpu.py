@@ -531,22 +531,23 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     sent left (n_level_nodes,) int32.                                  # OUT
     """
     ridx = np.ascontiguousarray(ridx, dtype=POSITION_DTYPE)
-    new_ridx = ridx.copy()  # rows of slots that do not split, and of no slot, stay
     n_slots = int(left_child.shape[0])
+    if not (packed.shape[0] and n_slots):
+        return ridx.copy(), np.zeros(n_slots, dtype=POSITION_DTYPE)
+    new_ridx = np.empty_like(ridx)  # partition_positions copies ridx in: the rows that stay
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
     lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
-    if packed.shape[0] and n_slots:
-        seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
-        plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
-        left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
-        loops.partition_positions(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, positions,
-                                  int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-                                  np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                                  np.ascontiguousarray(default_left, dtype=bool), left_child,
-                                  _threads_for(int(positions.shape[0])))
-        goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
-        loops.partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts)
-        loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
+    seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
+    plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
+    left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
+    loops.partition_positions(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, positions,
+                              int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                              np.ascontiguousarray(default_left, dtype=bool), left_child, ridx,
+                              _threads_for(int(positions.shape[0])), new_ridx)
+    goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
+    loops.partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts)
+    loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 
 

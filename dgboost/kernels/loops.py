@@ -447,24 +447,27 @@ def _predict_blocks(X, left, right, feature, threshold, default_left, value, roo
 
 @compiled(parallel=True)
 def partition_positions(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
-                        split_bin, default_left, left_child, n_threads):
+                        split_bin, default_left, left_child, ridx, n_threads, new_ridx):
     """Partition's first pass, over the rows in row order, ``n_threads`` equal runs of them:
     each row of a splitting slot (``positions`` in the level) moves to its child, left where
     its bin of the slot's feature is at most the slot's bin (or is missing and the slot's
     default is left). In row order, so that each thread writes its own run of
     ``positions`` (by places in ``ridx``, threads wrote rows scattered over one another's
-    cache lines). ``cells`` as for ``histograms``."""
+    cache lines). Each run also copies its range of ``ridx`` into ``new_ridx``, whose
+    places of splitting slots partition_scatter then overwrites. ``cells`` as for
+    ``histograms``."""
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
-                   split_bin, default_left, left_child, positions.shape[0] * run // n_threads,
-                   positions.shape[0] * (run + 1) // n_threads)
+                   split_bin, default_left, left_child, ridx, positions.shape[0] * run // n_threads,
+                   positions.shape[0] * (run + 1) // n_threads, new_ridx)
 
 
 @compiled(inline=False)
 def _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature, split_bin,
-               default_left, left_child, first, stop):
+               default_left, left_child, ridx, first, stop, new_ridx):
     n_slots = left_child.shape[0]
+    new_ridx[first:stop] = ridx[first:stop]
     for row in range(first, stop):
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
