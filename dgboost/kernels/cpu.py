@@ -14,6 +14,7 @@ the same bits as NumPy wherever no transcendental function is involved.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,28 @@ _PARTIAL_COLUMNS_PER_THREAD = 1 << 13
 
 #: The fewest split candidates (nodes x bins) a thread of evaluate_splits scores.
 _CANDIDATES_PER_THREAD = 1 << 10
+
+
+#: The largest temporary (bytes) a thread keeps from call to call (_kept).
+_KEPT_BYTES = 1 << 26
+
+_kept_buffers = threading.local()
+
+
+def _kept(name: str, shape, dtype):
+    """An uninitialised array for the kernels' temporary ``name``, kept by the calling thread
+    from call to call (up to _KEPT_BYTES), so that its pages stay mapped: fresh megabytes
+    each level (the histograms' partials) cost 16 threads more in page faults than in
+    work. Never returned: the caller uses it within one kernel call."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape))
+    if size * dtype.itemsize > _KEPT_BYTES:
+        return np.empty(shape, dtype=dtype)
+    buffers = _kept_buffers.__dict__
+    buffer = buffers.get(name)
+    if buffer is None or buffer.dtype != dtype or buffer.size < size:
+        buffer = buffers[name] = np.empty(size, dtype=dtype)
+    return buffer[:size].reshape(shape)
 
 
 def _threads_for(n_rows: int) -> int:
@@ -154,7 +177,7 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     seg_end = np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE)
     n_runs = _threads_for(int((seg_end - seg_begin).sum()))
     plan = loops.run_plan(seg_begin, seg_end, n_runs)
-    partials = np.empty((2 * n_runs, n_bins_total, 2), dtype=HIST_DTYPE)  # of the slots runs share
+    partials = _kept("partials", (2 * n_runs, n_bins_total, 2), HIST_DTYPE)  # of the slots runs share
     loops.histograms(_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
@@ -545,7 +568,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
                               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                               np.ascontiguousarray(default_left, dtype=bool), left_child, ridx,
                               _threads_for(int(positions.shape[0])), new_ridx)
-    goes_left = np.empty(ridx.shape[0], dtype=np.uint8)  # written and read at splitting slots' places only
+    goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
     loops.partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts)
     loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
