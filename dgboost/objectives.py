@@ -66,7 +66,7 @@ class Objective:
         from .kernels import cpu
 
         return cpu.pair_gradients(self._loop_kind, self._loop_input(margins[:, 0]), label, weight,
-                                  self._loop_parameter())[:, None, :]
+                                  self._loop_parameter(), _MIN_HESSIAN)[:, None, :]
 
     #: loops.pair_gradients's kind of this objective, None for none.
     _loop_kind = None
@@ -169,6 +169,7 @@ class Logistic(Objective):
 
     def _loop_input(self, margin):
         return np.exp(-margin)  # numpy's float32 exp, as _sigmoid
+
     def _positive_weighted(self, label, weight):
         """Weights with positive rows scaled by scale_pos_weight."""
         if self.params.scale_pos_weight == 1.0:

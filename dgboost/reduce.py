@@ -57,7 +57,7 @@ def _column_bounds(columns, xp):
     chunked array programs on a GPU."""
     k = columns.shape[1]
     if xp is np:
-        return cpu.host_column_bounds(columns).astype(STAT_DTYPE)
+        return cpu.host_column_bounds(columns).astype(STAT_DTYPE, copy=False)
     chunks = row_chunks(columns)
     if not chunks:
         return xp.zeros(k, dtype=STAT_DTYPE)
@@ -71,7 +71,7 @@ def _column_sums(columns, scale, finite, xp):
     if xp is np:
         fixed, plain = np.zeros(k, dtype=EXACT_SUM_DTYPE), np.zeros(k, dtype=STAT_DTYPE)
         if finite[0]:
-            fixed = cpu.host_fixed_sums(columns, scale).astype(EXACT_SUM_DTYPE)
+            fixed = cpu.host_fixed_sums(columns, scale).astype(EXACT_SUM_DTYPE, copy=False)
         else:
             plain = columns.sum(axis=0, dtype=STAT_DTYPE)
         return fixed, plain

@@ -357,7 +357,7 @@ def gradient_sums(gpair, scales):
     return host_fixed_sums(np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), scales)
 
 
-def pair_gradients(kind, margin, label, weight, parameter):
+def pair_gradients(kind, margin, label, weight, parameter, least_hessian):
     """An objective's gradient pairs on the host (objectives.Objective.training_gradients):
     compiled (loops.pair_gradients), the rows in runs on threads.
 
@@ -368,6 +368,7 @@ def pair_gradients(kind, margin, label, weight, parameter):
     label : array of shape (n_rows,), float32                       # IN
     weight : array of shape (n_rows,), float32, or None              # IN
     parameter : float: pseudo-Huber's slope                          # IN
+    least_hessian : float: logistic's smallest hessian                 # IN
 
     Returns
     -------
@@ -377,7 +378,8 @@ def pair_gradients(kind, margin, label, weight, parameter):
     gpair = np.empty((margin.shape[0], 2), dtype=GRADIENT_DTYPE)
     loops.pair_gradients(int(kind), margin, np.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
                          None if weight is None else np.ascontiguousarray(weight, dtype=GRADIENT_DTYPE),
-                         GRADIENT_DTYPE(parameter), _threads_for(margin.shape[0]), gpair)
+                         GRADIENT_DTYPE(parameter), GRADIENT_DTYPE(least_hessian), _threads_for(margin.shape[0]),
+                         gpair)
     return gpair
 
 

@@ -590,24 +590,24 @@ def _add_leaf_values_of(margins, output, leaf_value, positions, first, stop):
 
 
 @compiled(parallel=True)
-def pair_gradients(kind, margin, label, weight, parameter, n_threads, gpair):
+def pair_gradients(kind, margin, label, weight, parameter, least_hessian, n_threads, gpair):
     """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, the rows in
     ``n_threads`` runs: the float32 operations of the objective's array program
     (objectives.py), one by one, in its order, so the same bits. ``kind`` 0: squared
     error, ``margin`` the margins; 1: pseudo-Huber, ``parameter`` the slope; 2: logistic,
     ``margin`` holding ``exp(-margin)`` as NumPy computed it (numba's exp rounds
-    differently). ``weight``: float32 per row, or None."""
+    differently), its hessian at least ``least_hessian``. ``weight``: float32 per row, or
+    None."""
     n_rows = margin.shape[0]
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _pair_gradients_of(kind, margin, label, weight, parameter, n_rows * run // n_threads,
+        _pair_gradients_of(kind, margin, label, weight, parameter, least_hessian, n_rows * run // n_threads,
                            n_rows * (run + 1) // n_threads, gpair)
 
 
 @compiled(inline=False)
-def _pair_gradients_of(kind, margin, label, weight, parameter, first, stop, gpair):
+def _pair_gradients_of(kind, margin, label, weight, parameter, least_hessian, first, stop, gpair):
     one = np.float32(1)
-    least_hessian = np.float32(1e-16)  # objectives._MIN_HESSIAN
     for row in range(first, stop):
         if kind == 0:
             gradient = margin[row] - label[row]
@@ -642,13 +642,7 @@ def column_bounds(columns, n_threads, partial, bounds):
     for run_index in prange(n_threads):
         run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
         _column_bounds_of(columns, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, partial[run])
-    for column in range(columns.shape[1]):
-        bound = 0.0
-        for run in range(n_threads):
-            value = partial[run, column]
-            if value > bound or np.isnan(value):  # a NaN, once seen, stays: nothing is > NaN
-                bound = value
-        bounds[column] = bound
+    _column_bounds_of(partial, 0, n_threads, bounds)  # the runs' bounds are |x| already
 
 
 @compiled(inline=False)
@@ -657,7 +651,7 @@ def _column_bounds_of(columns, first, stop, bounds):
         bound = 0.0
         for row in range(first, stop):
             value = abs(np.float64(columns[row, column]))
-            if value > bound or np.isnan(value):
+            if value > bound or np.isnan(value):  # a NaN, once seen, stays: nothing is > NaN
                 bound = value
         bounds[column] = bound
 
