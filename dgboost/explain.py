@@ -44,8 +44,8 @@ def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.n
             phi[output, :, -1] += float(np.sum(tree.value[leaf] * cover[leaf]) / cover[0])
         if not leaf[0] and n_rows:
             node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
-            loops.shap(X, node(tree.left), node(tree.right), node(tree.feature),
+            loops.shap(n_threads, X, node(tree.left), node(tree.right), node(tree.feature),
                        np.ascontiguousarray(tree.threshold, dtype=CUT_DTYPE),
                        np.ascontiguousarray(tree.default_left, dtype=bool), np.ascontiguousarray(tree.value),
-                       cover, tree.depth, n_threads, phi[output])
+                       cover, tree.depth, phi[output])
     return np.ascontiguousarray(phi.transpose(1, 0, 2), dtype=np.float32)

@@ -105,7 +105,7 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     packed = np.empty((X.shape[0], n_words), dtype=PACKED_WORD_DTYPE)
     arguments = (X, np.ascontiguousarray(cut_values, dtype=CUT_DTYPE), np.asarray(cut_offsets, dtype=BIN_OFFSET_DTYPE),
                  bits, cells_per_word, missing_symbol)
-    loops.quantise(*arguments, _threads_for(X.shape[0]), packed)
+    loops.quantise(_threads_for(X.shape[0]), *arguments, packed)
     return packed
 
 
@@ -178,13 +178,13 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     n_runs = _threads_for(int((seg_end - seg_begin).sum()))
     plan = loops.run_plan(seg_begin, seg_end, n_runs)
     partials = _kept("partials", (2 * n_runs, n_bins_total, 2), HIST_DTYPE)  # of the slots runs share
-    loops.histograms(_cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
+    loops.histograms(n_runs, _cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
                      np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, plan, n_runs, hist.reshape(n_slots, -1),
+                     np.ascontiguousarray(ridx, dtype=POSITION_DTYPE), seg_begin, *plan, hist.reshape(n_slots, -1),
                      partials.reshape(partials.shape[0], -1))
-    n_threads = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
-    loops.add_partials(partials.reshape(partials.shape[0], -1), plan, n_threads, hist.reshape(n_slots, -1))
+    n_shares = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
+    loops.add_partials(n_shares, partials.reshape(partials.shape[0], -1), *plan, hist.reshape(n_slots, -1))
     return hist
 
 
@@ -286,15 +286,17 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     n_features = len(bin_offsets) - 1
     n_groups = max(1, min(n_features, -(-n_threads // max(n_nodes, 1))))  # feature groups a node: a thread each
     if n_nodes:
-        loops.splits(np.ascontiguousarray(hist, dtype=HIST_DTYPE), np.ascontiguousarray(node_sums, dtype=HIST_DTYPE),
-                     np.ascontiguousarray(active, dtype=bool),
-                     np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE),
-                     np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
-                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
-                     np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step,
-                               rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE), n_groups, n_threads,
-                     np.empty((n_nodes * n_groups, 2), dtype=GAIN_DTYPE),
-                     np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE), table, gains)
+        node_sums = np.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+        bin_offsets = np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
+        split_rules = np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step,
+                                rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE)
+        found_gain = np.empty((n_nodes * n_groups, 2), dtype=GAIN_DTYPE)  # each (node, group)'s best
+        found = np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE)
+        loops.splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
+                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules, n_groups, found_gain, found)
+        loops.node_best(node_sums, np.ascontiguousarray(active, dtype=bool),
+                        np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE), bin_offsets, split_rules, n_groups,
+                        found_gain, found, table, gains)
     table[:, 4] = gains.view(HIST_DTYPE)
     return table
 
@@ -322,10 +324,10 @@ def host_column_bounds(columns):
     of a host array of shape (n_rows, k): compiled (loops.column_bounds), the rows in runs
     on threads; the result does not depend on them."""
     columns = np.ascontiguousarray(columns)
-    n_threads = _threads_for(columns.shape[0])
-    bounds = np.zeros(columns.shape[1], dtype=GAIN_DTYPE)
-    loops.column_bounds(columns, n_threads, np.zeros((n_threads, columns.shape[1]), dtype=GAIN_DTYPE), bounds)
-    return bounds
+    n_runs = _threads_for(columns.shape[0])
+    bounds = np.zeros((n_runs, columns.shape[1]), dtype=GAIN_DTYPE)
+    loops.column_bounds(n_runs, columns, bounds)
+    return bounds.max(axis=0)  # the runs' bounds: the largest, NaN where one is
 
 
 def host_fixed_sums(columns, scale):
@@ -333,11 +335,10 @@ def host_fixed_sums(columns, scale):
     (n_rows, k) (fixed_point.to_fixed's rounding): compiled (loops.fixed_sums), the rows in
     runs on threads; integer sums, so the same whatever the runs."""
     columns = np.ascontiguousarray(columns)
-    n_threads = _threads_for(columns.shape[0])
-    sums = np.zeros(columns.shape[1], dtype=HIST_DTYPE)
-    loops.fixed_sums(columns, np.ascontiguousarray(scale, dtype=GAIN_DTYPE), n_threads,
-                     np.zeros((n_threads, columns.shape[1]), dtype=HIST_DTYPE), sums)
-    return sums
+    n_runs = _threads_for(columns.shape[0])
+    sums = np.zeros((n_runs, columns.shape[1]), dtype=HIST_DTYPE)
+    loops.fixed_sums(n_runs, columns, np.ascontiguousarray(scale, dtype=GAIN_DTYPE), sums)
+    return sums.sum(axis=0)
 
 
 def gradient_sums(gpair, scales):
@@ -376,10 +377,10 @@ def pair_gradients(kind, margin, label, weight, parameter, least_hessian):
     """
     margin = np.ascontiguousarray(margin, dtype=GRADIENT_DTYPE)
     gpair = np.empty((margin.shape[0], 2), dtype=GRADIENT_DTYPE)
-    loops.pair_gradients(int(kind), margin, np.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
+    loops.pair_gradients(_threads_for(margin.shape[0]), int(kind), margin,
+                         np.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
                          None if weight is None else np.ascontiguousarray(weight, dtype=GRADIENT_DTYPE),
-                         GRADIENT_DTYPE(parameter), GRADIENT_DTYPE(least_hessian), _threads_for(margin.shape[0]),
-                         gpair)
+                         GRADIENT_DTYPE(parameter), GRADIENT_DTYPE(least_hessian), gpair)
     return gpair
 
 
@@ -496,7 +497,7 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
         flat = lambda array: np.ascontiguousarray(array, dtype=HIST_DTYPE).reshape(array.shape[0], -1)  # noqa: E731
         arguments = (flat(hist), np.ascontiguousarray(slot_of_rank, dtype=POSITION_DTYPE), flat(built),
                      np.ascontiguousarray(build_left, dtype=bool))
-        loops.siblings(*arguments, min(n_pairs, _threads_for(int(children.size) // 16)), flat(children))
+        loops.siblings(min(n_pairs, _threads_for(int(children.size) // 16)), *arguments, flat(children))
     return children
 
 
@@ -516,8 +517,9 @@ def add_leaf_values(margins, output, leaf_value, positions):
     -------
     margins
     """
-    loops.add_leaf_values(margins, int(output), np.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE),
-                          np.ascontiguousarray(positions, dtype=POSITION_DTYPE), _threads_for(int(margins.shape[0])))
+    loops.add_leaf_values(_threads_for(int(margins.shape[0])), margins, int(output),
+                          np.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE),
+                          np.ascontiguousarray(positions, dtype=POSITION_DTYPE))
     return margins
 
 
@@ -565,14 +567,14 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
-    loops.partition_positions(_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, positions,
-                              int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+    loops.partition_positions(_threads_for(int(positions.shape[0])), _cells(packed, bits), packed, bits,
+                              cells_per_word, missing_symbol, positions, int(level_start),
+                              np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
                               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                              np.ascontiguousarray(default_left, dtype=bool), left_child, ridx,
-                              _threads_for(int(positions.shape[0])), new_ridx)
+                              np.ascontiguousarray(default_left, dtype=bool), left_child, ridx, new_ridx)
     goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
-    loops.partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts)
-    loops.partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx)
+    loops.partition_sides(n_threads, ridx, positions, seg_begin, *plan, left_child, goes_left, lefts)
+    loops.partition_scatter(n_threads, ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
 
 
@@ -607,7 +609,7 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
                      np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(default_left, dtype=bool),
                      np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
-        loops.route(*arguments, n_threads, leaf)
+        loops.route(n_threads, *arguments, leaf)
     return leaf
 
 
@@ -661,5 +663,5 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     arguments = (np.ascontiguousarray(X, dtype=CUT_DTYPE), node(left), node(right), node(feature),
                  np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
-    loops.predict(*arguments, _threads_for(X.shape[0]), margins)
+    loops.predict(_threads_for(X.shape[0]), *arguments, margins)
     return margins

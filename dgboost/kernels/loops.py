@@ -6,17 +6,19 @@ calls (inlined into it). ``@compiled`` defers numba's import (0.3 s) and each lo
 compilation to the loop's first call, and ``cache=True`` keeps the machine code on
 disk, so a new process loads it rather than compiling again.
 
-A parallel kernel (``@compiled(parallel=True)``) takes ``n_threads`` and runs
-``for thread in prange(n_threads)``, each iteration one run of the work (a share
-of the rows, nodes or columns fixed by ``thread`` and ``n_threads`` alone) on a
-thread of numba's threading layer: one call, no Python per thread. Integer
-results are summed per run and then in run order, so they are exact whatever the
-count, and no result depends on which thread ran which run. Numba picks its layer
-(tbb, then OpenMP, then its own workqueue; ``NUMBA_THREADING_LAYER`` chooses); the
-workqueue cannot run two parallel calls at once (it aborts the process), so while
-it is the layer, calls from several threads (a Dask worker's tasks) take turns.
-No loop uses ``fastmath``: float arithmetic rounds as NumPy's does, operation by
-operation.
+A kernel over runs (``@over_runs``) is written as the work of one run: ``body(run,
+n_runs, ...)`` does a share of the rows, nodes or columns fixed by ``run`` and
+``n_runs`` alone, and is called as ``kernel(n_runs, ...)``. With threads, a driver
+compiled for it runs ``for run in prange(n_runs)`` on numba's threading layer: one
+call, no Python per thread. On one thread the body is called run by run, so a
+one-thread process (a Dask worker of one thread, ``nthread=1``) compiles no
+parallel loop and starts no threading layer. Integer results are summed per run
+and then in run order, so they are exact whatever the count, and no result depends
+on which thread ran which run. Numba picks its layer (tbb, then OpenMP, then its own
+workqueue; ``NUMBA_THREADING_LAYER`` chooses); the workqueue cannot run two parallel
+calls at once (it aborts the process), so while it is the layer, calls from several
+threads (a Dask worker's tasks) take turns. No loop uses ``fastmath``: float
+arithmetic rounds as NumPy's does, operation by operation.
 """
 
 from __future__ import annotations
@@ -35,52 +37,85 @@ import numpy as np
 prange = range
 
 
-def compiled(function=None, *, parallel: bool = False, inline: bool = True):
+def compiled(function=None, *, inline: bool = True):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
     functions it calls are compiled with it and, unless ``inline`` is False, inlined
     (``inline="always"``: numba's own calls between compiled functions stay calls, which
     in split evaluation's innermost loop took half its time).
-
-    ``parallel``: a kernel over ``prange(n_threads)``, a thin loop calling a body compiled
-    apart (``inline=False``), as numba's parallel passes over a whole loop nest took
-    seconds to compile. Where ``threads()`` is 1 it runs a copy compiled without them
-    (``prange`` is then ``range``): a one-thread process (a Dask worker of one thread,
-    ``nthread=1``) compiles no parallel loop and starts no threading layer.
     """
     if function is None:
-        return functools.partial(compiled, parallel=parallel, inline=inline)
+        return functools.partial(compiled, inline=inline)
 
     @functools.lru_cache(maxsize=None)
-    def machine_code(threaded: bool = False):
+    def machine_code():
         import numba
 
-        names = dict(function.__globals__, prange=numba.prange)
-        for name in function.__code__.co_names:
-            if hasattr(names.get(name), "machine_code"):
-                names[name] = names[name].machine_code()
-        body = types.FunctionType(function.__code__, names, function.__name__, function.__defaults__,
-                                  function.__closure__)
-        # numba's disk cache keys on the name, not on the flags: the two copies need two names.
-        body.__qualname__ = function.__qualname__ + ("" if threaded or not parallel else "_one_thread")
-        if threaded:
-            return numba.njit(cache=True, nogil=True, parallel=True)(body)
-        return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(body)
+        return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(_bound(function))
 
-    if parallel:
-
-        @functools.wraps(function)
-        def call(*args):
-            # By the setting, not the call's count: a process compiles one of the two copies.
-            if threads() == 1 or _forked_from_openmp:
-                return machine_code()(*args)
-            return _launch(machine_code(True), args)
-    else:
-        @functools.wraps(function)
-        def call(*args):
-            return machine_code()(*args)
+    @functools.wraps(function)
+    def call(*args):
+        return machine_code()(*args)
 
     call.machine_code = machine_code
     return call
+
+
+def over_runs(body):
+    """A kernel whose work is cut into runs: ``body(run, n_runs, *arguments)`` does run ``run``
+    of ``n_runs``, and the kernel is called as ``kernel(n_runs, *arguments)``.
+
+    With threads (``threads()`` above 1), a driver runs the runs over ``prange``, one call
+    on numba's threads; it is compiled apart from the body, which it calls (numba's
+    parallel passes over a whole loop nest took seconds to compile). On one thread the
+    body runs run by run, called from here: no parallel loop is compiled, no threading
+    layer started.
+    """
+    one_run = compiled(body, inline=False)
+
+    @functools.lru_cache(maxsize=None)
+    def driver():
+        import numba
+
+        drive = _bound(_drive, body=one_run.machine_code())
+        drive.__qualname__ = f"{body.__qualname__}_on_threads"  # numba's disk cache keys on the name
+        return numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive)
+
+    @functools.wraps(body)
+    def kernel(n_runs, *arguments):
+        if n_runs > 1 and threads() > 1 and not _forked_from_openmp:
+            return _launch(driver(), (n_runs, *arguments))
+        run_one = one_run.machine_code()
+        for run in range(n_runs):
+            run_one(run, n_runs, *arguments)
+        return None
+
+    return kernel
+
+
+#: numba's parallel passes that a driver needs: its prange alone (no array expression to
+#: turn into parallel loops).
+_PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
+                "setitem": False, "numpy": False, "stencil": False, "fusion": False}
+
+
+def _drive(n_runs, *arguments):
+    """A kernel's runs on numba's threads; ``body`` is the kernel's, bound by over_runs."""
+    for run in prange(n_runs):
+        body(np.int64(run), n_runs, *arguments)  # noqa: F821  (np.int64: numba types a prange index uint64)
+
+
+def _bound(function, **names):
+    """A copy of ``function`` whose globals that are compiled loops are their machine code (numba
+    compiles the calls to them), ``prange`` numba's, and ``names`` bound too."""
+    import numba
+
+    scope = dict(function.__globals__, prange=numba.prange)
+    for name in function.__code__.co_names:
+        if hasattr(scope.get(name), "machine_code"):
+            scope[name] = scope[name].machine_code()
+    scope.update(names)
+    return types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__,
+                              function.__closure__)
 
 
 _setting = threading.local()
@@ -199,8 +234,8 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
 @compiled
 def run_plan(seg_begin, seg_end, n_runs):
     """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread: the
-    ``plan`` the kernels over a level's rows take (cpu.py makes it once for a kernel's two
-    passes).
+    plan the kernels over a level's rows take, as five arguments (cpu.py makes it once for
+    a kernel's two passes).
 
     Returns, by slot: ``starts``, each slot's first position (n_slots + 1 of them), and
     ``touches``, how many runs take it in (an empty slot within a run's range counts: the
@@ -258,39 +293,26 @@ def _places(seg_begin, starts, first, stop, slot):
     return begin, max(begin, min(stop, starts[slot + 1]) + offset)
 
 
-@compiled(parallel=True)
-def histograms(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
-               ridx, seg_begin, plan, n_threads, hist, partials):
-    """The slots' histograms (see cpu.build_histograms), their rows in the ``n_threads`` runs
-    of ``plan`` (run_plan).
+@over_runs
+def histograms(run, n_runs, cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair,
+               scales, ridx, seg_begin, starts, touches, first_slots, n_run_slots, partial, hist, partials):
+    """The slots' histograms (see cpu.build_histograms), their rows in the ``n_runs`` runs of
+    a plan (``starts`` to ``partial``: run_plan's): run ``run``'s rows.
 
     A run sums a slot no other run touches straight into ``hist``; a slot it shares
     (its first or last) into its own partial histogram in ``partials`` (room for
-    2 n_threads; see run_plan), which add_partials adds up; both flattened to one row a
+    2 n_runs; see run_plan), which add_partials adds up; both flattened to one row a
     histogram, (gradient, hessian) pairs side by side. Each run zeroes what it writes,
     so each thread writes its pages first; slots no run takes in (empty slots outside
     every run's range) are left to add_partials. ``cells``: the packed words viewed as
     one uint8 or uint16 a cell where cells are whole bytes (bits 8 or 16: read
     directly), else None (cells shifted out of ``packed``).
     """
-    starts, _, first_slot, n_run_slots, partial = plan
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
-                       ridx, seg_begin, starts, first_slot[run], n_run_slots[run], partial[run], run, n_threads,
-                       hist, partials)
-
-
-@compiled(inline=False)
-def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets, gpair, scales,
-                   ridx, seg_begin, starts, first_slot, n_run_slots, partial, run, n_runs, hist, partials):
-    """Run ``run``'s rows into its histograms (see ``histograms``): ``partial`` the places in
-    ``partials`` of its first and last slot's sums where shared, else -1."""
     total = starts[seg_begin.shape[0]]
     first, stop = total * run // n_runs, total * (run + 1) // n_runs
-    last_slot = first_slot + n_run_slots - 1
+    first_slot, last_slot = first_slots[run], first_slots[run] + n_run_slots[run] - 1
     for slot in range(first_slot, last_slot + 1):
-        own = partial[0] if slot == first_slot else (partial[1] if slot == last_slot else -1)
+        own = partial[run, 0] if slot == first_slot else (partial[run, 1] if slot == last_slot else -1)
         slot_hist = hist[slot] if own < 0 else partials[own]
         slot_hist[:] = 0
         begin, end = _places(seg_begin, starts, first, stop, slot)
@@ -306,22 +328,14 @@ def _histogram_run(cells, packed, bits, cells_per_word, n_features, missing_symb
                     slot_hist[column + 1] += hessian
 
 
-@compiled(parallel=True)
-def add_partials(partials, plan, n_threads, hist):
+@over_runs
+def add_partials(share, n_shares, partials, starts, touches, first_slot, n_run_slots, partial, hist):
     """Finish ``histograms``'s ``hist``: each slot shared by runs gets the sum of their partial
     histograms, in run order; each slot no run takes in gets zeros. Arrays flattened to one
-    row a histogram; every such slot's columns cut into ``n_threads`` equal shares."""
-    _, touches, first_slot, n_run_slots, partial = plan
-    for thread_index in prange(n_threads):
-        thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
-        _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist)
-
-
-@compiled(inline=False)
-def _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, thread, n_threads, hist):
-    """Share ``thread`` of the columns of add_partials's slots."""
+    row a histogram; every such slot's columns cut into ``n_shares`` equal shares, this
+    call's ``share`` of them. ``starts`` to ``partial``: the histograms' plan."""
     n_slots, width = hist.shape
-    begin, end = width * thread // n_threads, width * (thread + 1) // n_threads
+    begin, end = width * share // n_shares, width * (share + 1) // n_shares
     for slot in range(n_slots):
         if touches[slot] == 1:
             continue
@@ -333,21 +347,13 @@ def _add_partial_columns(partials, first_slot, n_run_slots, touches, partial, th
                     hist[slot, column] += part[column]
 
 
-@compiled(parallel=True)
-def siblings(hist, slot_of_rank, built, build_left, n_threads, children):
-    """The sibling pairs of cpu.sibling_histograms, cut into ``n_threads`` runs: pair ``p``'s
+@over_runs
+def siblings(run, n_runs, hist, slot_of_rank, built, build_left, children):
+    """The sibling pairs of cpu.sibling_histograms, cut into ``n_runs`` runs: pair ``p``'s
     built child as summed, its sibling as parent ``hist[slot_of_rank[p]]`` minus it. All
     arrays flattened to one row a histogram."""
     n_pairs = built.shape[0]
-    for thread_index in prange(n_threads):
-        thread = np.int64(thread_index)  # numba types a prange index uint64: one signature for the body
-        _sibling_pairs(hist, slot_of_rank, built, build_left, n_pairs * thread // n_threads,
-                       n_pairs * (thread + 1) // n_threads, children)
-
-
-@compiled(inline=False)
-def _sibling_pairs(hist, slot_of_rank, built, build_left, first, stop, children):
-    for pair in range(first, stop):
+    for pair in range(n_pairs * run // n_runs, n_pairs * (run + 1) // n_runs):
         parent = hist[slot_of_rank[pair]]
         summed = built[pair]
         built_child = children[2 * pair + (0 if build_left[pair] else 1)]
@@ -372,22 +378,13 @@ def _cuts_at_or_below(cut_values, first, stop, value):
     return base - first + (1 if cut_values[base] <= value else 0)
 
 
-@compiled(parallel=True)
-def quantise(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, n_threads, packed):
-    """Bin and pack the rows of ``X`` into ``packed`` (see cpu.quantise_and_pack), in
-    ``n_threads`` runs of rows: a cell's bin is the number of its feature's cuts <= the
+@over_runs
+def quantise(run, n_runs, X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, packed):
+    """Bin and pack run ``run`` of ``n_runs`` equal runs of the rows of ``X`` into ``packed``
+    (see cpu.quantise_and_pack): a cell's bin is the number of its feature's cuts <= the
     value (a binary search), NaN the missing symbol."""
-    n_rows = X.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _quantise_rows(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol,
-                       n_rows * run // n_threads, n_rows * (run + 1) // n_threads, packed)
-
-
-@compiled(inline=False)
-def _quantise_rows(X, cut_values, cut_offsets, bits, cells_per_word, missing_symbol, first, stop, packed):
-    n_features = X.shape[1]
-    for row in range(first, stop):
+    n_rows, n_features = X.shape
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         for word_index in range(packed.shape[1]):
             word = np.uint32(0)
             first_feature = word_index * cells_per_word
@@ -406,29 +403,20 @@ def _quantise_rows(X, cut_values, cut_offsets, bits, cells_per_word, missing_sym
 _PREDICT_BLOCK = 64
 
 
-@compiled(parallel=True)
-def predict(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, n_threads, margins):
+@over_runs
+def predict(run, n_runs, X, left, right, feature, threshold, default_left, value, roots, outputs, depth, margins):
     """Add every tree's leaf value to each row of ``margins``, the row's trees in model
     order: its float32 additions are the NumPy twin's, in its order (see
-    cpu.predict_margins). Blocks of rows spread over ``n_threads`` threads.
+    cpu.predict_margins). The blocks of rows cut into ``n_runs`` runs.
 
     Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
     time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
     right is ``left + 1``, as every tree numbers its nodes.
     """
-    n_blocks = (X.shape[0] + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _predict_blocks(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
-                        n_blocks * run // n_threads, n_blocks * (run + 1) // n_threads, margins)
-
-
-@compiled(inline=False)
-def _predict_blocks(X, left, right, feature, threshold, default_left, value, roots, outputs, depth, first, stop,
-                    margins):
     n_rows = X.shape[0]
+    n_blocks = (n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
     nodes = np.empty(_PREDICT_BLOCK, np.int32)
-    for block_index in range(first, stop):
+    for block_index in range(n_blocks * run // n_runs, n_blocks * (run + 1) // n_runs):
         block = block_index * _PREDICT_BLOCK
         size = min(_PREDICT_BLOCK, n_rows - block)
         for tree in range(roots.shape[0]):
@@ -445,30 +433,21 @@ def _predict_blocks(X, left, right, feature, threshold, default_left, value, roo
                 margins[block + index, output] += value[nodes[index]]
 
 
-@compiled(parallel=True)
-def partition_positions(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
-                        split_bin, default_left, left_child, ridx, n_threads, new_ridx):
-    """Partition's first pass, over the rows in row order, ``n_threads`` equal runs of them:
-    each row of a splitting slot (``positions`` in the level) moves to its child, left where
-    its bin of the slot's feature is at most the slot's bin (or is missing and the slot's
-    default is left). In row order, so that each thread writes its own run of
+@over_runs
+def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, positions, level_start,
+                        split_feature, split_bin, default_left, left_child, ridx, new_ridx):
+    """Partition's first pass, over the rows in row order, run ``run`` of ``n_runs`` equal runs
+    of them: each row of a splitting slot (``positions`` in the level) moves to its child,
+    left where its bin of the slot's feature is at most the slot's bin (or is missing and
+    the slot's default is left). In row order, so that each thread writes its own run of
     ``positions`` (by places in ``ridx``, threads wrote rows scattered over one another's
     cache lines). Each run also copies its range of ``ridx`` into ``new_ridx``, whose
     places of splitting slots partition_scatter then overwrites. ``cells`` as for
     ``histograms``."""
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature,
-                   split_bin, default_left, left_child, ridx, positions.shape[0] * run // n_threads,
-                   positions.shape[0] * (run + 1) // n_threads, new_ridx)
-
-
-@compiled(inline=False)
-def _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, level_start, split_feature, split_bin,
-               default_left, left_child, ridx, first, stop, new_ridx):
     n_slots = left_child.shape[0]
-    new_ridx[first:stop] = ridx[first:stop]
-    for row in range(first, stop):
+    n_rows = positions.shape[0]
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        new_ridx[row] = ridx[row]  # a loop, not a slice copy: numba's shape check compiles for seconds
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
@@ -477,56 +456,38 @@ def _move_rows(cells, packed, bits, cells_per_word, missing_symbol, positions, l
         positions[row] = left_child[slot] + 1 - left
 
 
-@compiled(parallel=True)
-def partition_sides(ridx, positions, seg_begin, plan, left_child, n_threads, goes_left, lefts):
-    """Partition's second pass, over the slots' rows in the ``n_threads`` runs of ``plan``
-    (see run_plan and cpu.partition_rows), after partition_positions: each row of a
-    splitting slot gets its side (``goes_left``, by its place in ``ridx``: whether it moved
-    to the slot's left child), and ``lefts[run, slot]`` counts the run's rows of the slot
-    sent left."""
-    starts, _, first_slot, n_run_slots, _ = plan
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _sides_run(ridx, positions, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, run, n_threads,
-                   goes_left, lefts[run])
-
-
-@compiled(inline=False)
-def _sides_run(ridx, positions, seg_begin, starts, first_slot, n_run_slots, left_child, run, n_runs, goes_left,
-               lefts):
+@over_runs
+def partition_sides(run, n_runs, ridx, positions, seg_begin, starts, touches, first_slots, n_run_slots, partial,
+                    left_child, goes_left, lefts):
+    """Partition's second pass, over the slots' rows in run ``run`` of the ``n_runs`` runs of
+    a plan (``starts`` to ``partial``, run_plan's; see cpu.partition_rows), after
+    partition_positions: each row of a splitting slot gets its side (``goes_left``, by its
+    place in ``ridx``: whether it moved to the slot's left child), and ``lefts[run,
+    slot]`` counts the run's rows of the slot sent left."""
     total = starts[seg_begin.shape[0]]
     first, stop = total * run // n_runs, total * (run + 1) // n_runs
-    for slot in range(first_slot, first_slot + n_run_slots):
+    for slot in range(first_slots[run], first_slots[run] + n_run_slots[run]):
         child = left_child[slot]
         if child < 0:
             continue
         begin, end = _places(seg_begin, starts, first, stop, slot)
-        sent_left = np.int64(0)  # a local count, not lefts[slot]: runs' counts share cache lines
+        sent_left = np.int64(0)  # a local count, not lefts[run, slot]: runs' counts share cache lines
         for place in range(begin, end):
             left = np.int64(positions[ridx[place]] == child)
             goes_left[place] = left
             sent_left += left
-        lefts[slot] = sent_left
+        lefts[run, slot] = sent_left
 
 
-@compiled(parallel=True)
-def partition_scatter(ridx, seg_begin, plan, left_child, goes_left, lefts, n_threads, new_ridx):
+@over_runs
+def partition_scatter(run, n_runs, ridx, seg_begin, starts, touches, first_slots, n_run_slots, partial, left_child,
+                      goes_left, lefts, new_ridx):
     """Partition's second pass over the same runs: each row of a splitting slot to its place,
     the slot's left rows first, then its right rows, each side in order. ``lefts`` is
     partition_sides's count by run and slot."""
-    starts, _, first_slot, n_run_slots, _ = plan
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _scatter_run(ridx, seg_begin, starts, first_slot[run], n_run_slots[run], left_child, goes_left, lefts, run,
-                     n_threads, new_ridx)
-
-
-@compiled(inline=False)
-def _scatter_run(ridx, seg_begin, starts, first_slot, n_run_slots, left_child, goes_left, lefts, run, n_runs,
-                 new_ridx):
     total = starts[seg_begin.shape[0]]
     first, stop = total * run // n_runs, total * (run + 1) // n_runs
-    for slot in range(first_slot, first_slot + n_run_slots):
+    for slot in range(first_slots[run], first_slots[run] + n_run_slots[run]):
         if left_child[slot] < 0:
             continue
         seen_left = np.int64(0)  # the slot's rows sent left by earlier runs
@@ -544,22 +505,13 @@ def _scatter_run(ridx, seg_begin, starts, first_slot, n_run_slots, left_child, g
             right_place += 1 - left
 
 
-@compiled(parallel=True)
-def route(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left, left_child,
-          depth, n_threads, leaf):
-    """Walk every row from the root to its leaf (see cpu.route_rows), the rows in ``n_threads``
-    runs; ``cells`` as for ``histograms``."""
+@over_runs
+def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
+          left_child, depth, leaf):
+    """Walk every row of run ``run`` of ``n_runs`` equal runs from the root to its leaf (see
+    cpu.route_rows); ``cells`` as for ``histograms``."""
     n_rows = leaf.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-                    left_child, depth, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, leaf)
-
-
-@compiled(inline=False)
-def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-                left_child, depth, first, stop, leaf):
-    for row in range(first, stop):
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         node = 0
         for _ in range(depth):
             child = left_child[node]
@@ -572,43 +524,27 @@ def _route_rows(cells, packed, bits, cells_per_word, missing_symbol, split_featu
         leaf[row] = node
 
 
-@compiled(parallel=True)
-def add_leaf_values(margins, output, leaf_value, positions, n_threads):
-    """``margins[row, output] += leaf_value[positions[row]]`` for every row (see
-    cpu.add_leaf_values), the rows in ``n_threads`` runs."""
+@over_runs
+def add_leaf_values(run, n_runs, margins, output, leaf_value, positions):
+    """``margins[row, output] += leaf_value[positions[row]]`` for every row of run ``run`` of
+    ``n_runs`` equal runs (see cpu.add_leaf_values)."""
     n_rows = margins.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _add_leaf_values_of(margins, output, leaf_value, positions, n_rows * run // n_threads,
-                            n_rows * (run + 1) // n_threads)
-
-
-@compiled(inline=False)
-def _add_leaf_values_of(margins, output, leaf_value, positions, first, stop):
-    for row in range(first, stop):
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         margins[row, output] += leaf_value[positions[row]]
 
 
-@compiled(parallel=True)
-def pair_gradients(kind, margin, label, weight, parameter, least_hessian, n_threads, gpair):
-    """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, the rows in
-    ``n_threads`` runs: the float32 operations of the objective's array program
-    (objectives.py), one by one, in its order, so the same bits. ``kind`` 0: squared
-    error, ``margin`` the margins; 1: pseudo-Huber, ``parameter`` the slope; 2: logistic,
-    ``margin`` holding ``exp(-margin)`` as NumPy computed it (numba's exp rounds
+@over_runs
+def pair_gradients(run, n_runs, kind, margin, label, weight, parameter, least_hessian, gpair):
+    """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, for run ``run`` of
+    ``n_runs`` equal runs of the rows: the float32 operations of the objective's array
+    program (objectives.py), one by one, in its order, so the same bits. ``kind`` 0:
+    squared error, ``margin`` the margins; 1: pseudo-Huber, ``parameter`` the slope; 2:
+    logistic, ``margin`` holding ``exp(-margin)`` as NumPy computed it (numba's exp rounds
     differently), its hessian at least ``least_hessian``. ``weight``: float32 per row, or
     None."""
-    n_rows = margin.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _pair_gradients_of(kind, margin, label, weight, parameter, least_hessian, n_rows * run // n_threads,
-                           n_rows * (run + 1) // n_threads, gpair)
-
-
-@compiled(inline=False)
-def _pair_gradients_of(kind, margin, label, weight, parameter, least_hessian, first, stop, gpair):
     one = np.float32(1)
-    for row in range(first, stop):
+    n_rows = margin.shape[0]
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         if kind == 0:
             gradient = margin[row] - label[row]
             hessian = one
@@ -632,53 +568,32 @@ def _pair_gradients_of(kind, margin, label, weight, parameter, least_hessian, fi
         gpair[row, 1] = hessian
 
 
-@compiled(parallel=True)
-def column_bounds(columns, n_threads, partial, bounds):
-    """The largest ``|x|`` of each column into ``bounds`` (float64, 0 for no rows); NaN where a
-    column holds one, as numpy's max (cpu.host_column_bounds). The rows in ``n_threads``
-    runs, each run's bounds into ``partial`` (n_threads, n_columns), then taken in run
-    order by the same rule, so the result is the one pass's."""
+@over_runs
+def column_bounds(run, n_runs, columns, bounds):
+    """The largest ``|x|`` of each column over run ``run`` of ``n_runs`` equal runs of the rows,
+    into ``bounds[run]`` (float64, 0 for no rows); NaN where the run's column holds one, as
+    numpy's max (cpu.host_column_bounds takes the runs' largest by the same rule)."""
     n_rows = columns.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _column_bounds_of(columns, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, partial[run])
-    _column_bounds_of(partial, 0, n_threads, bounds)  # the runs' bounds are |x| already
-
-
-@compiled(inline=False)
-def _column_bounds_of(columns, first, stop, bounds):
     for column in range(columns.shape[1]):
         bound = 0.0
-        for row in range(first, stop):
+        for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
             value = abs(np.float64(columns[row, column]))
             if value > bound or np.isnan(value):  # a NaN, once seen, stays: nothing is > NaN
                 bound = value
-        bounds[column] = bound
+        bounds[run, column] = bound
 
 
-@compiled(parallel=True)
-def fixed_sums(columns, scale, n_threads, partial, sums):
-    """Each column's sum of ``rint(x * scale[c])`` as int64, the product in float64 (as
-    fixed_point.to_fixed): exact in any order (cpu.host_fixed_sums). The rows in
-    ``n_threads`` runs, each run's sums into ``partial`` (n_threads, n_columns)."""
+@over_runs
+def fixed_sums(run, n_runs, columns, scale, sums):
+    """Each column's sum of ``rint(x * scale[c])`` as int64 over run ``run`` of ``n_runs`` equal
+    runs of the rows, into ``sums[run]``, the product in float64 (as fixed_point.to_fixed):
+    exact in any order (cpu.host_fixed_sums adds the runs' sums)."""
     n_rows = columns.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _fixed_sums_of(columns, scale, n_rows * run // n_threads, n_rows * (run + 1) // n_threads, partial[run])
     for column in range(columns.shape[1]):
         total = np.int64(0)
-        for run in range(n_threads):
-            total += partial[run, column]
-        sums[column] = total
-
-
-@compiled(inline=False)
-def _fixed_sums_of(columns, scale, first, stop, sums):
-    for column in range(columns.shape[1]):
-        total = np.int64(0)
-        for row in range(first, stop):
+        for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
             total += np.int64(np.rint(np.float64(columns[row, column]) * scale[column]))
-        sums[column] = total
+        sums[run, column] = total
 
 
 @compiled
@@ -767,19 +682,18 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
     return (g_left * g_left) / (h_left + reg_lambda) + (g_right * g_right) / (h_right + reg_lambda) - parent_gain
 
 
-@compiled(parallel=True)
-def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, n_groups, n_threads, found_gain,
-           found, table, gains):
+@over_runs
+def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, n_groups, found_gain, found):
     """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
     (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain).
 
     Each node's features are cut into ``n_groups`` equal groups, and the (node, group)
-    pairs into ``n_threads`` runs: a level of few nodes (the root) is spread over the
-    threads too. A group's best candidate goes to ``found_gain`` and ``found`` (rows
-    ``node * n_groups + group``, see _group_best); then, on the calling thread, each
-    node's groups are taken in order, a later group winning only with a larger gain
-    (_node_best). Per node and feature: the feature's total, so its missing sums; then
-    a prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
+    pairs into ``n_runs`` runs, this call's ``run`` of them: a level of few nodes (the
+    root) is spread over the threads too. A group's best candidate goes to
+    ``found_gain`` and ``found`` (rows ``node * n_groups + group``, see _group_best);
+    then node_best, on the calling thread, takes each node's groups in order, a later
+    group winning only with a larger gain. Per node and feature: the feature's total,
+    so its missing sums; then a prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
     fixed_point.py, so they and their float64 images are exact), each prefix scored
     with missing values right, then left (left only where the feature has missing
     values: without them both score the same and right wins the tie). The best is the
@@ -787,18 +701,14 @@ def splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, 
     gain (lambda or alpha infinite, with max_delta_step) makes the node's gain the
     first NaN and its candidate the last bin, missing left, as the array program this
     loop replaced chose (numpy's max, then the first candidate equal to it: none).
-    ``gains[node]`` gets the gain; ``table[node, 4]``, its bits, is left to the caller.
     """
     n_items = hist.shape[0] * n_groups
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        for item in range(n_items * run // n_threads, n_items * (run + 1) // n_threads):
-            _group_best(hist, node_sums, bin_offsets, scales, rules, item // n_groups, item % n_groups, n_groups,
-                        found_gain[item], found[item])
-    _node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains)
+    for item in range(n_items * run // n_runs, n_items * (run + 1) // n_runs):
+        _group_best(hist, node_sums, bin_offsets, scales, rules, item // n_groups, item % n_groups, n_groups,
+                    found_gain[item], found[item])
 
 
-@compiled(inline=False)
+@compiled
 def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_groups, found_gain, found):
     """The first best candidate of ``node`` among the features of ``group``: ``found_gain``
     its gain and the first NaN gain (NaN itself where none), ``found`` its bin, direction,
@@ -862,9 +772,10 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_grou
     found[4] = seen_nan
 
 
-@compiled(inline=False)
-def _node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains):
-    """Each node's split table row from its groups' best candidates (see ``splits``)."""
+@compiled
+def node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains):
+    """Each node's split table row from its groups' best candidates (see ``splits``), and
+    ``gains[node]`` its gain."""
     gamma, min_split_gain = rules[4], rules[5]
     n_bins_total = feature_of_bin.shape[0]
     for node in range(node_sums.shape[0]):
@@ -904,25 +815,19 @@ def _node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, 
         gains[node] = best_gain
 
 
-@compiled(parallel=True)
-def shap(X, left, right, feature, threshold, default_left, value, cover, depth, n_threads, phi):
-    """Add one tree's exact TreeSHAP contributions of each row of ``X`` into ``phi`` (n_rows,
-    n_features + 1) float64 (see explain.py), the rows in ``n_threads`` runs."""
+@over_runs
+def shap(run, n_runs, X, left, right, feature, threshold, default_left, value, cover, depth, phi):
+    """Add one tree's exact TreeSHAP contributions of each row of run ``run`` of ``n_runs``
+    equal runs of ``X``'s rows into ``phi`` (n_rows, n_features + 1) float64 (see
+    explain.py).
+
+    Lundberg et al.'s recursion (Algorithm 2), depth first with a stack: path ``level``
+    (its features, zero and one fractions and permutation weights, ``length`` entries) is
+    the path of the node being visited at that depth, made from its parent's path at
+    ``level - 1``, which stays as it was for the node's sibling. Every node is visited for
+    every row (a cold branch with one fraction 0), in the order and with the float
+    operations of the array program it replaced."""
     n_rows = X.shape[0]
-    for run_index in prange(n_threads):
-        run = np.int64(run_index)  # numba types a prange index uint64: one signature for the body
-        _shap_rows(X, left, right, feature, threshold, default_left, value, cover, depth,
-                   n_rows * run // n_threads, n_rows * (run + 1) // n_threads, phi)
-
-
-@compiled(inline=False)
-def _shap_rows(X, left, right, feature, threshold, default_left, value, cover, depth, first, stop, phi):
-    """Lundberg et al.'s recursion (Algorithm 2) for rows ``first`` to ``stop``, depth first
-    with a stack: path ``level`` (its features, zero and one fractions and permutation
-    weights, ``length`` entries) is the path of the node being visited at that depth, made
-    from its parent's path at ``level - 1``, which stays as it was for the node's sibling.
-    Every node is visited for every row (a cold branch with one fraction 0), in the order
-    and with the float operations of the array program it replaced."""
     levels = depth + 2
     path_feature = np.empty((levels, levels), np.int64)
     path_zero = np.empty((levels, levels), np.float64)
@@ -934,7 +839,7 @@ def _shap_rows(X, left, right, feature, threshold, default_left, value, cover, d
     stack_zero = np.empty(2 * levels, np.float64)
     stack_one = np.empty(2 * levels, np.float64)
     stack_feature = np.empty(2 * levels, np.int64)
-    for row in range(first, stop):
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         top = 0
         stack_node[0], stack_level[0], stack_zero[0], stack_one[0], stack_feature[0] = 0, 0, 1.0, 1.0, -1
         while top >= 0:
