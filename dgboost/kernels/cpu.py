@@ -176,7 +176,7 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     seg_end = np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE)
     n_runs = _threads_for(int((seg_end - seg_begin).sum()))
-    plan = loops.run_plan(seg_begin, seg_end, n_runs)
+    plan = run_plan(seg_begin, seg_end, n_runs)
     partials = _kept("partials", (2 * n_runs, n_bins_total, 2), HIST_DTYPE)  # of the slots runs share
     loops.histograms(n_runs, _cells(packed, bits), packed, bits, cells_per_word, n_features, missing_symbol,
                      np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
@@ -186,6 +186,19 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     n_shares = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
     loops.add_partials(n_shares, partials.reshape(partials.shape[0], -1), *plan, hist.reshape(n_slots, -1))
     return hist
+
+
+def run_plan(seg_begin, seg_end, n_runs):
+    """The slots' rows (``seg_begin`` to ``seg_end``, int32 arrays of shape (n_slots,)) cut into
+    ``n_runs`` equal runs: ``(starts, touches, first_slot, n_run_slots, partial)``, int64
+    arrays of shapes (n_slots + 1,), (n_slots,), (n_runs,), (n_runs,) and (n_runs, 2)
+    (see loops.run_plan)."""
+    n_slots = seg_begin.shape[0]
+    plan = (np.empty(n_slots + 1, dtype=INDEX_DTYPE), np.empty(n_slots, dtype=INDEX_DTYPE),
+            np.empty(n_runs, dtype=INDEX_DTYPE), np.empty(n_runs, dtype=INDEX_DTYPE),
+            np.empty((n_runs, 2), dtype=INDEX_DTYPE))
+    loops.run_plan(seg_begin, seg_end, *plan)
+    return plan
 
 
 def _cells(packed, bits):
@@ -565,7 +578,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
     lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
-    plan = loops.run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
+    plan = run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
     loops.partition_positions(_threads_for(int(positions.shape[0])), _cells(packed, bits), packed, bits,
                               cells_per_word, missing_symbol, positions, int(level_start),

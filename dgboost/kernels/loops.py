@@ -232,30 +232,30 @@ def _bin(cells, packed, row, feature, bits, cells_per_word):
 
 
 @compiled
-def run_plan(seg_begin, seg_end, n_runs):
+def run_plan(seg_begin, seg_end, starts, touches, first_slot, n_run_slots, partial):
     """The slots' rows laid end to end, cut into ``n_runs`` equal runs, one a thread: the
-    plan the kernels over a level's rows take, as five arguments (cpu.py makes it once for
-    a kernel's two passes).
+    plan the kernels over a level's rows take, as five arguments (cpu.run_plan makes it
+    once for a kernel's two passes), written here; ``n_runs`` is ``first_slot``'s length.
 
-    Returns, by slot: ``starts``, each slot's first position (n_slots + 1 of them), and
+    By slot: ``starts``, each slot's first position (n_slots + 1 of them), and
     ``touches``, how many runs take it in (an empty slot within a run's range counts: the
-    run zeroes it); by run: ``first_slot``, the slot of its
-    first row, ``n_run_slots``, how many slots its rows touch (0 for an empty run), and
-    ``partial`` (n_runs, 2), the places, in a buffer of 2 n_runs partial histograms, of
-    its sums of its first and its last slot where another run touches the slot too, else
-    -1 (runs are contiguous, so only a run's first and last slots can be shared).
+    run zeroes it); by run: ``first_slot``, the slot of its first row, ``n_run_slots``,
+    how many slots its rows touch (0 for an empty run), and ``partial`` (n_runs, 2), the
+    places, in a buffer of 2 n_runs partial histograms, of its sums of its first and its
+    last slot where another run touches the slot too, else -1 (runs are contiguous, so
+    only a run's first and last slots can be shared).
     """
     n_slots = seg_begin.shape[0]
-    starts = np.zeros(n_slots + 1, np.int64)
+    n_runs = first_slot.shape[0]
+    starts[0] = 0
     for slot in range(n_slots):
         starts[slot + 1] = starts[slot] + (seg_end[slot] - seg_begin[slot])
     total = starts[n_slots]
-    first_slot = np.zeros(n_runs, np.int64)
-    n_run_slots = np.zeros(n_runs, np.int64)
-    touches = np.zeros(n_slots, np.int64)
+    touches[:] = 0
     slot = 0
     for run in range(n_runs):
         first, stop = total * run // n_runs, total * (run + 1) // n_runs
+        n_run_slots[run] = 0
         while slot < n_slots and starts[slot + 1] <= first:
             slot += 1
         first_slot[run] = slot
@@ -266,7 +266,7 @@ def run_plan(seg_begin, seg_end, n_runs):
             n_run_slots[run] = last - slot + 1
             for touched in range(slot, last + 1):
                 touches[touched] += 1
-    partial = np.full((n_runs, 2), -1, np.int64)
+    partial[:] = -1
     n_partials = 0
     for run in range(n_runs):
         if n_run_slots[run] == 0:
@@ -280,7 +280,6 @@ def run_plan(seg_begin, seg_end, n_runs):
         elif touches[last] > 1:
             partial[run, 1] = n_partials
             n_partials += 1
-    return starts, touches, first_slot, n_run_slots, partial
 
 
 @compiled
