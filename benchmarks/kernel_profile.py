@@ -1,16 +1,22 @@
-"""Where dgboost's GPU training time goes: GPU time per kernel, from CUDA events.
+"""Where dgboost's training time goes: time per kernel.
 
-Wraps every function of ``dgboost.kernels.cuda`` so that each call records a
-CUDA event before and after it on the current stream, trains, then sums the
-elapsed times per kernel. What the kernels do not account for is the glue
-between them (cupy array operations, Python, launches) and is reported as
-"other". It also splits each round's wall time on the host: issuing work
-and handling the finished rounds (trees on the host, callbacks), against
-waiting in the round's read of its trees for the GPU. A round that barely waits is bound by
-the host's launches, not by the GPU. A profile, not a comparison:
-side_by_side.py is the benchmark.
+On the GPU (``--device cuda``) it wraps every function of ``dgboost.kernels.cuda``
+so that each call records a CUDA event before and after it on the current
+stream, trains, then sums the elapsed times per kernel. What the kernels do not
+account for is the glue between them (cupy array operations, Python, launches)
+and is reported as "other". It also splits each round's wall time on the host:
+issuing work and handling the finished rounds (trees on the host, callbacks),
+against waiting in the round's read of its trees for the GPU. A round that
+barely waits is bound by the host's launches, not by the GPU.
+
+On the CPU (``--device cpu``, ``--nthread``) it times each call of the compiled
+loops (``dgboost.kernels.loops``: each call is synchronous) by the wall clock;
+"other" is then NumPy, Python and the collective between them.
+
+A profile, not a comparison: side_by_side.py is the benchmark.
 
     python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
+    python benchmarks/kernel_profile.py --device cpu --rows 200000 --rounds 100 --depth 6 --nthread 16
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=8)
     parser.add_argument("--out", type=pathlib.Path, default=None, help="write the profile as JSON here")
     parser.add_argument("--python-profile", action="store_true", help="also print cProfile's top functions")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--nthread", type=int, default=0, help="CPU threads (0: every core)")
     args = parser.parse_args(argv)
+    if args.device == "cpu":
+        return _profile_cpu(args)
 
     import cupy
 
@@ -135,6 +145,61 @@ def main(argv=None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "host_wait_s": wait, "kernels": profile, "args": vars(args)}, default=str,
                                        indent=1))
+    return 0
+
+
+def _profile_cpu(args) -> int:
+    """The CPU twin of the profile: wall time of each compiled loop's calls."""
+    import dgboost
+    from dgboost.kernels import loops
+
+    objective, extra, _, _ = TASKS[args.dataset]
+    X, y, _, _ = load(args.dataset, args.rows, 1, "cpu")
+    params = {"objective": objective, **extra, "max_depth": args.depth, "eta": 0.1}
+    if args.nthread > 0:
+        params["nthread"] = args.nthread
+    dgboost.train(params, X[:10_000], y[:10_000], num_boost_round=2)  # load or compile the loops
+
+    times = collections.defaultdict(lambda: [0, 0.0])
+
+    def timed(name, function):
+        @functools.wraps(function)
+        def wrapper(*a, **k):
+            started = time.perf_counter()
+            result = function(*a, **k)
+            record = times[name]
+            record[0] += 1
+            record[1] += time.perf_counter() - started
+            return result
+        return wrapper
+
+    originals = {name: function for name, function in vars(loops).items()
+                 if callable(function) and hasattr(function, "__wrapped__") and not name.startswith("_")}
+    started = time.perf_counter()
+    dgboost.train(params, X, y, num_boost_round=0)
+    setup = time.perf_counter() - started
+    for name, function in originals.items():
+        setattr(loops, name, timed(name, function))
+    try:
+        started = time.perf_counter()
+        dgboost.train(params, X, y, num_boost_round=args.rounds)
+        wall = time.perf_counter() - started
+    finally:
+        for name, function in originals.items():
+            setattr(loops, name, function)
+    print(f"{args.dataset}-like, {args.rows:,} rows, {args.rounds} rounds, depth {args.depth}, "
+          f"{args.nthread or loops.cores()} threads: set-up {setup:.2f} s; training (set-up included) {wall:.2f} s")
+    print("| loop | calls | ms | ms a round | share |")
+    print("|---|---|---|---|---|")
+    for name, (calls, seconds) in sorted(times.items(), key=lambda item: -item[1][1]):
+        print(f"| {name} | {calls} | {1000 * seconds:.1f} | {1000 * seconds / args.rounds:.3f} | "
+              f"{100 * seconds / wall:.1f}% |")
+    other = wall - sum(seconds for _, seconds in times.values())
+    print(f"| other (NumPy, Python) | | {1000 * other:.1f} | {1000 * other / args.rounds:.3f} | "
+          f"{100 * other / wall:.1f}% |")
+    if args.out:
+        args.out.write_text(json.dumps({"setup_s": setup, "training_s": wall, "loops": dict(times),
+                                        "args": vars(args)}, default=str, indent=1))
     return 0
 
 
