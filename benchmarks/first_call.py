@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--predict-train-rows", type=int, default=200_000)
     parser.add_argument("--predict-rows", type=int, default=1000)
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--nthread", type=int, default=0, help="dgboost's nthread (0: every core)")
     parser.add_argument("--profile", action="store_true", help="record where each first call's time goes")
     parser.add_argument("--repeat", type=int, default=1, help="processes with a warm cache, each scenario")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="folder for first_call.json")
@@ -102,7 +103,7 @@ def _own_options(args) -> list[str]:
     return ["--device", args.device, "--rows", str(args.rows), "--features", str(args.features),
             "--rounds", str(args.rounds), "--warmup-rows", str(args.warmup_rows), "--trees", str(args.trees),
             "--predict-train-rows", str(args.predict_train_rows), "--predict-rows", str(args.predict_rows),
-            "--model", args.model, *(["--profile"] if args.profile else [])]
+            "--nthread", str(args.nthread), "--model", args.model, *(["--profile"] if args.profile else [])]
 
 
 # ---- in the child process ---------------------------------------------------------------------
@@ -124,7 +125,8 @@ def _run_child(args) -> dict:
         y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(np.float32)
         return X, y
 
-    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1, "device": args.device}
+    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1, "device": args.device,
+              **({"nthread": args.nthread} if args.nthread > 0 else {})}
     if args.child == "train":
         X, y = data(args.rows)
         call = lambda: dgboost.train(params, X, y, num_boost_round=args.rounds)  # noqa: E731
