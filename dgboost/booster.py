@@ -19,8 +19,8 @@ from .data import check_feature_names, features, margins as margins_argument
 from .kernels.loops import using_threads
 from .objectives import make_objective
 from .params import TrainParams
-from .predict import Forest, predict_leaf_ids, predict_margins
-from .tree import Tree
+from .tree.predict import Forest, predict_leaf_ids, predict_margins
+from .tree.tree import Tree
 
 #: Settings of a training run, not of the model: left out of the file, so a model
 #: trained on a GPU and one trained on the CPU can be byte-identical.

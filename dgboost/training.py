@@ -24,16 +24,16 @@ from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, Eval
 from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
-from .grower import TreeGrower
+from .tree.grower import TreeGrower
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
 from .metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
-from .sampling import subsample_rows
+from .tree.sampling import subsample_rows
 from .sketch import Cuts, Sample, compute_cuts, draw_sample
-from .tree import Tree
+from .tree.tree import Tree
 
 logger = logging.getLogger("dgboost")
 _LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}

@@ -136,7 +136,7 @@ def test_multiclass_and_feature_names_round_trip(tmp_path, rng):
 def test_forest_depth_is_the_deepest_trees(rng):
     """Forest.depth, found over all nodes at once, is the depth of the deepest tree, for trees
     of different depths (a stump, a chain, full trees) in any order."""
-    from dgboost.predict import Forest
+    from dgboost.tree.predict import Forest
 
     X = rng.standard_normal((3000, 4)).astype(np.float32)
     y = (X[:, 0] * 3 + np.sin(X[:, 1] * 4) + rng.standard_normal(3000)).astype(np.float32)

@@ -8,7 +8,7 @@ import dgboost
 from dgboost import backend, kernels, sketch
 from dgboost.callback import TrainingCallback
 from dgboost.kernels import cpu, cuda
-from dgboost.predict import Forest
+from dgboost.tree.predict import Forest
 from test_kernels import grouped  # rows of each slot as ridx ranges
 from dgboost.datasets import make_higgs_like
 from dgboost.ellpack import build_ellpack

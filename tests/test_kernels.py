@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dgboost import histogram
+from dgboost.tree import histogram
 from dgboost.kernels import (MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation, build_histograms, evaluate_splits,
                              next_frontier, node_gains, node_weights, number_children, partition_rows,
                              quantise_and_pack, route_rows)
-from dgboost.split import SplitTable
+from dgboost.tree.split import SplitTable
 
 NO_REG = Regularisation(reg_lambda=0.0, alpha=0.0, min_child_weight=0.0, max_delta_step=0.0, gamma=0.0)
 
@@ -642,7 +642,7 @@ def test_compiled_prediction_equals_a_naive_walk(threads, monkeypatch):
     several outputs, on any thread count."""
     import dgboost
     from dgboost.kernels import cpu, loops
-    from dgboost.predict import Forest
+    from dgboost.tree.predict import Forest
 
     monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
     rng = np.random.default_rng(5)

@@ -300,7 +300,7 @@ def test_verbosity_2_prints_to_stderr_when_logging_is_not_configured(binary_data
 def test_upper_bound_allocation_grows_the_same_trees(tmp_path, binary_data, monkeypatch, objective):
     """On a GPU the grower allocates each level for every node splitting (padding
     slots inactive) instead of reading the split count; the trees must not change."""
-    from dgboost.grower import TreeGrower
+    from dgboost.tree.grower import TreeGrower
 
     X, y = binary_data
     params = {"objective": objective, "max_depth": 7, "min_child_weight": 3}

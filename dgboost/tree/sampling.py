@@ -7,9 +7,9 @@ draw for a row depends on (seed, tree, global row index) only.
 
 from __future__ import annotations
 
-from ._hashing import STREAM_ROW_SUBSAMPLE, stream_key, uniform
-from .backend import get_xp
-from .data import RowSpans
+from .._hashing import STREAM_ROW_SUBSAMPLE, stream_key, uniform
+from ..backend import get_xp
+from ..data import RowSpans
 
 
 def subsample_rows(gpair, rate: float, seed: int, tree_index: int, rows: RowSpans):

@@ -12,9 +12,9 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
-from .backend import asarray, get_xp
-from . import kernels
+from .._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
+from ..backend import asarray, get_xp
+from .. import kernels
 
 
 @dataclasses.dataclass(frozen=True)

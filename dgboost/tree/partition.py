@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .ellpack import EllpackMatrix
-from .kernels import partition_rows, route_rows
+from ..ellpack import EllpackMatrix
+from ..kernels import partition_rows, route_rows
 
 
 def apply_level(matrix: EllpackMatrix, ridx, positions, level_start: int, seg_begin, seg_end, split_table,

@@ -12,8 +12,8 @@ exact in fixed point::
 
 from __future__ import annotations
 
-from .ellpack import EllpackMatrix
-from .kernels import build_histograms, sibling_histograms
+from ..ellpack import EllpackMatrix
+from ..kernels import build_histograms, sibling_histograms
 
 
 def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):

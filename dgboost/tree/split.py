@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 
-from ._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
-from .backend import get_xp
-from .kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
+from .._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
+from ..backend import get_xp
+from ..kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
 
 _COLUMNS = len(SPLIT_TABLE_COLUMNS)
 

@@ -29,13 +29,13 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import GRADIENT_DTYPE, HIST_DTYPE, POSITION_DTYPE
-from .backend import asarray, get_xp
-from .ellpack import EllpackMatrix
-from .fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from .kernels import (Regularisation, gradient_bounds, gradient_sums, next_frontier, number_children,
+from .._dtypes import GRADIENT_DTYPE, HIST_DTYPE, POSITION_DTYPE
+from ..backend import asarray, get_xp
+from ..ellpack import EllpackMatrix
+from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
+from ..kernels import (Regularisation, gradient_bounds, gradient_sums, next_frontier, number_children,
                       tree_record)
-from .params import TrainParams
+from ..params import TrainParams
 from . import histogram, partition
 from .split import SplitTable, find_splits
 

@@ -1,0 +1,2 @@
+"""Tree construction and trees: growth (the grower), histograms, split evaluation, row
+partitioning and sampling, the finished tree and its prediction."""
