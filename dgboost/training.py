@@ -24,7 +24,8 @@ from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, Eval
 from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
-from .tree.grower import TreeGrower
+from .tree import make_grower
+from .tree.grower import Grower
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
 from .metrics import make_metric
@@ -174,7 +175,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
               else _EvalState(e.name, build_ellpack(e.data.X, cuts), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
-    grower = TreeGrower(matrix, params, n_total, comm)
+    grower = make_grower(matrix, params, n_total, comm)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
@@ -215,7 +216,7 @@ class _RoundWork:
     training: Dataset
     evals: list
     metrics: list
-    grower: TreeGrower
+    grower: Grower
     schedule: LearningRateScheduler | None
     rows: RowSpans
     comm: object
@@ -232,7 +233,7 @@ class _RoundWork:
             tree_index = epoch * objective.n_outputs + output
             gpair_output = subsample_rows(gpair[:, output], self.params.subsample, self.params.seed, tree_index,
                                           self.rows)
-            grown = self.grower.grow(gpair_output)
+            grown = self.grower.grow(gpair_output, tree_index)
             records.append(grown.record)
             add_leaf_values(margins, output, grown.leaf_value, grown.positions)
             for state in self.evals:

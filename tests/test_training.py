@@ -300,14 +300,14 @@ def test_verbosity_2_prints_to_stderr_when_logging_is_not_configured(binary_data
 def test_upper_bound_allocation_grows_the_same_trees(tmp_path, binary_data, monkeypatch, objective):
     """On a GPU the grower allocates each level for every node splitting (padding
     slots inactive) instead of reading the split count; the trees must not change."""
-    from dgboost.tree.grower import TreeGrower
+    from dgboost.tree.grower import Grower
 
     X, y = binary_data
     params = {"objective": objective, "max_depth": 7, "min_child_weight": 3}
     if objective == "multi:softprob":
         params["num_class"] = 2
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "exact.json")
-    monkeypatch.setattr(TreeGrower, "_next_level_parents", lambda self, valid, n_bins: int(valid.shape[0]))
+    monkeypatch.setattr(Grower, "_next_level_parents", lambda self, valid, n_bins: int(valid.shape[0]))
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "padded.json")
     assert (tmp_path / "exact.json").read_bytes() == (tmp_path / "padded.json").read_bytes()
 

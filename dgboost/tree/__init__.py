@@ -1,2 +1,11 @@
-"""Tree construction and trees: growth (the grower), histograms, split evaluation, row
-partitioning and sampling, the finished tree and its prediction."""
+"""Tree construction and trees: growth (the grower and its policies), histograms, split
+evaluation, row partitioning and sampling, the finished tree and its prediction."""
+
+from __future__ import annotations
+
+
+def make_grower(matrix, params, n_total: int, comm):
+    """The grower of ``params.grow_policy`` (a ``grower.Grower``) over one rank's rows."""
+    from .depthwise import DepthwiseGrower
+
+    return {"depthwise": DepthwiseGrower}[params.grow_policy](matrix, params, n_total, comm)

@@ -1,4 +1,7 @@
-"""Depthwise tree growth: one level at a time, one histogram collective per level.
+"""The grower: what the boosting loop calls to grow a tree, and the level machinery its
+growth policies share (histograms of a level's nodes, split evaluation, partitioning,
+the finished tree's record). A policy (``depthwise.py``, ...) subclasses ``Grower``;
+``make_grower`` picks it by ``grow_policy``.
 
 Nodes get ids level by level. A level of ``L`` slots occupies ids
 ``[start, start + L)``; the children of its r-th splitting node (in slot order)
@@ -25,6 +28,7 @@ number of splits once per level and allocates exactly.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import numpy as np
@@ -33,8 +37,7 @@ from .._dtypes import GRADIENT_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp
 from ..ellpack import EllpackMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from ..kernels import (Regularisation, gradient_bounds, gradient_sums, next_frontier, number_children,
-                      tree_record)
+from ..kernels import Regularisation, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams
 from . import histogram, partition
 from .split import SplitTable, find_splits
@@ -134,8 +137,15 @@ class _Frontier:
                          build_left, build_begin, build_end)
 
 
-class TreeGrower:
-    """Grows trees on one rank's rows; every rank of a job grows the same tree."""
+class Grower(abc.ABC):
+    """Grows trees on one rank's rows; every rank of a job grows the same tree.
+
+    ``grow`` is the policy's; the steps every policy takes are here: the gradients'
+    fixed-point scale and the root (``_start``), the coordinator's splits of a level
+    (``_splits``), the room for the next level (``_next_level_parents``) and the
+    finished tree's record (``_finish``). ``eta`` may change between trees (a
+    learning-rate schedule).
+    """
 
     def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm):
         self.matrix = matrix
@@ -149,8 +159,14 @@ class TreeGrower:
         n_bins = np.diff(matrix.host_bin_offsets)
         self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
 
-    def grow(self, gpair) -> GrownTree:
-        """Grow one tree from float32 gradient pairs of shape (n_rows, 2)."""
+    @abc.abstractmethod
+    def grow(self, gpair, tree_index: int) -> GrownTree:
+        """Grow one tree from float32 gradient pairs of shape (n_rows, 2); ``tree_index`` is
+        the tree's place in the model (round * n_outputs + output), which keys its draws."""
+
+    def _start(self, gpair):
+        """The tree's starting state: ``(gpair, scales, positions, ridx, root)``, the pairs
+        contiguous, every row at the root."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
@@ -158,28 +174,13 @@ class TreeGrower:
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        frontier = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows)
-        levels = []
-        for depth in range(self.max_depth + 1):
-            last = depth == self.max_depth
-            if last:
-                splits, n_parents = SplitTable.empty(frontier.size, xp), 0
-            else:
-                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
-                splits = find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
-                                     self.matrix.bin_offsets, scales, self.rules, self.comm)
-                n_parents = self._next_level_parents(splits.valid, hist.shape[1])
-            left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
-            level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child)
-            levels.append(level)
-            if last:
-                break
-            ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
-                                                 frontier.seg_end, splits, level.left_child)
-            if n_parents == 0:
-                break
-            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows)
-        return self._finish(levels, positions, scales)
+        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows)
+        return gpair, scales, positions, ridx, root
+
+    def _splits(self, frontier: "_Frontier", hist, scales) -> SplitTable:
+        """The coordinator's best split of each of the frontier's nodes, on every rank."""
+        return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
+                           self.matrix.bin_offsets, scales, self.rules, self.comm)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:
         """Slots for the next level's parents: exact on the host, else the upper bound."""

@@ -1,0 +1,39 @@
+"""Depthwise growth (XGBoost's ``grow_policy="depthwise"``): every node of a level is split
+at once, one histogram collective per level, down to ``max_depth``."""
+
+from __future__ import annotations
+
+from . import partition
+from .grower import Grower, GrownTree, Level
+from .split import SplitTable
+from ..backend import get_xp
+from ..kernels import number_children
+
+
+class DepthwiseGrower(Grower):
+    """Level by level: a level's histograms, its splits, its rows moved to their children."""
+
+    def grow(self, gpair, tree_index: int) -> GrownTree:
+        gpair, scales, positions, ridx, frontier = self._start(gpair)
+        xp = get_xp(gpair)
+        n_rows = self.matrix.n_rows
+        levels = []
+        for depth in range(self.max_depth + 1):
+            last = depth == self.max_depth
+            if last:
+                splits, n_parents = SplitTable.empty(frontier.size, xp), 0
+            else:
+                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
+                splits = self._splits(frontier, hist, scales)
+                n_parents = self._next_level_parents(splits.valid, hist.shape[1])
+            left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
+            level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child)
+            levels.append(level)
+            if last:
+                break
+            ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
+                                                 frontier.seg_end, splits, level.left_child)
+            if n_parents == 0:
+                break
+            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows)
+        return self._finish(levels, positions, scales)
