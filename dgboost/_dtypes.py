@@ -50,6 +50,9 @@ LEAF_DTYPE = np.float32
 #: in memory.
 POSITION_DTYPE = np.int32
 
+#: A feature's monotone constraint: -1 decreasing, 0 free, 1 increasing (XGBoost's values).
+MONOTONE_DTYPE = np.int8
+
 #: Node and feature ids stored in trees.
 NODE_INDEX_DTYPE = np.int32
 

@@ -66,7 +66,6 @@ NOT_YET_SUPPORTED = (
     "max_cached_hist_node",
     "max_cat_to_onehot",
     "max_leaves",
-    "monotone_constraints",
     "multi_strategy",
     "num_parallel_tree",
     "refresh_leaf",
@@ -169,6 +168,38 @@ def _check_bool(name, value):
     return bool(value)
 
 
+def _check_monotone(name, value):
+    """XGBoost's forms: a list or tuple of -1/0/1 by feature, a dict by feature name, or the
+    string "(1,0,-1)". Returns a tuple of directions, or a tuple of
+    (feature, direction) pairs for the dict form."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not (len(text) >= 2 and text[0] in "([" and text[-1] in ")]"):
+            raise ValueError(f"{name}={value!r} is not XGBoost's string form: write it as \"(1,0,-1)\"")
+        try:
+            value = [int(part) for part in text[1:-1].split(",") if part.strip()]
+        except ValueError:
+            raise ValueError(f"{name}={value!r} holds a value that is not an integer: write it as \"(1,0,-1)\"")
+    if isinstance(value, dict):
+        for feature, direction in value.items():
+            if not isinstance(feature, str):
+                raise TypeError(f"{name} has the key {feature!r}: a dict's keys are feature names (give "
+                                "indices as a list, one value per feature)")
+            _check_direction(name, direction, f"[{feature!r}]")
+        return tuple((feature, int(direction)) for feature, direction in value.items())
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name}={value!r} must be a list of -1/0/1 by feature, a dict by feature name, "
+                        "or a string such as \"(1,0,-1)\"")
+    for index, direction in enumerate(value):
+        _check_direction(name, direction, f"[{index}]")
+    return tuple(int(direction) for direction in value)
+
+
+def _check_direction(name, direction, where):
+    if isinstance(direction, bool) or not isinstance(direction, numbers.Integral) or direction not in (-1, 0, 1):
+        raise ValueError(f"{name}{where}={direction!r} must be -1 (decreasing), 0 (free) or 1 (increasing)")
+
+
 _INF = math.inf
 _CHECKS = {
     "objective": _choice(*OBJECTIVES),
@@ -244,6 +275,11 @@ PARAMETERS: tuple[Spec, ...] = (
          "Weight multiplier of positive rows, for binary objectives."),
     Spec("verbosity", 1, *_CHECKS["verbosity"],
          "0 silent, 1 warnings, 2 info, 3 debug: the level of the 'dgboost' logger."),
+    Spec("monotone_constraints", None, _check_optional(_check_monotone),
+         "a list of -1/0/1 (one per feature), a dict by feature name, or \"(1,0,-1)\"",
+         "Keep predictions increasing (1) or decreasing (-1) in a feature, XGBoost's way: a split "
+         "whose children's weights go the other way is not made, and each node's weight stays "
+         "within bounds its constrained ancestors set."),
     Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
@@ -280,6 +316,7 @@ class TrainParams:
     huber_slope: float = 1.0
     scale_pos_weight: float = 1.0
     verbosity: int = 1
+    monotone_constraints: tuple | None = None
     nthread: int | None = None
 
     @classmethod
@@ -329,6 +366,8 @@ class TrainParams:
             value = getattr(self, _FIELD_OF.get(spec.name, spec.name))
             if isinstance(value, float) and math.isnan(value):
                 value = "nan"
+            elif spec.name == "monotone_constraints" and value and isinstance(value[0], tuple):
+                value = dict(value)  # the dict form, by feature name
             elif isinstance(value, tuple):
                 value = list(value)
             out[spec.name] = value

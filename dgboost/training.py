@@ -25,6 +25,7 @@ from .collective import LocalCommunicator
 from .data import Dataset, RowSpans, check_feature_names, make_dataset
 from .ellpack import EllpackMatrix, build_ellpack
 from .tree import make_grower
+from .tree.constraints import FeatureRules
 from .tree.grower import Grower
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
@@ -130,6 +131,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
+    features = FeatureRules.resolve(params, training.n_features, training.feature_names)
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
     xp = device_module(params.device)
     training = training.to(xp)
@@ -137,12 +139,12 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
         eval_set.data = eval_set.data.to(xp)
     return boost(params, objective, training, eval_sets, LocalCommunicator(),
                  num_boost_round=options.num_boost_round, callbacks=options.all_callbacks(),
-                 rows=RowSpans.contiguous(0, training.n_rows), init_model=options.init_model)
+                 rows=RowSpans.contiguous(0, training.n_rows), init_model=options.init_model, features=features)
 
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
           *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans,
-          init_model: Booster | None = None) -> Booster:
+          init_model: Booster | None = None, features: FeatureRules | None = None) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
     Every rank calls this with its shard; ``rows`` holds the global indices of
@@ -150,11 +152,15 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
     """
+    if features is None:  # a rank of a Dask job: the client checked the parameters against X already
+        features = FeatureRules.resolve(params, training.n_features, training.feature_names)
     with using_threads(params.nthread):
-        return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model)
+        return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
+                      features)
 
 
-def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model) -> Booster:
+def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
+           features) -> Booster:
     xp = get_xp(training.X)
     n_total = global_count(training.n_rows, comm, xp)
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
@@ -175,7 +181,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
               else _EvalState(e.name, build_ellpack(e.data.X, cuts), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
-    grower = make_grower(matrix, params, n_total, comm)
+    grower = make_grower(matrix, params, n_total, comm, features)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.

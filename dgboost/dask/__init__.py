@@ -42,6 +42,7 @@ from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
 from ..data import check_feature_names
+from ..tree.constraints import FeatureRules
 from ..training import Options, eval_entries
 from . import _shards
 from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
@@ -109,6 +110,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     timeout = _timeout()
     keep_nccl = _keep_nccl()
     n_features = _shards.n_columns(X)
+    if n_features is not None:  # else each rank checks, with its shard's features
+        FeatureRules.resolve(options.params, n_features, _shards.column_names(X))
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:

@@ -28,6 +28,7 @@ def _dispatch(reference):
 
 
 add_leaf_values = _dispatch(cpu.add_leaf_values)
+child_bounds = _dispatch(cpu.child_bounds)
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
@@ -48,6 +49,7 @@ __all__ = [
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",
     "add_leaf_values",
+    "child_bounds",
     "build_histograms",
     "evaluate_splits",
     "first_infinite",

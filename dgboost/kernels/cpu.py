@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
-                       INDEX_DTYPE, LEAF_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+                       INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
 from ..backend import get_xp
 from . import loops
 
@@ -259,7 +259,8 @@ def _soft_threshold(g, alpha):
     return xp.sign(g) * xp.maximum(xp.abs(g) - alpha, 0.0)
 
 
-def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation):
+def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
+                    allowed=None, monotone=None, bounds=None):
     """The best split of every node of a level, as a split table.
 
     For each node, feature and bin ``b`` two candidates are scored: missing values
@@ -273,6 +274,12 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     so the thread count does not change a node's row. The gains are the float
     operations of node_gains, one by one, in float64 (as the CUDA twin's).
 
+    ``allowed`` limits each node to some features (column sampling, interaction
+    constraints). ``monotone`` constrains features to increasing (1) or decreasing (-1)
+    splits, XGBoost's way: with it, every candidate is scored at its children's
+    weights clipped to the node's ``bounds``, and one whose weights go against its
+    feature's direction is not allowed.
+
     Parameters
     ----------
     hist : array of shape (n_nodes, n_bins_total, 2), int64     # IN, n_bins_total > 0
@@ -281,14 +288,20 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     feature_of_bin : array of shape (n_bins_total,), int32        # IN
     bin_offsets : array of shape (n_features + 1,), int64         # IN
     scales : array of shape (2,), float64                         # IN, fixed-point scales (g, h)
+    allowed : array of shape (n_nodes, n_features), bool, or None (every feature)   # IN
+    monotone : array of shape (n_features,), int8 in {-1, 0, 1}, or None   # IN
+    bounds : array of shape (n_nodes, 2), float64: each node's (lower, upper) weight bound,
+        or None (unbounded); read only with ``monotone``             # IN
 
     Returns
     -------
     array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS)), int64     # OUT
         One row per node, columns as SPLIT_TABLE_COLUMNS names them: ``valid``
         and ``default_left`` are 0/1, ``gain`` is a float64's bits, the sums are
-        the children's fixed-point totals. A node with no allowed candidate gets
-        the first one (feature 0, bin 0, missing right) with gain -inf; an inactive
+        the children's fixed-point totals. A node whose candidates all score -inf
+        gets its first one (the first allowed feature with bins, its first bin,
+        missing right) with gain -inf; a node with no allowed feature with bins gets
+        feature 0, bin 0, missing right, gain -inf and every row right; an inactive
         node its best candidate with gain -inf.
     """
     n_nodes, n_bins_total, _ = hist.shape
@@ -306,7 +319,11 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
         found_gain = np.empty((n_nodes * n_groups, 2), dtype=GAIN_DTYPE)  # each (node, group)'s best
         found = np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE)
         loops.splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
-                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules, n_groups, found_gain, found)
+                     np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules,
+                     None if allowed is None else np.ascontiguousarray(allowed, dtype=bool),
+                     None if monotone is None else np.ascontiguousarray(monotone, dtype=MONOTONE_DTYPE),
+                     None if bounds is None else np.ascontiguousarray(bounds, dtype=GAIN_DTYPE), n_groups,
+                     found_gain, found)
         loops.node_best(node_sums, np.ascontiguousarray(active, dtype=bool),
                         np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE), bin_offsets, split_rules, n_groups,
                         found_gain, found, table, gains)
@@ -397,7 +414,7 @@ def pair_gradients(kind, margin, label, weight, parameter, least_hessian):
     return gpair
 
 
-def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
+def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta, bounds=None):
     """A finished tree's per-node record (RECORD_COLUMNS) and its nodes' values.
 
     Parameters
@@ -408,6 +425,8 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
     left_child : array of shape (n_ids,), int32                         # IN
     scales : array of shape (2,), float64: the sums' fixed-point scales   # IN
     eta : float: the learning rate the values are scaled by              # IN
+    bounds : array of shape (n_ids, 2), float64, or None: each node's weight bounds
+        (monotone constraints), its weight clipped to them             # IN
 
     Returns
     -------
@@ -417,7 +436,10 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
     xp = get_xp(node_sums)
     gradient = node_sums[:, 0].astype(GAIN_DTYPE) / scales[0]
     hessian = node_sums[:, 1].astype(GAIN_DTYPE) / scales[1]
-    leaf_value = (eta * node_weights(gradient, hessian, rules)).astype(LEAF_DTYPE)
+    weight = node_weights(gradient, hessian, rules)
+    if bounds is not None:  # by comparisons: a -0.0 weight at a 0.0 bound stays -0.0, as on the GPU
+        weight = xp.where(weight < bounds[:, 0], bounds[:, 0], xp.where(weight > bounds[:, 1], bounds[:, 1], weight))
+    leaf_value = (eta * weight).astype(LEAF_DTYPE)
     record = xp.empty((len(left_child), len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)
     record[:, 0] = active
     record[:, 1:5] = table[:, 0:4]  # valid, feature, bin, default_left (flags are 0/1)
@@ -426,6 +448,36 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
     record[:, 7] = hessian
     record[:, 8] = leaf_value
     return record, leaf_value
+
+
+def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: Regularisation):
+    """The weight bounds of the next level's nodes under monotone constraints (XGBoost's).
+
+    Each splitting parent's children inherit its bounds; where its split feature is
+    constrained, the mean ``m`` of the children's weights (clipped to the parent's
+    bounds, as split evaluation scored them) becomes the left child's upper bound and
+    the right's lower (feature increasing), or the other way round (decreasing).
+
+    Parameters
+    ----------
+    table : array of shape (n_slots, len(SPLIT_TABLE_COLUMNS)), int64: the level's splits   # IN
+    slot_of_rank, n_split : as number_children returns them            # IN
+    bounds : array of shape (n_slots, 2), float64: the level's (lower, upper)   # IN
+    monotone : array of shape (n_features,), int8                      # IN
+    scales : array of shape (2,), float64                              # IN
+
+    Returns
+    -------
+    array of shape (2 len(slot_of_rank), 2), float64: (-inf, inf) for padding pairs   # OUT
+    """
+    child = np.empty((2 * len(slot_of_rank), 2), dtype=GAIN_DTYPE)
+    loops.child_bounds(np.ascontiguousarray(table, dtype=HIST_DTYPE),
+                       np.ascontiguousarray(slot_of_rank, dtype=POSITION_DTYPE), int(np.asarray(n_split).reshape(-1)[0]),
+                       np.ascontiguousarray(bounds, dtype=GAIN_DTYPE), np.ascontiguousarray(monotone, dtype=MONOTONE_DTYPE),
+                       np.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+                       np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step],
+                                dtype=GAIN_DTYPE), child)
+    return child
 
 
 def number_children(table, start, n_parents):

@@ -20,7 +20,7 @@ import pathlib
 import numpy as np
 
 from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
-                       MARGIN_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+                       MARGIN_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
 from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
 
 _RECORD_WIDTH = len(RECORD_COLUMNS)
@@ -234,7 +234,8 @@ def _device_offsets(bin_offsets_bytes: bytes, device: int):
     return cupy.asarray(np.frombuffer(bin_offsets_bytes, dtype=BIN_OFFSET_DTYPE))
 
 
-def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation):
+def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
+                    allowed=None, monotone=None, bounds=None):
     import cupy
 
     n_nodes, n_bins_total, _ = hist.shape
@@ -247,18 +248,28 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     left = cupy.empty((n_nodes, n_features, 2), dtype=HIST_DTYPE)
     offsets = cupy.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
     node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+    allowed = _optional(allowed, bool)
     if n_features:
         _kernel("split.cu", "evaluate_feature_splits")(
             (n_features, n_nodes), (256,),
             (cupy.ascontiguousarray(hist), node_sums, offsets, np.int64(n_bins_total),
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
-             gain, candidate, left))
+             allowed, _optional(monotone, MONOTONE_DTYPE),
+             _optional(None if monotone is None else bounds, GAIN_DTYPE), gain, candidate, left))
     _kernel("split.cu", "choose_node_splits")(
         (_blocks(n_nodes, _NODES_PER_BLOCK),), (32 * _NODES_PER_BLOCK,),
-        (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), offsets,
+        (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), allowed, offsets,
          np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
+
+
+def _optional(array, dtype):
+    """A kernel's optional array argument: contiguous of ``dtype`` on the device, or a null
+    pointer for None."""
+    import cupy
+
+    return np.uintp(0) if array is None else cupy.ascontiguousarray(cupy.asarray(array), dtype=dtype)
 
 
 def _pair_reduction(name: str, gpair, out, *extra):
@@ -287,7 +298,7 @@ def gradient_sums(gpair, scales):
                            cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE))
 
 
-def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta):
+def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta, bounds=None):
     import cupy
 
     n_ids = int(left_child.shape[0])
@@ -300,8 +311,23 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
              cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(left_child),
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ids), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
-             np.float64(eta), record, leaf_value))
+             np.float64(eta), _optional(bounds, GAIN_DTYPE), record, leaf_value))
     return record, leaf_value
+
+
+def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: Regularisation):
+    import cupy
+
+    n_ranks = int(slot_of_rank.shape[0])
+    child = cupy.empty((2 * n_ranks, 2), dtype=GAIN_DTYPE)
+    if n_ranks:
+        _kernel("split.cu", "child_bounds")(
+            (_blocks(n_ranks),), (_BLOCK,),
+            (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(slot_of_rank), _int32(cupy.asarray(n_split)),
+             cupy.ascontiguousarray(bounds, dtype=GAIN_DTYPE), _optional(monotone, MONOTONE_DTYPE),
+             cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ranks), np.float64(rules.reg_lambda),
+             np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step), child))
+    return child
 
 
 def number_children(table, start, n_parents):

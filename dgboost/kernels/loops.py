@@ -658,22 +658,64 @@ def _node_gain(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta
     of tree_record and the tests: change them together."""
     if hessian < min_child_weight or hessian <= 0:  # too light: the array program's mask
         return 0.0
-    thresholded = gradient
-    if alpha != 0:
-        sign = 1.0 if gradient > 0 else (-1.0 if gradient < 0 else 0.0)
-        shrunk = abs(gradient) - alpha
-        thresholded = sign * (shrunk if shrunk > 0.0 else 0.0)
-    denominator = hessian + reg_lambda
-    if not denominator > 0:
-        denominator = 1.0
     if max_delta_step > 0:
-        weight = -thresholded / denominator
+        weight = _weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+        return _gain_at(gradient, hessian, weight, reg_lambda, alpha)
+    thresholded = _soft_threshold(gradient, alpha)
+    return (thresholded * thresholded) / _denominator(hessian, reg_lambda)
+
+
+@compiled
+def _weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """cpu.node_weights of one node, in the same float operations: ``-T(G) / (H + lambda)``
+    clipped to max_delta_step, 0 for a node too light."""
+    if hessian < min_child_weight or hessian <= 0:
+        return 0.0
+    weight = -_soft_threshold(gradient, alpha) / _denominator(hessian, reg_lambda)
+    if max_delta_step > 0:
         if weight < -max_delta_step:
             weight = -max_delta_step
         elif weight > max_delta_step:
             weight = max_delta_step
-        return -(2.0 * gradient * weight + (hessian + reg_lambda) * (weight * weight) + 2.0 * alpha * abs(weight))
-    return (thresholded * thresholded) / denominator
+    return weight
+
+
+@compiled
+def _soft_threshold(gradient, alpha):
+    if alpha == 0:
+        return gradient
+    sign = 1.0 if gradient > 0 else (-1.0 if gradient < 0 else 0.0)
+    shrunk = abs(gradient) - alpha
+    return sign * (shrunk if shrunk > 0.0 else 0.0)
+
+
+@compiled
+def _denominator(hessian, reg_lambda):
+    denominator = hessian + reg_lambda
+    return denominator if denominator > 0 else 1.0
+
+
+@compiled
+def _gain_at(gradient, hessian, weight, reg_lambda, alpha):
+    """A node's gain at a given weight: ``-(2 G w + (H + lambda) w**2 + 2 alpha |w|)``."""
+    return -(2.0 * gradient * weight + (hessian + reg_lambda) * (weight * weight) + 2.0 * alpha * abs(weight))
+
+
+@compiled
+def _clip(weight, lower, upper):
+    """``weight`` within [lower, upper], by comparisons (so a -0.0 weight at a 0.0 bound stays
+    -0.0, as on the GPU)."""
+    return lower if weight < lower else (upper if weight > upper else weight)
+
+
+@compiled
+def _bounded_gain(gradient, hessian, lower, upper, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """A node's gain at its weight clipped to [lower, upper] (monotone constraints), 0 for a
+    node too light."""
+    if hessian < min_child_weight or hessian <= 0:
+        return 0.0
+    weight = _clip(_weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    return _gain_at(gradient, hessian, weight, reg_lambda, alpha)
 
 
 @compiled
@@ -694,9 +736,11 @@ def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, to
 
 
 @over_runs
-def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, n_groups, found_gain, found):
+def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, n_groups,
+           found_gain, found):
     """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
-    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain).
+    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain);
+    ``allowed``, ``monotone`` and ``bounds`` as evaluate_splits takes them, or None.
 
     Each node's features are cut into ``n_groups`` equal groups, and the (node, group)
     pairs into ``n_runs`` runs, this call's ``run`` of them: a level of few nodes (the
@@ -715,16 +759,23 @@ def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, n_groups, f
     """
     n_items = hist.shape[0] * n_groups
     for item in range(n_items * run // n_runs, n_items * (run + 1) // n_runs):
-        _group_best(hist, node_sums, bin_offsets, scales, rules, item // n_groups, item % n_groups, n_groups,
-                    found_gain[item], found[item])
+        _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, item // n_groups,
+                    item % n_groups, n_groups, found_gain[item], found[item])
 
 
 @compiled
-def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_groups, found_gain, found):
-    """The first best candidate of ``node`` among the features of ``group``: ``found_gain``
-    its gain and the first NaN gain (NaN itself where none), ``found`` its bin, direction,
-    left gradient and hessian sums, and whether a NaN gain was seen. None allowed: gain
-    -inf, bin 0, missing right, the sums of bin 0."""
+def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, node, group, n_groups,
+                found_gain, found):
+    """The first best candidate of ``node`` among the allowed features of ``group``:
+    ``found_gain`` its gain and the first NaN gain (NaN itself where none), ``found`` its
+    bin (-1 where the group has no allowed feature with bins), direction, left gradient
+    and hessian sums, and whether a NaN gain was seen. Where no candidate has a gain above
+    -inf, the first candidate (missing right) is the group's, at -inf.
+
+    With ``monotone`` (int8 by feature, or None) a candidate is scored at its children's
+    weights clipped to the node's ``bounds`` (XGBoost's rule), and one whose left weight
+    lies above its right where the feature must increase (below where it must decrease)
+    scores -inf."""
     reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
     n_features = bin_offsets.shape[0] - 1
     inverse_gradient = 1.0 / scales[0]
@@ -735,17 +786,27 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_grou
     node_hessian = node_sums[node, 1]
     total_gradient = np.float64(node_gradient) * inverse_gradient
     total_hessian = np.float64(node_hessian) * inverse_hessian
-    parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+    lower, upper = -np.inf, np.inf
+    if bounds is not None:
+        lower, upper = bounds[node, 0], bounds[node, 1]
+    if monotone is None:
+        parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+    else:
+        parent_gain = _bounded_gain(total_gradient, total_hessian, lower, upper, reg_lambda, alpha,
+                                    min_child_weight, max_delta_step)
     best_gain = -np.inf
-    best_bin = 0
+    best_bin = -1
     best_direction = 0
-    left_gradient = hist[node, 0, 0]
-    left_hessian = hist[node, 0, 1]
+    left_gradient = np.int64(0)
+    left_hessian = np.int64(0)
     seen_nan = False
     nan_gain = np.nan  # the first NaN gain
     for feature in range(n_features * group // n_groups, n_features * (group + 1) // n_groups):
+        if allowed is not None and not allowed[node, feature]:
+            continue
         begin = bin_offsets[feature]
         end = bin_offsets[feature + 1]
+        constraint = 0 if monotone is None else monotone[feature]
         present_gradient = np.int64(0)
         present_hessian = np.int64(0)
         for bin_idx in range(begin, end):
@@ -762,16 +823,22 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_grou
             for direction in range(n_directions):  # missing right, then missing left
                 sum_gradient = prefix_gradient + direction * missing_gradient
                 sum_hessian = prefix_hessian + direction * missing_hessian
-                gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
-                                   total_hessian, parent_gain, least_hessian, reg_lambda, alpha, min_child_weight,
-                                   max_delta_step)
-                if gain > best_gain:
-                    best_gain = gain
+                if monotone is None:
+                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian,
+                                       total_gradient, total_hessian, parent_gain, least_hessian, reg_lambda, alpha,
+                                       min_child_weight, max_delta_step)
+                else:
+                    gain = _monotone_split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian,
+                                                total_gradient, total_hessian, parent_gain, least_hessian, lower,
+                                                upper, constraint, reg_lambda, alpha, min_child_weight,
+                                                max_delta_step)
+                if gain > best_gain or best_bin < 0:  # the first candidate is the default
+                    best_gain = gain if gain > best_gain else best_gain
                     best_bin = bin_idx
                     best_direction = direction
                     left_gradient = sum_gradient
                     left_hessian = sum_hessian
-                elif np.isnan(gain) and not seen_nan:
+                if np.isnan(gain) and not seen_nan:
                     seen_nan = True
                     nan_gain = gain
     found_gain[0] = best_gain
@@ -784,23 +851,53 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, node, group, n_grou
 
 
 @compiled
+def _monotone_split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                         total_hessian, parent_gain, least_hessian, lower, upper, constraint, reg_lambda, alpha,
+                         min_child_weight, max_delta_step):
+    """_split_gain under monotone constraints: the children's gains at their weights clipped
+    to [lower, upper], less the parent's (likewise clipped); -inf where a child is too light
+    or the weights go against ``constraint`` (1: left <= right, -1: left >= right)."""
+    g_left = np.float64(sum_gradient) * inverse_gradient
+    h_left = np.float64(sum_hessian) * inverse_hessian
+    g_right = total_gradient - g_left
+    h_right = total_hessian - h_left
+    if not (h_left >= least_hessian and h_right >= least_hessian):
+        return -np.inf
+    w_left = _clip(_weight(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    w_right = _clip(_weight(g_right, h_right, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    if (constraint > 0 and w_left > w_right) or (constraint < 0 and w_left < w_right):
+        return -np.inf
+    return (_gain_at(g_left, h_left, w_left, reg_lambda, alpha)
+            + _gain_at(g_right, h_right, w_right, reg_lambda, alpha)) - parent_gain
+
+
+@compiled
 def node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains):
     """Each node's split table row from its groups' best candidates (see ``splits``), and
-    ``gains[node]`` its gain."""
+    ``gains[node]`` its gain. A node with no allowed feature with bins gets no split:
+    feature 0, bin 0, missing right, gain -inf, every row right."""
     gamma, min_split_gain = rules[4], rules[5]
     n_bins_total = feature_of_bin.shape[0]
     for node in range(node_sums.shape[0]):
         node_gradient = node_sums[node, 0]
         node_hessian = node_sums[node, 1]
-        best = node * n_groups
-        seen_nan = found[best, 4] != 0
-        nan_gain = found_gain[best, 1]
-        for item in range(node * n_groups + 1, (node + 1) * n_groups):
-            if found_gain[item, 0] > found_gain[best, 0]:
+        best = -1
+        seen_nan = False
+        nan_gain = np.nan
+        for item in range(node * n_groups, (node + 1) * n_groups):
+            if found[item, 0] >= 0 and (best < 0 or found_gain[item, 0] > found_gain[best, 0]):
                 best = item
             if found[item, 4] != 0 and not seen_nan:
                 seen_nan = True
                 nan_gain = found_gain[item, 1]
+        if best < 0:
+            table[node, 0:5] = 0
+            table[node, 5] = 0
+            table[node, 6] = 0
+            table[node, 7] = node_gradient
+            table[node, 8] = node_hessian
+            gains[node] = -np.inf
+            continue
         best_gain = found_gain[best, 0]
         best_bin = found[best, 0]
         best_direction = found[best, 1]
@@ -824,6 +921,43 @@ def node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, f
         table[node, 7] = node_gradient - left_gradient
         table[node, 8] = node_hessian - left_hessian
         gains[node] = best_gain
+
+
+@compiled
+def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules, child):
+    """The next level's weight bounds (see cpu.child_bounds) into ``child`` (2 n_ranks, 2):
+    each splitting parent's children inherit its [lower, upper]; where its feature is
+    constrained, the mean of the children's weights (clipped to the parent's bounds, as
+    split evaluation scored them) caps the child that must stay below it and floors the
+    other. Padding ranks (from ``n_split`` on) get no bounds."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    for rank in range(slot_of_rank.shape[0]):
+        left, right = 2 * rank, 2 * rank + 1
+        if rank >= n_split:
+            child[left, 0] = child[right, 0] = -np.inf
+            child[left, 1] = child[right, 1] = np.inf
+            continue
+        slot = slot_of_rank[rank]
+        lower, upper = bounds[slot, 0], bounds[slot, 1]
+        child[left, 0] = child[right, 0] = lower
+        child[left, 1] = child[right, 1] = upper
+        constraint = monotone[table[slot, 1]]
+        if constraint == 0:
+            continue
+        w_left = _clip(_weight(np.float64(table[slot, 5]) * inverse_gradient, np.float64(table[slot, 6]) * inverse_hessian,
+                               reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+        w_right = _clip(_weight(np.float64(table[slot, 7]) * inverse_gradient,
+                                np.float64(table[slot, 8]) * inverse_hessian, reg_lambda, alpha, min_child_weight,
+                                max_delta_step), lower, upper)
+        middle = (w_left + w_right) / 2.0
+        if constraint > 0:
+            child[left, 1] = middle
+            child[right, 0] = middle
+        else:
+            child[left, 0] = middle
+            child[right, 1] = middle
 
 
 @over_runs

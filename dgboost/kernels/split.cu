@@ -46,6 +46,22 @@ __device__ __forceinline__ double node_gain(double g, double h, const Rules& r) 
     return too_light(h, r) ? 0.0 : gain;
 }
 
+// A node's gain at a given weight: -(2 G w + (H + lambda) w^2 + 2 alpha |w|) (twin: loops._gain_at).
+__device__ __forceinline__ double gain_at(double g, double h, double w, const Rules& r) {
+    return -(((2.0 * g) * w + (h + r.reg_lambda) * (w * w)) + (2.0 * r.alpha) * fabs(w));
+}
+
+// By comparisons, as the twin: a -0.0 weight at a 0.0 bound stays -0.0.
+__device__ __forceinline__ double clip(double w, double lower, double upper) {
+    return w < lower ? lower : (w > upper ? upper : w);
+}
+
+// A node's gain at its weight clipped to [lower, upper] (twin: loops._bounded_gain).
+__device__ __forceinline__ double bounded_gain(double g, double h, double lower, double upper, const Rules& r) {
+    if (too_light(h, r)) return 0.0;
+    return gain_at(g, h, clip(node_weight(g, h, r), lower, upper), r);
+}
+
 __device__ __forceinline__ double candidate_gain(double g, double h, const Rules& r) {
     if (r.max_delta_step > 0.0 || r.alpha > 0.0) return node_gain(g, h, r);
     return (g * g) / (h + r.reg_lambda);
@@ -74,11 +90,15 @@ __device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_
     __syncthreads();
 }
 
-// Block (feature, node): the best candidate of one feature of one node.
+// Block (feature, node): the best candidate of one feature of one node. `allowed` (n_nodes x
+// n_features, or null: all) skips a feature, as choose_node_splits does; with `monotone` (by
+// feature, or null) candidates are scored at the children's weights clipped to the node's
+// `bounds` and rejected against the feature's direction (twin: loops._monotone_split_gain).
 extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
     const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
     const i64 n_bins_total, const double* __restrict__ scales, const double reg_lambda, const double alpha,
-    const double min_child_weight, const double max_delta_step,
+    const double min_child_weight, const double max_delta_step, const bool* __restrict__ allowed,
+    const signed char* __restrict__ monotone, const double* __restrict__ bounds,
     double* __restrict__ best_gain, int* __restrict__ best_candidate, i64* __restrict__ best_left)
 {
     const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
@@ -87,6 +107,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
     __shared__ int red_cand[BLOCK];
     __shared__ i64 red_g[BLOCK], red_h[BLOCK];
     const int feature = blockIdx.x, node = blockIdx.y, n_features = gridDim.x;
+    if (allowed && !allowed[(i64)node * n_features + feature]) return;  // the whole block: no barrier passed
+    const int constraint = monotone ? monotone[feature] : 0;
+    const double lower = bounds ? bounds[2 * node] : -positive_infinity();
+    const double upper = bounds ? bounds[2 * node + 1] : positive_infinity();
     const i64 first_bin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - first_bin;
     const i64* h_node = hist + ((i64)node * n_bins_total + first_bin) * 2;
     const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
@@ -103,7 +127,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
     const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
     const double least_hessian = fmax(inverse_h, rules.min_child_weight);
     const double total_gd = (double)node_g * inverse_g, total_hd = (double)node_h * inverse_h;
-    const double parent_gain = node_gain(total_gd, total_hd, rules);
+    const double parent_gain = monotone ? bounded_gain(total_gd, total_hd, lower, upper, rules)
+                                        : node_gain(total_gd, total_hd, rules);
 
     double my_gain = -positive_infinity();
     int my_cand = 0x7fffffff;
@@ -124,8 +149,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
             const double gl = (double)left_g * inverse_g, hl = (double)left_h * inverse_h;
             const double gr = total_gd - gl, hr = total_hd - hl;
             double gain = -positive_infinity();
-            if (hl >= least_hessian && hr >= least_hessian)
-                gain = (candidate_gain(gl, hl, rules) + candidate_gain(gr, hr, rules)) - parent_gain;
+            if (hl >= least_hessian && hr >= least_hessian) {
+                if (!monotone) {
+                    gain = (candidate_gain(gl, hl, rules) + candidate_gain(gr, hr, rules)) - parent_gain;
+                } else {
+                    const double wl = clip(node_weight(gl, hl, rules), lower, upper);
+                    const double wr = clip(node_weight(gr, hr, rules), lower, upper);
+                    if (!((constraint > 0 && wl > wr) || (constraint < 0 && wl < wr)))
+                        gain = (gain_at(gl, hl, wl, rules) + gain_at(gr, hr, wr, rules)) - parent_gain;
+                }
+            }
             const int cand = (int)(bin * 2 + direction);
             if (better(gain, cand, my_gain, my_cand)) { my_gain = gain; my_cand = cand; my_g = left_g; my_h = left_h; }
         }
@@ -152,12 +185,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
     }
 }
 
-// One warp per node: the best feature (ties: the lowest), written as a split-table row.
+// One warp per node: the best allowed feature (ties: the lowest), written as a split-table row.
 extern "C" __global__ void choose_node_splits(
     const double* __restrict__ feature_gain, const int* __restrict__ feature_candidate,
     const i64* __restrict__ feature_left, const i64* __restrict__ node_sums, const bool* __restrict__ active,
-    const i64* __restrict__ bin_offsets, const int n_features, const int n_nodes, const double gamma,
-    const double min_split_gain, i64* __restrict__ table)
+    const bool* __restrict__ allowed, const i64* __restrict__ bin_offsets, const int n_features,
+    const int n_nodes, const double gamma, const double min_split_gain, i64* __restrict__ table)
 {
     const int node = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
@@ -166,6 +199,7 @@ extern "C" __global__ void choose_node_splits(
     int feature = 0x7fffffff;
     for (int f = lane; f < n_features; f += 32) {
         if (bin_offsets[f + 1] == bin_offsets[f]) continue;  // no bins: no candidates
+        if (allowed && !allowed[(i64)node * n_features + f]) continue;
         const double g = feature_gain[(i64)node * n_features + f];
         if (better(g, f, gain, feature)) { gain = g; feature = f; }
     }
@@ -176,7 +210,7 @@ extern "C" __global__ void choose_node_splits(
     }
     if (lane != 0) return;
     i64* row = table + (i64)node * TABLE_COLUMNS;
-    if (feature == 0x7fffffff) {  // no feature has bins
+    if (feature == 0x7fffffff) {  // no allowed feature has bins
         for (int c = 0; c < TABLE_COLUMNS; ++c) row[c] = 0;
         row[4] = __double_as_longlong(-positive_infinity());
         row[7] = node_sums[2 * node]; row[8] = node_sums[2 * node + 1];
@@ -203,14 +237,16 @@ extern "C" __global__ void tree_record(
     const i64* __restrict__ node_sums, const bool* __restrict__ active, const i64* __restrict__ table,
     const int* __restrict__ left_child, const double* __restrict__ scales, const int n_ids,
     const double reg_lambda, const double alpha, const double min_child_weight, const double max_delta_step,
-    const double eta, double* __restrict__ record, float* __restrict__ leaf_value)
+    const double eta, const double* __restrict__ bounds, double* __restrict__ record, float* __restrict__ leaf_value)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_ids) return;
     const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
     const double g = (double)node_sums[2 * i] / scales[0];
     const double h = (double)node_sums[2 * i + 1] / scales[1];
-    const float value = (float)(eta * node_weight(g, h, rules));
+    double weight = node_weight(g, h, rules);
+    if (bounds) weight = clip(weight, bounds[2 * i], bounds[2 * i + 1]);
+    const float value = (float)(eta * weight);
     const i64* split = table + (i64)i * TABLE_COLUMNS;
     double* out = record + (i64)i * RECORD_COLUMNS;
     out[0] = active[i] ? 1.0 : 0.0;
@@ -223,4 +259,37 @@ extern "C" __global__ void tree_record(
     out[7] = h;  // cover
     out[8] = (double)value;
     leaf_value[i] = value;
+}
+
+// The next level's weight bounds under monotone constraints (twin: loops.child_bounds): one
+// thread a parent rank; padding ranks (from n_split on) get none.
+extern "C" __global__ void child_bounds(
+    const i64* __restrict__ table, const int* __restrict__ slot_of_rank, const int* __restrict__ n_split,
+    const double* __restrict__ bounds, const signed char* __restrict__ monotone, const double* __restrict__ scales,
+    const int n_ranks, const double reg_lambda, const double alpha, const double min_child_weight,
+    const double max_delta_step, double* __restrict__ child)
+{
+    const int rank = blockIdx.x * blockDim.x + threadIdx.x;
+    if (rank >= n_ranks) return;
+    double* left = child + 4 * (i64)rank;
+    double* right = left + 2;
+    if (rank >= n_split[0]) {
+        left[0] = right[0] = -positive_infinity();
+        left[1] = right[1] = positive_infinity();
+        return;
+    }
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    const int slot = slot_of_rank[rank];
+    const double lower = bounds[2 * slot], upper = bounds[2 * slot + 1];
+    left[0] = right[0] = lower;
+    left[1] = right[1] = upper;
+    const i64* split = table + (i64)slot * TABLE_COLUMNS;
+    const int constraint = monotone[split[1]];
+    if (constraint == 0) return;
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    const double wl = clip(node_weight((double)split[5] * inverse_g, (double)split[6] * inverse_h, rules), lower, upper);
+    const double wr = clip(node_weight((double)split[7] * inverse_g, (double)split[8] * inverse_h, rules), lower, upper);
+    const double middle = (wl + wr) / 2.0;
+    if (constraint > 0) { left[1] = middle; right[0] = middle; }
+    else { left[0] = middle; right[1] = middle; }
 }

@@ -4,8 +4,9 @@ evaluation, row partitioning and sampling, the finished tree and its prediction.
 from __future__ import annotations
 
 
-def make_grower(matrix, params, n_total: int, comm):
-    """The grower of ``params.grow_policy`` (a ``grower.Grower``) over one rank's rows."""
+def make_grower(matrix, params, n_total: int, comm, features=None):
+    """The grower of ``params.grow_policy`` (a ``grower.Grower``) over one rank's rows;
+    ``features``: the resolved per-feature rules (``constraints.FeatureRules``), or None."""
     from .depthwise import DepthwiseGrower
 
-    return {"depthwise": DepthwiseGrower}[params.grow_policy](matrix, params, n_total, comm)
+    return {"depthwise": DepthwiseGrower}[params.grow_policy](matrix, params, n_total, comm, features)

@@ -27,7 +27,7 @@ class DepthwiseGrower(Grower):
                 splits = self._splits(frontier, hist, scales)
                 n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
-            level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child)
+            level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
             levels.append(level)
             if last:
                 break
@@ -35,5 +35,6 @@ class DepthwiseGrower(Grower):
                                                  frontier.seg_end, splits, level.left_child)
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows)
+            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows,
+                                         self._child_bounds(frontier, splits, slot_of_rank, n_split, scales))
         return self._finish(levels, positions, scales)

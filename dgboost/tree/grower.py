@@ -33,13 +33,14 @@ import dataclasses
 
 import numpy as np
 
-from .._dtypes import GRADIENT_DTYPE, HIST_DTYPE, POSITION_DTYPE
+from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp
 from ..ellpack import EllpackMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from ..kernels import Regularisation, gradient_bounds, gradient_sums, next_frontier, tree_record
+from ..kernels import Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams
 from . import histogram, partition
+from .constraints import FeatureRules
 from .split import SplitTable, find_splits
 
 #: Largest histogram of one level (bytes) allocated for the upper bound rather
@@ -56,6 +57,7 @@ class Level:
     active: object  # (size,) bool: the slot holds a node (False: padding)
     splits: SplitTable
     left_child: object  # (size,) int32: id of the left child, -1 where the node does not split
+    bounds: object = None  # (size, 2) float64: each node's weight bounds (monotone constraints), or None
 
     @property
     def size(self) -> int:
@@ -110,12 +112,15 @@ class _Frontier:
     build_left: object  # (size // 2,) bool: the built child of each pair is the left one
     build_begin: object  # (size // 2,) int32: the built child's range of ridx
     build_end: object
+    bounds: object = None  # (size, 2) float64: each node's (lower, upper) weight bound, or None
 
     @classmethod
-    def root(cls, node_sums, n_rows: int) -> "_Frontier":
+    def root(cls, node_sums, n_rows: int, bounded: bool = False) -> "_Frontier":
+        """The root level; ``bounded``: with weight bounds (monotone constraints), none yet."""
         xp = get_xp(node_sums)
+        bounds = xp.array([[-np.inf, np.inf]], dtype=GAIN_DTYPE) if bounded else None
         return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
-                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None)
+                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None, bounds)
 
     @property
     def size(self) -> int:
@@ -128,13 +133,15 @@ class _Frontier:
         built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
-    def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int) -> "_Frontier":
+    def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int,
+                 bounds=None) -> "_Frontier":
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
-        ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left."""
+        ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left;
+        ``bounds`` the children's weight bounds, or None."""
         node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
             level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
         return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
-                         build_left, build_begin, build_end)
+                         build_left, build_begin, build_end, bounds)
 
 
 class Grower(abc.ABC):
@@ -147,7 +154,8 @@ class Grower(abc.ABC):
     learning-rate schedule).
     """
 
-    def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm):
+    def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm,
+                 features: FeatureRules | None = None):
         self.matrix = matrix
         self.comm = comm
         self.n_total = n_total
@@ -158,6 +166,8 @@ class Grower(abc.ABC):
         xp = get_xp(matrix.packed)
         n_bins = np.diff(matrix.host_bin_offsets)
         self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
+        features = features or FeatureRules()
+        self.monotone = None if features.monotone is None else asarray(xp, features.monotone, MONOTONE_DTYPE)
 
     @abc.abstractmethod
     def grow(self, gpair, tree_index: int) -> GrownTree:
@@ -174,13 +184,22 @@ class Grower(abc.ABC):
         n_rows = self.matrix.n_rows
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows)
+        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows,
+                              bounded=self.monotone is not None)
         return gpair, scales, positions, ridx, root
 
     def _splits(self, frontier: "_Frontier", hist, scales) -> SplitTable:
         """The coordinator's best split of each of the frontier's nodes, on every rank."""
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
-                           self.matrix.bin_offsets, scales, self.rules, self.comm)
+                           self.matrix.bin_offsets, scales, self.rules, self.comm, monotone=self.monotone,
+                           bounds=frontier.bounds)
+
+    def _child_bounds(self, frontier: "_Frontier", splits: SplitTable, slot_of_rank, n_split, scales):
+        """The next level's weight bounds (monotone constraints), or None without them."""
+        if frontier.bounds is None:
+            return None
+        return child_bounds(splits.table, slot_of_rank, n_split, frontier.bounds, self.monotone, scales,
+                            self.rules)
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:
         """Slots for the next level's parents: exact on the host, else the upper bound."""
@@ -195,7 +214,8 @@ class Grower(abc.ABC):
         xp = get_xp(positions)
         splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
         left_child = xp.concatenate([level.left_child for level in levels])
+        bounds = None if levels[0].bounds is None else xp.concatenate([level.bounds for level in levels])
         record, leaf_value = tree_record(xp.concatenate([level.node_sums for level in levels]),
                                          xp.concatenate([level.active for level in levels]), splits.table,
-                                         left_child, scales, self.rules, self.eta)
+                                         left_child, scales, self.rules, self.eta, bounds)
         return GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)

@@ -69,11 +69,13 @@ class SplitTable:
 
 
 def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
-                rules: Regularisation, comm) -> SplitTable:
-    """The coordinator's best split of every node, as every rank receives it."""
+                rules: Regularisation, comm, allowed=None, monotone=None, bounds=None) -> SplitTable:
+    """The coordinator's best split of every node, as every rank receives it (``allowed``,
+    ``monotone``, ``bounds``: see kernels.evaluate_splits)."""
     xp = get_xp(hist)
     if comm.rank == 0:
-        packed = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules)
+        packed = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed,
+                                 monotone, bounds)
     else:
         packed = xp.empty((hist.shape[0], _COLUMNS), dtype=HIST_DTYPE)
     return SplitTable(comm.broadcast(packed, root=0))
