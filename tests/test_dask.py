@@ -68,13 +68,15 @@ PARAMS = {
                "subsample": 0.8},
     "regression": {"objective": "reg:squarederror", "max_depth": 3, "min_child_weight": 2.0},
     "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3},
+    # The tree-shape parameters of one grower; the split rules they set travel to every rank.
+    "constrained": {"objective": "reg:squarederror", "max_depth": 4, "monotone_constraints": (1, -1, 0, 0, 0, 0)},
 }
 
 
 def _labels(kind, X, y):
     if kind == "multiclass":
         return np.digitize(np.nan_to_num(X[:, 0]), [-0.5, 0.5]).astype(np.float32)
-    if kind == "regression":
+    if kind in ("regression", "constrained"):
         return (np.nan_to_num(X[:, 0]) * 2 + y).astype(np.float32)
     return y
 
@@ -185,6 +187,8 @@ def test_bad_params_and_labels(client3, data):
     dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     with pytest.raises(ValueError, match="max_depth"):
         dgboost.dask.train(client3, {"max_depth": -1}, dX, dy)
+    with pytest.raises(ValueError, match="monotone_constraints has 2 values but X has 6 features"):
+        dgboost.dask.train(client3, {"monotone_constraints": (1, 0)}, dX, dy)
     bad = y.copy()
     bad[2500] = 3.0  # only the last partition's worker sees it
     started = time.monotonic()
