@@ -275,7 +275,7 @@ def test_constrained_split_kernels_equal_their_twins_on_a_gpu(seed):
     for rules in _RULES:
         for constraints in ((allowed, None, None), (None, monotone, bounds), (allowed, monotone, bounds)):
             expected = cpu.evaluate_splits(*level, rules, *constraints)
-            got = cuda.evaluate_splits(*(cp.asarray(a) for a in level[:4]), level[4], cp.asarray(level[5]), rules,
+            got = cuda.evaluate_splits(*(cp.asarray(a) for a in level), rules,
                                        *(None if a is None else cp.asarray(a) for a in constraints))
             np.testing.assert_array_equal(got.get(), expected, err_msg=f"{rules} {[a is None for a in constraints]}")
         table = expected
