@@ -32,7 +32,7 @@ __all__ = ["DGBClassifier", "DGBRegressor"]
 _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "gamma", "min_child_weight",
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
-           "n_jobs")
+           "n_jobs", "monotone_constraints")
 
 
 class _DGBModel(BaseEstimator):
@@ -42,7 +42,8 @@ class _DGBModel(BaseEstimator):
                  verbosity=None, objective=None, gamma=None, min_child_weight=None, max_delta_step=None,
                  subsample=None, reg_alpha=None, reg_lambda=None, scale_pos_weight=None, base_score=None,
                  random_state=None, missing=np.nan, eval_metric=None, early_stopping_rounds=None,
-                 callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None):
+                 callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
+                 monotone_constraints=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -67,6 +68,7 @@ class _DGBModel(BaseEstimator):
         self.tree_method = tree_method
         self.grow_policy = grow_policy
         self.n_jobs = n_jobs
+        self.monotone_constraints = monotone_constraints
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):
