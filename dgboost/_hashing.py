@@ -18,6 +18,9 @@ _MIX2 = 0x94D049BB133111EB
 #: Independent streams of draws, so two uses of one seed never correlate.
 STREAM_CUT_SAMPLE = 1
 STREAM_ROW_SUBSAMPLE = 2
+STREAM_COLUMNS_BY_TREE = 3
+STREAM_COLUMNS_BY_LEVEL = 4
+STREAM_COLUMNS_BY_NODE = 5
 
 
 def _splitmix64_int(x: int) -> int:
@@ -30,6 +33,11 @@ def _splitmix64_int(x: int) -> int:
 def stream_key(seed: int, stream: int, round_index: int = 0) -> int:
     """A 64-bit key for one stream of one round, mixed on the host."""
     return _splitmix64_int(_splitmix64_int(_splitmix64_int(seed) ^ stream) ^ round_index)
+
+
+def sub_key(key: int, index: int) -> int:
+    """The key of the ``index``-th part of what ``key`` keys (a tree's level, a level's node)."""
+    return _splitmix64_int(key ^ (index & _MASK64))
 
 
 def uniform(global_index, key: int):

@@ -58,11 +58,7 @@ METRICS = tuple(METRIC_OBJECTIVES)
 #: apart so the error says "not supported yet" rather than "unknown".
 NOT_YET_SUPPORTED = (
     "booster",
-    "colsample_bylevel",
-    "colsample_bynode",
-    "colsample_bytree",
     "enable_categorical",
-    "interaction_constraints",
     "max_cached_hist_node",
     "max_cat_to_onehot",
     "max_leaves",
@@ -195,6 +191,28 @@ def _check_monotone(name, value):
     return tuple(int(direction) for direction in value)
 
 
+def _check_interactions(name, value):
+    """XGBoost's forms: a list of lists of feature indices or names, or its JSON string
+    "[[0, 1], [2, 3, 4]]". Returns a tuple of tuples."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"{name}={value!r} is not XGBoost's string form: write it as \"[[0, 1], [2, 3]]\"")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(group, (list, tuple)) for group in value):
+        raise TypeError(f"{name}={value!r} must be a list of lists of features (indices or names), such as "
+                        "[[0, 1], [2, 3, 4]]")
+    for index, group in enumerate(value):
+        for feature in group:
+            if isinstance(feature, bool) or not isinstance(feature, (str, numbers.Integral)):
+                raise TypeError(f"{name}[{index}] holds {feature!r}: features are indices or names")
+            if not isinstance(feature, str) and feature < 0:
+                raise ValueError(f"{name}[{index}] holds the feature index {feature}: indices are >= 0")
+    return tuple(tuple(f if isinstance(f, str) else int(f) for f in group) for group in value)
+
+
 def _check_direction(name, direction, where):
     if isinstance(direction, bool) or not isinstance(direction, numbers.Integral) or direction not in (-1, 0, 1):
         raise ValueError(f"{name}{where}={direction!r} must be -1 (decreasing), 0 (free) or 1 (increasing)")
@@ -214,6 +232,7 @@ _CHECKS = {
     "base_score": _number(-_INF, _INF, lo_open=True, hi_open=True),
     "seed": _number(0, 2**63 - 1, integer=True),
     "subsample": _number(0, 1, lo_open=True),
+    "colsample": _number(0, 1, lo_open=True),
     "num_class": _number(2, 2**31 - 1, integer=True),
     "huber_slope": _number(0, _INF, lo_open=True),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
@@ -256,6 +275,12 @@ PARAMETERS: tuple[Spec, ...] = (
          aliases=("random_state",)),
     Spec("subsample", 1.0, *_CHECKS["subsample"],
          "Fraction of rows drawn (uniformly, per tree) to build each tree."),
+    Spec("colsample_bytree", 1.0, *_CHECKS["colsample"],
+         "Fraction of the features drawn for each tree (at least one), by feature_weights where given."),
+    Spec("colsample_bylevel", 1.0, *_CHECKS["colsample"],
+         "Fraction of the tree's features drawn for each level of it."),
+    Spec("colsample_bynode", 1.0, *_CHECKS["colsample"],
+         "Fraction of the level's features drawn for each node: the rates multiply, as XGBoost's."),
     Spec("eval_metric", None, _check_optional(_check_eval_metric), "one or a list of: "
          + ", ".join(METRICS), "Metrics reported on every eval set; the last one drives early "
          "stopping. Not given: the objective's default."),
@@ -280,6 +305,10 @@ PARAMETERS: tuple[Spec, ...] = (
          "Keep predictions increasing (1) or decreasing (-1) in a feature, XGBoost's way: a split "
          "whose children's weights go the other way is not made, and each node's weight stays "
          "within bounds its constrained ancestors set."),
+    Spec("interaction_constraints", None, _check_optional(_check_interactions),
+         "a list of lists of feature indices or names, or \"[[0, 1], [2, 3, 4]]\"",
+         "Features allowed to interact, XGBoost's way: a node may split on the features its path "
+         "used and on every feature of a set holding all of them (at the root, any feature)."),
     Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
@@ -306,6 +335,9 @@ class TrainParams:
     base_score: float | None = None
     seed: int = 0
     subsample: float = 1.0
+    colsample_bytree: float = 1.0
+    colsample_bylevel: float = 1.0
+    colsample_bynode: float = 1.0
     eval_metric: tuple[str, ...] | None = None
     disable_default_eval_metric: bool = False
     device: str = "cpu"
@@ -317,6 +349,7 @@ class TrainParams:
     scale_pos_weight: float = 1.0
     verbosity: int = 1
     monotone_constraints: tuple | None = None
+    interaction_constraints: tuple | None = None
     nthread: int | None = None
 
     @classmethod
@@ -369,7 +402,7 @@ class TrainParams:
             elif spec.name == "monotone_constraints" and value and isinstance(value[0], tuple):
                 value = dict(value)  # the dict form, by feature name
             elif isinstance(value, tuple):
-                value = list(value)
+                value = [list(v) if isinstance(v, tuple) else v for v in value]
             out[spec.name] = value
         return out
 

@@ -32,7 +32,8 @@ __all__ = ["DGBClassifier", "DGBRegressor"]
 _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "gamma", "min_child_weight",
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
-           "n_jobs", "monotone_constraints")
+           "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
+           "colsample_bynode")
 
 
 class _DGBModel(BaseEstimator):
@@ -43,7 +44,8 @@ class _DGBModel(BaseEstimator):
                  subsample=None, reg_alpha=None, reg_lambda=None, scale_pos_weight=None, base_score=None,
                  random_state=None, missing=np.nan, eval_metric=None, early_stopping_rounds=None,
                  callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
-                 monotone_constraints=None):
+                 monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
+                 colsample_bylevel=None, colsample_bynode=None, feature_weights=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -69,6 +71,11 @@ class _DGBModel(BaseEstimator):
         self.grow_policy = grow_policy
         self.n_jobs = n_jobs
         self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
+        self.colsample_bytree = colsample_bytree
+        self.colsample_bylevel = colsample_bylevel
+        self.colsample_bynode = colsample_bynode
+        self.feature_weights = feature_weights
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):
@@ -142,7 +149,7 @@ class _DGBModel(BaseEstimator):
         return trainer(params, X, y, num_boost_round=self.n_estimators, evals=evals, sample_weight=sample_weight,
                        base_margin=base_margin, early_stopping_rounds=self.early_stopping_rounds,
                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
-                       init_model=_booster_of(init_model))
+                       init_model=_booster_of(init_model), feature_weights=self.feature_weights)
 
     def _eval_labels(self, y):
         return y

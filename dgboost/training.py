@@ -95,7 +95,7 @@ class EvalSet:
 
 def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False, init_model=None) -> Booster:
+          verbose_eval: bool | int = False, init_model=None, feature_weights=None) -> Booster:
     """Train a gradient-boosted tree model in this process.
 
     Parameters
@@ -118,6 +118,9 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     init_model : Booster or path, optional
         Continue training: its trees come first, rows start from its margins,
         and rounds are numbered on from its last.
+    feature_weights : array (n_features,), optional
+        Column sampling's weights (``colsample_*``): a feature is drawn as XGBoost draws
+        it, more often the larger its weight; finite and >= 0.
 
     Returns
     -------
@@ -131,7 +134,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
-    features = FeatureRules.resolve(params, training.n_features, training.feature_names)
+    features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
     xp = device_module(params.device)
     training = training.to(xp)
@@ -144,7 +147,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
           *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans,
-          init_model: Booster | None = None, features: FeatureRules | None = None) -> Booster:
+          init_model: Booster | None = None, features: FeatureRules) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
     Every rank calls this with its shard; ``rows`` holds the global indices of
@@ -152,8 +155,6 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
     """
-    if features is None:  # a rank of a Dask job: the client checked the parameters against X already
-        features = FeatureRules.resolve(params, training.n_features, training.feature_names)
     with using_threads(params.nthread):
         return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
                       features)

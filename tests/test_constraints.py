@@ -303,3 +303,113 @@ def test_a_constrained_squarederror_model_file_is_identical_to_the_cpus(tmp_path
     dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
                   num_boost_round=20).save_model(tmp_path / "gpu.json")
     assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
+
+
+# ---- interaction constraints ------------------------------------------------------------
+
+
+def test_paths_allow_what_xgboost_allows():
+    from dgboost.tree.constraints import Paths
+
+    sets = np.zeros((2, 6), bool)
+    sets[0, [0, 1, 2]] = True
+    sets[1, [2, 3]] = True
+    root = Paths.root(sets)
+    assert root.allowed(sets).tolist() == [[True] * 6]  # any feature at the root
+    table = np.zeros((1, 9), np.int64)
+    for feature, allowed in ((0, [0, 1, 2]), (2, [0, 1, 2, 3]), (3, [2, 3]), (5, [5])):
+        table[0, 1] = feature
+        children = root.children(sets, table, np.array([0], np.int32))
+        expected = np.isin(np.arange(6), allowed)
+        np.testing.assert_array_equal(children.allowed(sets), [expected, expected])
+    # A path through 2 then 0 (the right child of the split on 2 splitting) leaves set 0 alone.
+    table[0, 1] = 2
+    after_2 = root.children(sets, table, np.array([0], np.int32))
+    level = np.zeros((2, 9), np.int64)
+    level[1, 1] = 0
+    np.testing.assert_array_equal(after_2.children(sets, level, np.array([1], np.int32)).allowed(sets)[0],
+                                  np.isin(np.arange(6), [0, 1, 2]))
+
+
+def _paths(tree):
+    """The sets of features of every root-to-leaf path of a tree."""
+    out = []
+
+    def walk(node, used):
+        if tree.left[node] < 0:
+            out.append(used)
+            return
+        walk(tree.left[node], used | {int(tree.feature[node])})
+        walk(tree.right[node], used | {int(tree.feature[node])})
+
+    walk(0, frozenset())
+    return out
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True), min_size=0, max_size=3),
+       st.integers(0, 2**31 - 1))
+def test_no_path_uses_features_of_two_sets(sets, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((1500, 6)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] + X[:, 2] * X[:, 3] - X[:, 4] * X[:, 5] + 0.2 * rng.standard_normal(1500)).astype(np.float32)
+    booster = dgboost.train({"max_depth": 5, "interaction_constraints": sets}, X, y, num_boost_round=6)
+    for tree in booster.trees:
+        for used in _paths(tree):
+            assert len(used) <= 1 or any(used <= set(s) for s in sets), (used, sets)
+
+
+def test_interaction_constraints_by_name_string_and_index_give_one_model():
+    pd = pytest.importorskip("pandas")
+    X, y = _monotone_data(np.random.default_rng(4), 1000, 4)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    models = [dgboost.train({"interaction_constraints": value, "max_depth": 4}, frame, y, num_boost_round=5)
+              for value in ([["a", "b"], ["c", "d"]], "[[0, 1], [2, 3]]", [[0, 1], [2, 3]])]
+    assert models[0].trees and all([t.to_dict() for t in m.trees] == [t.to_dict() for t in models[0].trees]
+                                   for m in models)
+
+
+def test_interaction_constraints_as_accurate_as_xgboost():
+    xgb = pytest.importorskip("xgboost")
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(1)
+    truth = lambda X: X[:, 0] + X[:, 1] * X[:, 2] - X[:, 3] + 0.5 * X[:, 4] * X[:, 0]  # noqa: E731
+    X, X_test = rng.standard_normal((20_000, 8)).astype(np.float32), rng.standard_normal((5_000, 8)).astype(np.float32)
+    y = (truth(X) + 0.3 * rng.standard_normal(len(X)) > 0).astype(np.float32)
+    y_test = (truth(X_test) > 0).astype(np.float32)
+    sets = [[0, 1, 2], [3, 4]]
+    params = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.2}
+    ours = dgboost.train({**params, "interaction_constraints": sets}, X, y, num_boost_round=50).predict(X_test)
+    theirs = xgb.train({**params, "tree_method": "hist", "interaction_constraints": str(sets)}, xgb.DMatrix(X, y),
+                       50).predict(xgb.DMatrix(X_test))
+    assert abs(roc_auc_score(y_test, ours) - roc_auc_score(y_test, theirs)) < 0.005
+
+
+@pytest.mark.parametrize("value, message", [
+    ([[0, 9]], r"interaction_constraints\[0\] names feature index 9, but X has 4 features"),
+    ([["a", "e"]], r"interaction_constraints\[0\] names feature 'e'"),
+    ([[0, -1]], "indices are >= 0"),
+    ([0, 1], "must be a list of lists"),
+    ("[[0, 1]", "XGBoost's string form"),
+])
+def test_bad_interaction_constraints_are_refused_before_any_work(value, message, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    from dgboost import training
+
+    monkeypatch.setattr(training, "build_ellpack", lambda *a: pytest.fail("work started"))
+    X, y = _monotone_data(np.random.default_rng(1), 100, 4)
+    with pytest.raises((ValueError, TypeError), match=message):
+        dgboost.train({"interaction_constraints": value}, pd.DataFrame(X, columns=list("abcd")), y)
+
+
+@pytest.mark.gpu
+def test_interaction_constrained_model_file_is_identical_to_the_cpus(tmp_path):
+    cp = _cupy()
+    X, y = _monotone_data(np.random.default_rng(6), 20_000, 4)
+    params = {"max_depth": 6, "eta": 0.3, "interaction_constraints": [[0, 1], [1, 2, 3]],
+              "monotone_constraints": (0, 1, 0, -1)}
+    dgboost.train(params, X, y, num_boost_round=20).save_model(tmp_path / "cpu.json")
+    dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
+                  num_boost_round=20).save_model(tmp_path / "gpu.json")
+    assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()

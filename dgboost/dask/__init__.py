@@ -38,6 +38,7 @@ import dask
 import distributed
 import numpy as np
 
+from ..backend import to_numpy
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
@@ -70,7 +71,7 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3
 
 def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False, init_model=None) -> Booster:
+          verbose_eval: bool | int = False, init_model=None, feature_weights=None) -> Booster:
     """Train a gradient-boosted tree model on the workers of a Dask cluster.
 
     Parameters
@@ -90,6 +91,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     sample_weight, base_margin : dask collections with X's row partitioning, optional
     init_model : Booster or path, optional
         Continue training from this model, as in ``dgboost.train``.
+    feature_weights : array (n_features,), optional
+        Column sampling's weights, as in ``dgboost.train`` (a small array on the client).
 
     Returns
     -------
@@ -110,8 +113,11 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     timeout = _timeout()
     keep_nccl = _keep_nccl()
     n_features = _shards.n_columns(X)
+    if feature_weights is not None:
+        feature_weights = np.asarray(to_numpy(feature_weights.compute() if hasattr(feature_weights, "compute")
+                                              else feature_weights), dtype=np.float64)
     if n_features is not None:  # else each rank checks, with its shard's features
-        FeatureRules.resolve(options.params, n_features, _shards.column_names(X))
+        FeatureRules.resolve(options.params, n_features, _shards.column_names(X), feature_weights)
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:
@@ -123,7 +129,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features,
-                      client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl)
+                      client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
+                      feature_weights=feature_weights)
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 

@@ -12,6 +12,7 @@ from ..data import Dataset, RowSpans, check_feature_names, make_dataset
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module
+from ..tree.constraints import FeatureRules
 from ._shards import concat_bundles
 
 logger = logging.getLogger("dgboost")
@@ -29,6 +30,7 @@ class JobSpec:
     n_features: int | None  # known to the client for arrays; checked on every rank
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
     keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
+    feature_weights: object = None  # (n_features,) numpy array: column sampling's weights, or None
 
 
 def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
@@ -65,8 +67,11 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         callbacks = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
         callbacks.append(_RoundEvents(job.name))
         with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
+            # The client checked the parameters against X's features where it knew them.
+            features = FeatureRules.resolve(params, training.n_features, training.feature_names, job.feature_weights)
             booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
-                            callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model)
+                            callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
+                            features=features)
         clock.lap("boosting")
         return (booster if rank == 0 else None), clock.seconds
     except CollectiveError:

@@ -1,5 +1,6 @@
 """Per-feature rules of split choice: monotone constraints (and, with them, each node's weight
-bounds), resolved against the data's features.
+bounds) and interaction constraints (and, with them, each node's path), resolved against the
+data's features.
 
 ``FeatureRules.resolve`` reads the parameters as the user gave them (by position or by
 feature name) once the features are known, before any work, and raises a ValueError that
@@ -12,7 +13,8 @@ import dataclasses
 
 import numpy as np
 
-from .._dtypes import MONOTONE_DTYPE
+from .._dtypes import GAIN_DTYPE, MONOTONE_DTYPE
+from ..backend import get_xp, to_numpy
 from ..params import TrainParams
 
 
@@ -23,14 +25,57 @@ class FeatureRules:
     monotone : array of shape (n_features,), int8 in {-1, 0, 1}, on the host: each
         feature's direction (1 increasing, -1 decreasing); None when no feature is
         constrained.
+    interaction_sets : array of shape (n_sets, n_features), bool, on the host: the
+        features of each set of interaction_constraints; None without them.
+    feature_weights : array of shape (n_features,), float64, on the host: column sampling's
+        weights (``feature_weights`` of ``train``); None: all equal.
     """
 
     monotone: np.ndarray | None = None
+    interaction_sets: np.ndarray | None = None
+    feature_weights: np.ndarray | None = None
 
     @classmethod
-    def resolve(cls, params: TrainParams, n_features: int, feature_names=None) -> "FeatureRules":
-        """The rules of ``params`` for ``n_features`` features named ``feature_names`` (or None)."""
-        return cls(monotone=_monotone(params.monotone_constraints, n_features, feature_names))
+    def resolve(cls, params: TrainParams, n_features: int, feature_names=None,
+                feature_weights=None) -> "FeatureRules":
+        """The rules of ``params`` for ``n_features`` features named ``feature_names`` (or None),
+        and ``feature_weights`` (array-like, or None) checked."""
+        return cls(monotone=_monotone(params.monotone_constraints, n_features, feature_names),
+                   interaction_sets=_interaction_sets(params.interaction_constraints, n_features, feature_names),
+                   feature_weights=_feature_weights(feature_weights, n_features))
+
+
+@dataclasses.dataclass(frozen=True)
+class Paths:
+    """Each node's path under interaction constraints (XGBoost's rule): a node may split on
+    the features split on along its path, and on every feature of each set holding all of
+    them; the root, on any feature. Arrays of a level's slots, on the device.
+
+    used : (n_slots, n_features) bool: the features the path split on
+    compatible : (n_slots, n_sets) bool: the sets holding all of them
+    """
+
+    used: object
+    compatible: object
+
+    @classmethod
+    def root(cls, sets) -> "Paths":
+        xp = get_xp(sets)
+        return cls(xp.zeros((1, sets.shape[1]), dtype=bool), xp.ones((1, sets.shape[0]), dtype=bool))
+
+    def allowed(self, sets):
+        """(n_slots, n_features) bool: the features each node may split on."""
+        reached = (self.compatible[:, :, None] & sets[None, :, :]).any(axis=1)
+        return self.used | reached | ~self.used.any(axis=1, keepdims=True)  # nothing used yet: the root
+
+    def children(self, sets, table, slot_of_rank) -> "Paths":
+        """The paths of the next level's sibling pairs, one pair per parent rank (the table's
+        split feature added to the parent's path)."""
+        xp = get_xp(sets)
+        feature = table[slot_of_rank, 1]
+        used = self.used[slot_of_rank] | (xp.arange(sets.shape[1])[None, :] == feature[:, None])
+        compatible = self.compatible[slot_of_rank] & sets[:, feature].T
+        return Paths(xp.repeat(used, 2, axis=0), xp.repeat(compatible, 2, axis=0))
 
 
 def _monotone(value, n_features: int, feature_names) -> np.ndarray | None:
@@ -48,6 +93,33 @@ def _monotone(value, n_features: int, feature_names) -> np.ndarray | None:
                              "give one per feature (0 for none), or a dict by feature name")
         directions[:] = value
     return directions if directions.any() else None
+
+
+def _feature_weights(value, n_features: int) -> np.ndarray | None:
+    """``feature_weights`` as float64, checked: one finite weight >= 0 per feature, not all 0."""
+    if value is None:
+        return None
+    weights = np.asarray(to_numpy(value), dtype=GAIN_DTYPE)
+    if weights.shape != (n_features,):
+        raise ValueError(f"feature_weights has shape {weights.shape} but X has {n_features} features: give one "
+                         "weight per feature")
+    bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+    if bad.size:
+        raise ValueError(f"feature_weights[{bad[0]}]={float(weights[bad[0]])!r}: weights must be finite and >= 0")
+    if not weights.any():
+        raise ValueError("feature_weights are all 0: give some feature a positive weight")
+    return weights
+
+
+def _interaction_sets(value, n_features: int, feature_names) -> np.ndarray | None:
+    """params.interaction_constraints as a (n_sets, n_features) bool matrix, or None."""
+    if value is None:
+        return None
+    sets = np.zeros((len(value), n_features), dtype=bool)
+    for index, group in enumerate(value):
+        for feature in group:
+            sets[index, _feature_index(f"interaction_constraints[{index}]", feature, n_features, feature_names)] = True
+    return sets
 
 
 def _feature_index(parameter: str, name, n_features: int, feature_names) -> int:

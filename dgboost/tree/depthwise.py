@@ -24,7 +24,7 @@ class DepthwiseGrower(Grower):
                 splits, n_parents = SplitTable.empty(frontier.size, xp), 0
             else:
                 hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
-                splits = self._splits(frontier, hist, scales)
+                splits = self._splits(frontier, hist, scales, tree_index, depth)
                 n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
@@ -36,5 +36,5 @@ class DepthwiseGrower(Grower):
             if n_parents == 0:
                 break
             frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows,
-                                         self._child_bounds(frontier, splits, slot_of_rank, n_split, scales))
+                                         **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
         return self._finish(levels, positions, scales)

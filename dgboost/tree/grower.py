@@ -40,7 +40,8 @@ from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams
 from . import histogram, partition
-from .constraints import FeatureRules
+from .constraints import FeatureRules, Paths
+from .sampling import ColumnSampler
 from .split import SplitTable, find_splits
 
 #: Largest histogram of one level (bytes) allocated for the upper bound rather
@@ -113,14 +114,17 @@ class _Frontier:
     build_begin: object  # (size // 2,) int32: the built child's range of ridx
     build_end: object
     bounds: object = None  # (size, 2) float64: each node's (lower, upper) weight bound, or None
+    paths: Paths | None = None  # each node's path under interaction constraints, or None
 
     @classmethod
-    def root(cls, node_sums, n_rows: int, bounded: bool = False) -> "_Frontier":
-        """The root level; ``bounded``: with weight bounds (monotone constraints), none yet."""
+    def root(cls, node_sums, n_rows: int, bounded: bool = False, sets=None) -> "_Frontier":
+        """The root level; ``bounded``: with weight bounds (monotone constraints), none yet;
+        ``sets``: the interaction sets, or None."""
         xp = get_xp(node_sums)
         bounds = xp.array([[-np.inf, np.inf]], dtype=GAIN_DTYPE) if bounded else None
         return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
-                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None, bounds)
+                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None, bounds,
+                   None if sets is None else Paths.root(sets))
 
     @property
     def size(self) -> int:
@@ -134,14 +138,14 @@ class _Frontier:
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int,
-                 bounds=None) -> "_Frontier":
+                 bounds=None, paths: Paths | None = None) -> "_Frontier":
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
         ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left;
-        ``bounds`` the children's weight bounds, or None."""
+        ``bounds`` and ``paths`` the children's weight bounds and paths, or None."""
         node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
             level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
         return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
-                         build_left, build_begin, build_end, bounds)
+                         build_left, build_begin, build_end, bounds, paths)
 
 
 class Grower(abc.ABC):
@@ -168,6 +172,9 @@ class Grower(abc.ABC):
         self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
         features = features or FeatureRules()
         self.monotone = None if features.monotone is None else asarray(xp, features.monotone, MONOTONE_DTYPE)
+        self.sets = None if features.interaction_sets is None else asarray(xp, features.interaction_sets, bool)
+        self.columns = ColumnSampler(len(n_bins), params.colsample_bytree, params.colsample_bylevel,
+                                     params.colsample_bynode, params.seed, features.feature_weights)
 
     @abc.abstractmethod
     def grow(self, gpair, tree_index: int) -> GrownTree:
@@ -185,21 +192,39 @@ class Grower(abc.ABC):
         positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
         ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
         root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows,
-                              bounded=self.monotone is not None)
+                              bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
-    def _splits(self, frontier: "_Frontier", hist, scales) -> SplitTable:
+    def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth: int) -> SplitTable:
         """The coordinator's best split of each of the frontier's nodes, on every rank."""
+        allowed = None
+        if self.comm.rank == 0:  # the features each node may split on: the coordinator's alone
+            allowed = self._allowed(frontier, tree_index, depth)
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
-                           self.matrix.bin_offsets, scales, self.rules, self.comm, monotone=self.monotone,
-                           bounds=frontier.bounds)
+                           self.matrix.bin_offsets, scales, self.rules, self.comm, allowed=allowed,
+                           monotone=self.monotone, bounds=frontier.bounds)
 
-    def _child_bounds(self, frontier: "_Frontier", splits: SplitTable, slot_of_rank, n_split, scales):
-        """The next level's weight bounds (monotone constraints), or None without them."""
-        if frontier.bounds is None:
-            return None
-        return child_bounds(splits.table, slot_of_rank, n_split, frontier.bounds, self.monotone, scales,
-                            self.rules)
+    def _allowed(self, frontier: "_Frontier", tree_index: int, depth: int):
+        """(size, n_features) bool on the device: the features column sampling and interaction
+        constraints leave each of the frontier's nodes; None where every feature is left."""
+        sampled = self.columns.level(tree_index, depth, frontier.size)
+        xp = get_xp(frontier.active)
+        sampled = None if sampled is None else asarray(xp, sampled, bool)
+        if frontier.paths is None:
+            return sampled
+        reached = frontier.paths.allowed(self.sets)
+        return reached if sampled is None else reached & sampled
+
+    def _children_rules(self, frontier: "_Frontier", splits: SplitTable, slot_of_rank, n_split, scales):
+        """The next level's weight bounds (monotone constraints) and paths (interaction
+        constraints): keyword arguments of ``_Frontier.children``."""
+        bounds = paths = None
+        if frontier.bounds is not None:
+            bounds = child_bounds(splits.table, slot_of_rank, n_split, frontier.bounds, self.monotone, scales,
+                                  self.rules)
+        if frontier.paths is not None:
+            paths = frontier.paths.children(self.sets, splits.table, slot_of_rank)
+        return {"bounds": bounds, "paths": paths}
 
     def _next_level_parents(self, valid, n_bins_total: int) -> int:
         """Slots for the next level's parents: exact on the host, else the upper bound."""
