@@ -61,7 +61,6 @@ NOT_YET_SUPPORTED = (
     "enable_categorical",
     "max_cached_hist_node",
     "max_cat_to_onehot",
-    "max_leaves",
     "multi_strategy",
     "num_parallel_tree",
     "refresh_leaf",
@@ -223,6 +222,7 @@ _CHECKS = {
     "objective": _choice(*OBJECTIVES),
     "eta": _number(0, 1),
     "max_depth": _number(1, _INF, integer=True),
+    "max_leaves": _number(0, 2**31 - 1, integer=True),
     "min_child_weight": _number(0, _INF),
     "lambda": _number(0, _INF),
     "alpha": _number(0, _INF),
@@ -251,6 +251,9 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("eta", 0.3, *_CHECKS["eta"], "Step size shrinkage: every leaf value is multiplied by it.",
          aliases=("learning_rate",)),
     Spec("max_depth", 6, *_CHECKS["max_depth"], "Maximum depth of a tree (depthwise growth)."),
+    Spec("max_leaves", 0, *_CHECKS["max_leaves"],
+         "Most leaves a tree may have (0: no limit). Depthwise trees split a level's nodes in order "
+         "until it is reached, as XGBoost's do."),
     Spec("min_child_weight", 1.0, *_CHECKS["min_child_weight"],
          "Minimum sum of hessians in a child for a split to be considered."),
     Spec("lambda", 1.0, *_CHECKS["lambda"], "L2 regularisation of leaf weights.",
@@ -326,6 +329,7 @@ class TrainParams:
     objective: str = "reg:squarederror"
     eta: float = 0.3
     max_depth: int = 6
+    max_leaves: int = 0
     min_child_weight: float = 1.0
     reg_lambda: float = 1.0
     alpha: float = 0.0

@@ -33,7 +33,7 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
            "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
-           "colsample_bynode")
+           "colsample_bynode", "max_leaves")
 
 
 class _DGBModel(BaseEstimator):
@@ -45,7 +45,7 @@ class _DGBModel(BaseEstimator):
                  random_state=None, missing=np.nan, eval_metric=None, early_stopping_rounds=None,
                  callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
                  monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
-                 colsample_bylevel=None, colsample_bynode=None, feature_weights=None):
+                 colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -76,6 +76,7 @@ class _DGBModel(BaseEstimator):
         self.colsample_bylevel = colsample_bylevel
         self.colsample_bynode = colsample_bynode
         self.feature_weights = feature_weights
+        self.max_leaves = max_leaves
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from . import partition
 from .grower import Grower, GrownTree, Level
 from .split import SplitTable
+from .._dtypes import INDEX_DTYPE
 from ..backend import get_xp
 from ..kernels import number_children
 
@@ -17,6 +18,7 @@ class DepthwiseGrower(Grower):
         gpair, scales, positions, ridx, frontier = self._start(gpair)
         xp = get_xp(gpair)
         n_rows = self.matrix.n_rows
+        n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
@@ -25,6 +27,8 @@ class DepthwiseGrower(Grower):
             else:
                 hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
                 splits = self._splits(frontier, hist, scales, tree_index, depth)
+                if self.max_leaves:
+                    splits, n_leaves = self._cap_leaves(splits, n_leaves)
                 n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)

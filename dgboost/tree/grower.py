@@ -164,6 +164,7 @@ class Grower(abc.ABC):
         self.comm = comm
         self.n_total = n_total
         self.max_depth = params.max_depth
+        self.max_leaves = params.max_leaves
         self.eta = params.eta
         self.rules = Regularisation(params.reg_lambda, params.alpha, params.min_child_weight,
                                     params.effective_max_delta_step, params.gamma)
@@ -203,6 +204,17 @@ class Grower(abc.ABC):
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                            self.matrix.bin_offsets, scales, self.rules, self.comm, allowed=allowed,
                            monotone=self.monotone, bounds=frontier.bounds)
+
+    def _cap_leaves(self, splits: SplitTable, n_leaves):
+        """``splits`` with no more splits than max_leaves leaves room for, taken in slot order
+        (XGBoost's depthwise order), and the tree's leaves after them. ``n_leaves``: the
+        leaves so far, a (1,) int64 array on the device (no host read)."""
+        xp = get_xp(splits.table)
+        budget = self.max_leaves - n_leaves
+        keep = splits.valid & (xp.cumsum(splits.valid) <= budget)
+        table = splits.table.copy()
+        table[:, 0] = keep
+        return SplitTable(table), n_leaves + keep.sum()
 
     def _allowed(self, frontier: "_Frontier", tree_index: int, depth: int):
         """(size, n_features) bool on the device: the features column sampling and interaction
