@@ -64,7 +64,6 @@ NOT_YET_SUPPORTED = (
     "multi_strategy",
     "num_parallel_tree",
     "refresh_leaf",
-    "sampling_method",
     "updater",
 )
 
@@ -233,6 +232,8 @@ _CHECKS = {
     "seed": _number(0, 2**63 - 1, integer=True),
     "subsample": _number(0, 1, lo_open=True),
     "colsample": _number(0, 1, lo_open=True),
+    "rate": _number(0, 1, lo_open=True, hi_open=True),
+    "sampling_method": _choice("uniform", "gradient_based", "goss"),
     "num_class": _number(2, 2**31 - 1, integer=True),
     "huber_slope": _number(0, _INF, lo_open=True),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
@@ -278,6 +279,15 @@ PARAMETERS: tuple[Spec, ...] = (
          aliases=("random_state",)),
     Spec("subsample", 1.0, *_CHECKS["subsample"],
          "Fraction of rows drawn (uniformly, per tree) to build each tree."),
+    Spec("sampling_method", "uniform", *_CHECKS["sampling_method"],
+         "How subsample draws rows: 'uniform' (each row alike) or 'gradient_based' (XGBoost's minimal "
+         "variance sampling: a row is drawn with probability proportional to sqrt(g^2 + 0.1 h^2), at "
+         "most 1, and its pair divided by it); 'goss' (LightGBM's, dgboost's own here) keeps the "
+         "top_rate of rows of largest |g h| and draws other_rate of the rows from the rest."),
+    Spec("top_rate", 0.2, *_CHECKS["rate"], "GOSS: the fraction of rows of largest |g h| kept (dgboost's own)."),
+    Spec("other_rate", 0.1, *_CHECKS["rate"],
+         "GOSS: the fraction of all rows drawn from the others, their pairs scaled by "
+         "(1 - top_rate) / other_rate (dgboost's own)."),
     Spec("colsample_bytree", 1.0, *_CHECKS["colsample"],
          "Fraction of the features drawn for each tree (at least one), by feature_weights where given."),
     Spec("colsample_bylevel", 1.0, *_CHECKS["colsample"],
@@ -339,6 +349,9 @@ class TrainParams:
     base_score: float | None = None
     seed: int = 0
     subsample: float = 1.0
+    sampling_method: str = "uniform"
+    top_rate: float = 0.2
+    other_rate: float = 0.1
     colsample_bytree: float = 1.0
     colsample_bylevel: float = 1.0
     colsample_bynode: float = 1.0
@@ -441,6 +454,13 @@ def _check_together(values: dict[str, Any]) -> None:
     if not multiclass and num_class is not None:
         raise ValueError(f"num_class={num_class} is only for multi:softmax and multi:softprob, "
                          f"not objective={objective!r}; remove it")
+    if values.get("sampling_method") == "goss":
+        if values.get("subsample", 1.0) < 1.0:
+            raise ValueError(f"subsample={values['subsample']!r} with sampling_method='goss': GOSS draws its rows by "
+                             "top_rate and other_rate; remove subsample")
+        top, other = values.get("top_rate", 0.2), values.get("other_rate", 0.1)
+        if top + other > 1.0:
+            raise ValueError(f"top_rate={top!r} and other_rate={other!r} add up to more than 1: lower one")
     base_score = values.get("base_score")
     if base_score is not None:
         if objective in ("reg:logistic", "binary:logistic") and not 0.0 < base_score < 1.0:

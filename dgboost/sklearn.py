@@ -33,7 +33,7 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
            "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
-           "colsample_bynode", "max_leaves")
+           "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate")
 
 
 class _DGBModel(BaseEstimator):
@@ -45,7 +45,8 @@ class _DGBModel(BaseEstimator):
                  random_state=None, missing=np.nan, eval_metric=None, early_stopping_rounds=None,
                  callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
                  monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
-                 colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None):
+                 colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None,
+                 sampling_method=None, top_rate=None, other_rate=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -77,6 +78,9 @@ class _DGBModel(BaseEstimator):
         self.colsample_bynode = colsample_bynode
         self.feature_weights = feature_weights
         self.max_leaves = max_leaves
+        self.sampling_method = sampling_method
+        self.top_rate = top_rate
+        self.other_rate = other_rate
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):

@@ -33,7 +33,7 @@ from .metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
-from .tree.sampling import subsample_rows
+from .tree.sampling import RowSampler
 from .sketch import Cuts, Sample, compute_cuts, draw_sample
 from .tree.tree import Tree
 
@@ -188,7 +188,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
-    work = _RoundWork(params, objective, training, evals, metrics, grower, schedule, rows, comm, margins)
+    sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
+    work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     booster = container.before_training(booster)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
     lookahead = _lookahead(xp)
@@ -224,8 +225,8 @@ class _RoundWork:
     evals: list
     metrics: list
     grower: Grower
+    sampler: RowSampler
     schedule: LearningRateScheduler | None
-    rows: RowSpans
     comm: object
     margins: object  # (n_rows, n_outputs) float32: the training rows', updated in place
 
@@ -238,9 +239,8 @@ class _RoundWork:
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
-            gpair_output = subsample_rows(gpair[:, output], self.params.subsample, self.params.seed, tree_index,
-                                          self.rows)
-            grown = self.grower.grow(gpair_output, tree_index)
+            gpair_output, sample = self.sampler.draw(gpair[:, output], tree_index)
+            grown = self.grower.grow(gpair_output, tree_index, sample)
             records.append(grown.record)
             add_leaf_values(margins, output, grown.leaf_value, grown.positions)
             for state in self.evals:

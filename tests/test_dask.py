@@ -66,8 +66,10 @@ CHUNKINGS = {
 PARAMS = {
     "binary": {"objective": "binary:logistic", "max_depth": 4, "eval_metric": ["logloss", "auc"],
                "subsample": 0.8},
-    "regression": {"objective": "reg:squarederror", "max_depth": 3, "min_child_weight": 2.0},
-    "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3},
+    "regression": {"objective": "reg:squarederror", "max_depth": 3, "min_child_weight": 2.0, "subsample": 0.5,
+                   "sampling_method": "gradient_based"},
+    "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "sampling_method": "goss",
+                   "eta": 0.5},  # GOSS from the third round
     # The tree-shape parameters of one grower; the split rules they set travel to every rank.
     "constrained": {"objective": "reg:squarederror", "max_depth": 4, "monotone_constraints": (1, -1, 0, 0, 0, 0),
                     "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]], "colsample_bytree": 0.9,

@@ -11,8 +11,8 @@ import functools
 
 from ..backend import is_cupy_array
 from . import cpu
-from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights,
-                  unpack)
+from .cpu import (MIN_SPLIT_GAIN, RADIX_BUCKETS, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains,
+                  node_weights, unpack)
 
 
 def _dispatch(reference):
@@ -28,6 +28,7 @@ def _dispatch(reference):
 
 
 add_leaf_values = _dispatch(cpu.add_leaf_values)
+bucket_counts = _dispatch(cpu.bucket_counts)
 child_bounds = _dispatch(cpu.child_bounds)
 build_histograms = _dispatch(cpu.build_histograms)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
@@ -45,10 +46,12 @@ tree_record = _dispatch(cpu.tree_record)
 
 __all__ = [
     "MIN_SPLIT_GAIN",
+    "RADIX_BUCKETS",
     "RECORD_COLUMNS",
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",
     "add_leaf_values",
+    "bucket_counts",
     "child_bounds",
     "build_histograms",
     "evaluate_splits",

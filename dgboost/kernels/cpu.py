@@ -480,6 +480,31 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
+#: Buckets of one radix step of bucket_counts: 16 bits of the keys.
+RADIX_BUCKETS = 1 << 16
+
+
+def bucket_counts(keys, shift, prefix):
+    """One step of a radix select over non-negative int64 ``keys`` (row sampling's thresholds).
+
+    Of the keys whose bits above ``shift + 16`` equal ``prefix``, bucketed by their bits
+    ``[shift, shift + 16)``: how many fall in each bucket and their exact sum.
+
+    Parameters
+    ----------
+    keys : array of shape (n,), int64, each in [0, 2**47)                # IN
+    shift : int, prefix : int                                           # IN
+
+    Returns
+    -------
+    counts, sums : arrays of shape (RADIX_BUCKETS,), int64              # OUT
+    """
+    counts = np.zeros(RADIX_BUCKETS, dtype=INDEX_DTYPE)
+    sums = np.zeros(RADIX_BUCKETS, dtype=INDEX_DTYPE)
+    loops.bucket_counts(np.ascontiguousarray(keys, dtype=INDEX_DTYPE), int(shift), int(prefix), counts, sums)
+    return counts, sums
+
+
 def number_children(table, start, n_parents):
     """Ids of the children of a level's splitting slots, and the slot of each split.
 
@@ -611,7 +636,8 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     Parameters
     ----------
     packed : array of shape (n_rows, n_words), uint32                 # IN
-    ridx : array of shape (n_rows,), int32                            # IN
+    ridx : array of shape (n_places,), int32: the rows grouped by node, all of them or a
+        sample (the rows left out at position -1)                      # IN
     positions : array of shape (n_rows,), int32: each row's node id   # IN/OUT, updated in place
     seg_begin, seg_end : arrays of shape (n_level_nodes,), int32      # IN
     split_feature, split_bin, left_child : arrays of shape (n_level_nodes,), int32   # IN

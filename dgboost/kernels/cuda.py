@@ -21,7 +21,7 @@ import numpy as np
 
 from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
                        MARGIN_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
-from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
+from .cpu import MIN_SPLIT_GAIN, RADIX_BUCKETS, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
 
 _RECORD_WIDTH = len(RECORD_COLUMNS)
 
@@ -328,6 +328,20 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ranks), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step), child))
     return child
+
+
+def bucket_counts(keys, shift, prefix):
+    import cupy
+    import cupyx
+
+    keys = cupy.ascontiguousarray(keys, dtype=INDEX_DTYPE)
+    # Keys of other prefixes go to one bucket past the end (no boolean indexing: no host read).
+    bucket = cupy.where((keys >> (shift + 16)) == prefix, (keys >> shift) & 0xFFFF, RADIX_BUCKETS)
+    counts = cupy.zeros(RADIX_BUCKETS + 1, dtype=INDEX_DTYPE)
+    sums = cupy.zeros(RADIX_BUCKETS + 1, dtype=INDEX_DTYPE)
+    cupyx.scatter_add(counts, bucket, 1)  # integer atomics: exact in any order
+    cupyx.scatter_add(sums, bucket, keys)
+    return counts[:RADIX_BUCKETS], sums[:RADIX_BUCKETS]
 
 
 def number_children(table, start, n_parents):

@@ -452,13 +452,16 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
     left where its bin of the slot's feature is at most the slot's bin (or is missing and
     the slot's default is left). In row order, so that each thread writes its own run of
     ``positions`` (by places in ``ridx``, threads wrote rows scattered over one another's
-    cache lines). Each run also copies its range of ``ridx`` into ``new_ridx``, whose
-    places of splitting slots partition_scatter then overwrites. ``cells`` as for
-    ``histograms``."""
+    cache lines). Each run also copies its share of ``ridx`` into ``new_ridx``, whose
+    places of splitting slots partition_scatter then overwrites (``ridx`` may hold fewer
+    rows than ``positions``: a sample of them, the others at position -1). ``cells`` as
+    for ``histograms``."""
     n_slots = left_child.shape[0]
     n_rows = positions.shape[0]
+    n_places = ridx.shape[0]
+    for place in range(n_places * run // n_runs, n_places * (run + 1) // n_runs):
+        new_ridx[place] = ridx[place]  # a loop, not a slice copy: numba's shape check compiles for seconds
     for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
-        new_ridx[row] = ridx[row]  # a loop, not a slice copy: numba's shape check compiles for seconds
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
@@ -605,6 +608,19 @@ def fixed_sums(run, n_runs, columns, scale, sums):
         for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
             total += np.int64(np.rint(np.float64(columns[row, column]) * scale[column]))
         sums[run, column] = total
+
+
+@compiled
+def bucket_counts(keys, shift, prefix, counts, sums):
+    """Radix buckets of the ``keys`` (non-negative int64) whose bits above ``shift + 16`` are
+    ``prefix`` (see cpu.bucket_counts): per bucket of bits ``[shift, shift + 16)``, how many
+    and their sum, added into ``counts`` and ``sums``."""
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        if (key >> (shift + 16)) == prefix:
+            bucket = (key >> shift) & 0xFFFF
+            counts[bucket] += 1
+            sums[bucket] += key
 
 
 @compiled

@@ -178,21 +178,29 @@ class Grower(abc.ABC):
                                      params.colsample_bynode, params.seed, features.feature_weights)
 
     @abc.abstractmethod
-    def grow(self, gpair, tree_index: int) -> GrownTree:
+    def grow(self, gpair, tree_index: int, sample=None) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2); ``tree_index`` is
-        the tree's place in the model (round * n_outputs + output), which keys its draws."""
+        the tree's place in the model (round * n_outputs + output), which keys its draws;
+        ``sample`` the rows drawn for it (int32, ascending; the others' pairs are zero), or
+        None for every row. Only the rows drawn are read; every row gets its leaf."""
 
-    def _start(self, gpair):
+    def _start(self, gpair, sample=None):
         """The tree's starting state: ``(gpair, scales, positions, ridx, root)``, the pairs
-        contiguous, every row at the root."""
+        contiguous, the rows drawn at the root (the others at position -1, out of the tree
+        until it is finished)."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
                                     HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
-        positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
-        ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
-        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), n_rows,
+        if sample is None:
+            positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+            ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
+        else:
+            positions = xp.full(n_rows, -1, dtype=POSITION_DTYPE)
+            positions[sample] = 0
+            ridx = xp.ascontiguousarray(sample, dtype=POSITION_DTYPE)
+        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), int(ridx.shape[0]),
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
@@ -247,7 +255,8 @@ class Grower(abc.ABC):
             return int(valid.sum())
         return bound
 
-    def _finish(self, levels, positions, scales) -> GrownTree:
+    def _finish(self, levels, positions, scales, sample=None) -> GrownTree:
+        """The grown tree; with a ``sample``, every row's leaf found by routing it."""
         xp = get_xp(positions)
         splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
         left_child = xp.concatenate([level.left_child for level in levels])
@@ -255,4 +264,7 @@ class Grower(abc.ABC):
         record, leaf_value = tree_record(xp.concatenate([level.node_sums for level in levels]),
                                          xp.concatenate([level.active for level in levels]), splits.table,
                                          left_child, scales, self.rules, self.eta, bounds)
-        return GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)
+        grown = GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)
+        if sample is not None:  # the rows left out stopped at the root: route every row
+            grown = dataclasses.replace(grown, positions=grown.route(self.matrix))
+        return grown

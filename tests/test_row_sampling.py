@@ -1,0 +1,150 @@
+"""Row sampling (subsample with sampling_method uniform, gradient_based, and GOSS): the rows
+drawn alone are read, with the model zeroed pairs give; gradient-based sampling's threshold is
+exact and its pairs unbiased; GOSS keeps the largest; accuracy; bad input; the radix step's
+GPU twin and the same model on the GPU."""
+
+import numpy as np
+import pytest
+
+import dgboost
+from dgboost.collective import LocalCommunicator
+from dgboost.data import RowSpans
+from dgboost.kernels import RADIX_BUCKETS, bucket_counts
+from dgboost.params import TrainParams
+from dgboost.tree.sampling import RowSampler
+
+
+def _data(rng, n_rows=4000, n_features=6):
+    X = rng.standard_normal((n_rows, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0] * X[:, 1] + np.sin(X[:, 2]) - X[:, 3]) + 0.2 * rng.standard_normal(n_rows)
+    return X, y.astype(np.float32)
+
+
+def _sampler(n_rows, **params):
+    return RowSampler(TrainParams.from_dict(params), n_rows, 1, RowSpans.contiguous(0, n_rows), LocalCommunicator())
+
+
+def test_bucket_counts_by_hand():
+    keys = np.array([0, 1, 1, 65536 + 5, 65536 * 3, 65536 + 7], np.int64)
+    counts, sums = bucket_counts(keys, 16, 0)
+    assert counts[0] == 3 and counts[1] == 2 and counts[3] == 1 and counts.sum() == 6
+    assert sums[0] == 2 and sums[1] == 2 * 65536 + 12 and sums[3] == 3 * 65536
+    counts, sums = bucket_counts(keys, 0, 1)  # within bucket 1: by the low 16 bits
+    assert counts[5] == 1 and counts[7] == 1 and counts.sum() == 2 and sums[7] == 65536 + 7
+    assert len(counts) == RADIX_BUCKETS
+
+
+def test_the_rows_drawn_alone_give_the_model_zeroed_pairs_give(monkeypatch, tmp_path):
+    X, y = _data(np.random.default_rng(0))
+    params = {"max_depth": 5, "subsample": 0.3}
+    compacted = dgboost.train(params, X, y, num_boost_round=5)
+    draw = RowSampler.draw
+    monkeypatch.setattr(RowSampler, "draw", lambda self, gpair, tree: (draw(self, gpair, tree)[0], None))
+    zeroed = dgboost.train(params, X, y, num_boost_round=5)  # every row read, the left-out pairs zero
+    compacted.save_model(tmp_path / "a.json")
+    zeroed.save_model(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.2, 0.5, 0.9])
+def test_gradient_based_threshold_is_exact(rate):
+    rng = np.random.default_rng(int(rate * 100))
+    n_rows = 50_000
+    gpair = np.stack([rng.standard_normal(n_rows) * rng.exponential(1, n_rows),
+                      rng.uniform(0.01, 0.25, n_rows)], axis=1).astype(np.float32)
+    gpair[:100] = 0  # rows with nothing to give are never drawn
+    sampler = _sampler(n_rows, subsample=rate, sampling_method="gradient_based")
+    g, h = gpair[:, 0].astype(np.float64), gpair[:, 1].astype(np.float64)
+    keys = sampler._fixed(np.sqrt(g * g + 0.1 * (h * h)))
+    mu = sampler._mvs_threshold(keys)
+    from fractions import Fraction
+
+    def expected(m):  # exactly
+        return sum(int(k) if k < m else m for k in keys.tolist()) / Fraction(m)
+
+    assert expected(mu) >= Fraction(rate) * n_rows > expected(mu + 1)
+    scaled, sample = sampler.draw(gpair, 0)
+    assert abs(len(sample) - rate * n_rows) < 4 * np.sqrt(rate * n_rows)
+    assert not np.isin(np.arange(100), sample).any()
+    np.testing.assert_array_equal(np.flatnonzero(scaled.any(axis=1)), sample)
+
+
+def test_gradient_based_pairs_are_unbiased():
+    rng = np.random.default_rng(1)
+    n_rows = 2000
+    gpair = np.stack([rng.standard_normal(n_rows), rng.uniform(0.05, 0.25, n_rows)], axis=1).astype(np.float32)
+    sampler = _sampler(n_rows, subsample=0.2, sampling_method="gradient_based")
+    totals = np.array([sampler.draw(gpair, tree)[0].astype(np.float64).sum(axis=0) for tree in range(400)])
+    spread = totals.std(axis=0) / np.sqrt(len(totals))
+    assert np.all(np.abs(totals.mean(axis=0) - gpair.sum(axis=0)) < 4 * spread)
+
+
+def test_goss_keeps_the_largest_and_scales_the_rest():
+    rng = np.random.default_rng(2)
+    n_rows = 10_000
+    gpair = np.stack([rng.standard_normal(n_rows), rng.uniform(0.05, 0.25, n_rows)], axis=1).astype(np.float32)
+    sampler = _sampler(n_rows, sampling_method="goss", top_rate=0.2, other_rate=0.1, eta=1.0)
+    scaled, sample = sampler.draw(gpair, tree_index=5)
+    magnitude = np.abs(gpair[:, 0].astype(np.float64) * gpair[:, 1])
+    top = np.argsort(-magnitude)[:2000]
+    assert np.isin(top, sample).all()
+    others = np.setdiff1d(sample, top)
+    assert abs(len(others) - 1000) < 4 * np.sqrt(1000)
+    np.testing.assert_array_equal(scaled[top], gpair[top])
+    np.testing.assert_allclose(scaled[others], gpair[others] * 8.0, rtol=1e-7)  # (1 - 0.2) / 0.1
+    warm = _sampler(n_rows, sampling_method="goss", eta=0.1)  # as LightGBM: no GOSS in the first 1/eta rounds
+    assert warm.draw(gpair, tree_index=9)[1] is None and warm.draw(gpair, tree_index=10)[1] is not None
+
+
+def test_sampled_models_stay_accurate():
+    from dgboost.datasets import make_higgs_like
+    from sklearn.metrics import roc_auc_score
+
+    X, y = make_higgs_like(60_000, seed=0)
+    X_test, y_test = make_higgs_like(20_000, seed=1)
+    params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.1}
+    auc = {}
+    for name, extra in [("all", {}), ("gradient_based", {"subsample": 0.2, "sampling_method": "gradient_based"}),
+                        ("goss", {"sampling_method": "goss"})]:
+        booster = dgboost.train({**params, **extra}, X, y, num_boost_round=60)
+        auc[name] = roc_auc_score(y_test, booster.predict(X_test))
+    assert auc["gradient_based"] > auc["all"] - 0.003, auc  # the issue's bound, at subsample 0.2
+    assert auc["goss"] > auc["all"] - 0.003, auc
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"sampling_method": "goss", "subsample": 0.5}, "with sampling_method='goss'"),
+    ({"sampling_method": "goss", "top_rate": 0.6, "other_rate": 0.5}, "add up to more than 1"),
+    ({"other_rate": 0.0}, r"other_rate=0.0 is out of range"),
+    ({"sampling_method": "mvs"}, "sampling_method='mvs' is not one of"),
+])
+def test_bad_sampling_parameters(params, message):
+    X, y = _data(np.random.default_rng(3), 100)
+    with pytest.raises(ValueError, match=message):
+        dgboost.train(params, X, y)
+
+
+@pytest.mark.gpu
+def test_bucket_counts_equal_their_twin():
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cpu, cuda
+
+    keys = np.random.default_rng(4).integers(0, 2**31, 300_000)
+    keys[:1000] = keys[0]  # a crowded bucket
+    for shift, prefix in ((16, 0), (0, int(keys[0] >> 16)), (0, 5)):
+        for host, device in zip(cpu.bucket_counts(keys, shift, prefix), cuda.bucket_counts(cp.asarray(keys), shift, prefix)):
+            np.testing.assert_array_equal(device.get(), host)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extra", [{"subsample": 0.3, "sampling_method": "gradient_based"},
+                                   {"sampling_method": "goss", "eta": 0.5}, {"subsample": 0.3}])
+def test_sampled_model_file_is_identical_to_the_cpus(extra, tmp_path):
+    cp = pytest.importorskip("cupy")
+    X, y = _data(np.random.default_rng(5), 30_000)
+    params = {"max_depth": 7, "eta": 0.3, **extra}
+    dgboost.train(params, X, y, num_boost_round=12).save_model(tmp_path / "cpu.json")
+    dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
+                  num_boost_round=12).save_model(tmp_path / "gpu.json")
+    assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
