@@ -53,6 +53,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-bin", type=int, default=256)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--nthread", type=int, default=0, help="CPU threads of both systems (0: every core)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a training parameter for both systems (VALUE read as JSON, else a string), "
+                             "e.g. --param subsample=0.2 --param sampling_method=gradient_based")
     parser.add_argument("--kind", default="", help="the machine kind, for the record (the table also "
                         "names the GPU nvidia-smi reports)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
@@ -79,15 +82,27 @@ def main(argv=None) -> int:
 
 
 def _config(args):
-    return {k: getattr(args, k) for k in ("dataset", "rows", "test_rows", "rounds", "depth", "eta",
-                                           "max_bin", "device", "nthread", "kind")}
+    return {**{k: getattr(args, k) for k in ("dataset", "rows", "test_rows", "rounds", "depth", "eta",
+                                             "max_bin", "device", "nthread", "kind")}, **_extra_params(args)}
+
+
+def _extra_params(args) -> dict:
+    """The --param KEY=VALUE pairs, each VALUE read as JSON where it parses, else a string."""
+    extra = {}
+    for pair in args.param:
+        key, _, value = pair.partition("=")
+        try:
+            extra[key] = json.loads(value)
+        except ValueError:
+            extra[key] = value
+    return extra
 
 
 def _params(args):
     objective, extra, _, _ = TASKS[args.dataset]
     threads = {"nthread": args.nthread} if args.nthread > 0 else {}
     return {"objective": objective, "max_depth": args.depth, "eta": args.eta, "max_bin": args.max_bin,
-            **threads, **extra}
+            **threads, **extra, **_extra_params(args)}
 
 
 def _run_system(args) -> dict:
