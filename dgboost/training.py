@@ -239,8 +239,8 @@ class _RoundWork:
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
-            gpair_output, sample = self.sampler.draw(gpair[:, output], tree_index)
-            grown = self.grower.grow(gpair_output, tree_index, sample)
+            gpair_output, drawn = self.sampler.draw(gpair[:, output], tree_index)
+            grown = self.grower.grow(gpair_output, tree_index, drawn)
             records.append(grown.record)
             add_leaf_values(margins, output, grown.leaf_value, grown.positions)
             for state in self.evals:

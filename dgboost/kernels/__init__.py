@@ -11,8 +11,8 @@ import functools
 
 from ..backend import is_cupy_array
 from . import cpu
-from .cpu import (MIN_SPLIT_GAIN, RADIX_BUCKETS, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains,
-                  node_weights, unpack)
+from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights,
+                  unpack)
 
 
 def _dispatch(reference):
@@ -46,7 +46,6 @@ tree_record = _dispatch(cpu.tree_record)
 
 __all__ = [
     "MIN_SPLIT_GAIN",
-    "RADIX_BUCKETS",
     "RECORD_COLUMNS",
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",

@@ -480,28 +480,26 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
-#: Buckets of one radix step of bucket_counts: 16 bits of the keys.
-RADIX_BUCKETS = 1 << 16
-
-
-def bucket_counts(keys, shift, prefix):
+def bucket_counts(keys, shift, bits, prefix):
     """One step of a radix select over non-negative int64 ``keys`` (row sampling's thresholds).
 
-    Of the keys whose bits above ``shift + 16`` equal ``prefix``, bucketed by their bits
-    ``[shift, shift + 16)``: how many fall in each bucket and their exact sum.
+    Of the keys whose bits above ``shift + bits`` equal ``prefix``, bucketed by their bits
+    ``[shift, shift + bits)``: how many fall in each bucket and their exact sum.
 
     Parameters
     ----------
-    keys : array of shape (n,), int64, each in [0, 2**47)                # IN
-    shift : int, prefix : int                                           # IN
+    keys : array of shape (n,), int64, each below 2**31                 # IN
+    shift, bits : int: the step's bits (bits at most 12)                # IN
+    prefix : int: the bits above them                                   # IN
 
     Returns
     -------
-    counts, sums : arrays of shape (RADIX_BUCKETS,), int64              # OUT
+    counts, sums : arrays of shape (2**bits,), int64                    # OUT
     """
-    counts = np.zeros(RADIX_BUCKETS, dtype=INDEX_DTYPE)
-    sums = np.zeros(RADIX_BUCKETS, dtype=INDEX_DTYPE)
-    loops.bucket_counts(np.ascontiguousarray(keys, dtype=INDEX_DTYPE), int(shift), int(prefix), counts, sums)
+    counts = np.zeros(1 << bits, dtype=INDEX_DTYPE)
+    sums = np.zeros(1 << bits, dtype=INDEX_DTYPE)
+    loops.bucket_counts(np.ascontiguousarray(keys, dtype=INDEX_DTYPE), int(shift), int(bits), int(prefix), counts,
+                        sums)
     return counts, sums
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
                        MARGIN_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
-from .cpu import MIN_SPLIT_GAIN, RADIX_BUCKETS, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
+from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
 
 _RECORD_WIDTH = len(RECORD_COLUMNS)
 
@@ -29,7 +29,7 @@ _SOURCES = pathlib.Path(__file__).resolve().parent
 _HEADER = "common.cuh"
 #: Sources whose floating-point arithmetic is comparisons and single additions (nothing a
 #: fused multiply-add could round differently from the twin).
-_NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu"})
+_NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu", "sampling.cu"})
 
 #: Threads per block of the row-parallel kernels.
 _BLOCK = 256
@@ -330,18 +330,18 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
-def bucket_counts(keys, shift, prefix):
+def bucket_counts(keys, shift, bits, prefix):
     import cupy
-    import cupyx
 
     keys = cupy.ascontiguousarray(keys, dtype=INDEX_DTYPE)
-    # Keys of other prefixes go to one bucket past the end (no boolean indexing: no host read).
-    bucket = cupy.where((keys >> (shift + 16)) == prefix, (keys >> shift) & 0xFFFF, RADIX_BUCKETS)
-    counts = cupy.zeros(RADIX_BUCKETS + 1, dtype=INDEX_DTYPE)
-    sums = cupy.zeros(RADIX_BUCKETS + 1, dtype=INDEX_DTYPE)
-    cupyx.scatter_add(counts, bucket, 1)  # integer atomics: exact in any order
-    cupyx.scatter_add(sums, bucket, keys)
-    return counts[:RADIX_BUCKETS], sums[:RADIX_BUCKETS]
+    n = int(keys.shape[0])
+    totals = cupy.zeros(2 << bits, dtype=INDEX_DTYPE)  # counts, then sums
+    if n:
+        _kernel("sampling.cu", "bucket_counts")(
+            (min(_REDUCE_BLOCKS, _blocks(n)),), (_BLOCK,),
+            (keys, np.int64(n), np.int32(shift), np.int32(bits), np.int64(prefix), totals[:1 << bits],
+             totals[1 << bits:]), shared_mem=(2 << bits) * 8)
+    return totals[:1 << bits], totals[1 << bits:]
 
 
 def number_children(table, start, n_parents):
@@ -401,23 +401,24 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
                    seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
     import cupy
 
-    n_rows, n_words = packed.shape
+    n_words = int(packed.shape[1])
+    n_places = int(ridx.shape[0])  # every row, or a sample of them
     n_level = int(left_child.shape[0])
-    flags = cupy.empty(n_rows, dtype=POSITION_DTYPE)
-    left_before = cupy.empty(n_rows + 1, dtype=POSITION_DTYPE)  # partition_flags writes [0], the scan the rest
+    flags = cupy.empty(n_places, dtype=POSITION_DTYPE)
+    left_before = cupy.empty(n_places + 1, dtype=POSITION_DTYPE)  # partition_flags writes [0], the scan the rest
     new_ridx = cupy.empty_like(ridx)
     seg_begin, seg_end = _int32(seg_begin), _int32(seg_end)
     _kernel("partition.cu", "partition_flags")(
-        (_blocks(n_rows),), (_BLOCK,),
+        (_blocks(n_places),), (_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-         _int32(ridx), np.int32(n_rows), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
+         _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
          _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
          left_before))
-    if n_rows:
+    if n_places:
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
-            (_blocks(n_rows),), (_BLOCK,),
-            (_int32(ridx), positions, flags, left_before, np.int32(n_rows), np.int32(n_level), seg_begin,
+            (_blocks(n_places),), (_BLOCK,),
+            (_int32(ridx), positions, flags, left_before, np.int32(n_places), np.int32(n_level), seg_begin,
              seg_end, _int32(left_child), new_ridx))
     n_left = cupy.empty(n_level, dtype=POSITION_DTYPE)
     if n_level:

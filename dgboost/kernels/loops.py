@@ -611,14 +611,15 @@ def fixed_sums(run, n_runs, columns, scale, sums):
 
 
 @compiled
-def bucket_counts(keys, shift, prefix, counts, sums):
-    """Radix buckets of the ``keys`` (non-negative int64) whose bits above ``shift + 16`` are
-    ``prefix`` (see cpu.bucket_counts): per bucket of bits ``[shift, shift + 16)``, how many
-    and their sum, added into ``counts`` and ``sums``."""
+def bucket_counts(keys, shift, bits, prefix, counts, sums):
+    """Radix buckets of the ``keys`` (non-negative int64) whose bits above ``shift + bits``
+    are ``prefix`` (see cpu.bucket_counts): per bucket of bits ``[shift, shift + bits)``,
+    how many and their sum, added into ``counts`` and ``sums``."""
+    mask = (np.int64(1) << bits) - 1
     for i in range(keys.shape[0]):
         key = keys[i]
-        if (key >> (shift + 16)) == prefix:
-            bucket = (key >> shift) & 0xFFFF
+        if (key >> (shift + bits)) == prefix:
+            bucket = (key >> shift) & mask
             counts[bucket] += 1
             sums[bucket] += key
 

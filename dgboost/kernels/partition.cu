@@ -1,8 +1,9 @@
 // Row partitioning and routing (twins: cpu.partition_rows, cpu.route_rows).
 //
-// ridx holds the rows grouped by node: node s of a level owns
-// ridx[seg_begin[s]:seg_end[s]], the ranges in slot order (seg_begin does not
-// decrease; padding slots hold empty ranges at n_rows). Splitting a node splits
+// ridx holds the rows grouped by node (every row, or a sample of them: n_places
+// entries): node s of a level owns ridx[seg_begin[s]:seg_end[s]], the ranges in
+// slot order (seg_begin does not decrease; padding slots hold empty ranges at
+// n_places). Splitting a node splits
 // its range in place, stably: its left rows first, in their old order, then
 // its right rows. A thread finds its slot from the ranges, so positions are
 // only written, never gathered.
@@ -24,14 +25,14 @@ __device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
 // Also starts the scan's output: left_before[0] = 0.
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
-    const int missing_symbol, const int* __restrict__ ridx, const int n_rows, const int level_size,
+    const int missing_symbol, const int* __restrict__ ridx, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, int* __restrict__ flags, int* __restrict__ left_before)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) left_before[0] = 0;
-    if (i >= n_rows) return;
+    if (i >= n_places) return;
     const int slot = slot_of(i, seg_begin, seg_end, level_size);
     int left = 0;
     if (slot >= 0 && left_child[slot] >= 0) {
@@ -42,15 +43,15 @@ extern "C" __global__ void partition_flags(
 }
 
 // Moves each row of a splitting node to its place in the node's range and its child.
-// left_before[i] = flags[0] + ... + flags[i - 1] (n_rows + 1 entries).
+// left_before[i] = flags[0] + ... + flags[i - 1] (n_places + 1 entries).
 extern "C" __global__ void partition_scatter(
     const int* __restrict__ ridx, int* __restrict__ positions, const int* __restrict__ flags,
-    const int* __restrict__ left_before, const int n_rows, const int level_size,
+    const int* __restrict__ left_before, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
     const int* __restrict__ left_child, int* __restrict__ new_ridx)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_rows) return;
+    if (i >= n_places) return;
     const int row = ridx[i];
     const int slot = slot_of(i, seg_begin, seg_end, level_size);
     if (slot < 0 || left_child[slot] < 0) { new_ridx[i] = row; return; }

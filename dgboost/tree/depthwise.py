@@ -14,10 +14,10 @@ from ..kernels import number_children
 class DepthwiseGrower(Grower):
     """Level by level: a level's histograms, its splits, its rows moved to their children."""
 
-    def grow(self, gpair, tree_index: int, sample=None) -> GrownTree:
-        gpair, scales, positions, ridx, frontier = self._start(gpair, sample)
+    def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
+        gpair, scales, positions, ridx, frontier = self._start(gpair, drawn)
         xp = get_xp(gpair)
-        n_places = int(ridx.shape[0])  # the rows read: all of them, or the sample
+        n_rows = self.matrix.n_rows
         n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
         for depth in range(self.max_depth + 1):
@@ -39,6 +39,6 @@ class DepthwiseGrower(Grower):
                                                  frontier.seg_end, splits, level.left_child)
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_places,
+            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows,
                                          **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
-        return self._finish(levels, positions, scales, sample)
+        return self._finish(levels, positions, scales, drawn)

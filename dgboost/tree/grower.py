@@ -117,14 +117,14 @@ class _Frontier:
     paths: Paths | None = None  # each node's path under interaction constraints, or None
 
     @classmethod
-    def root(cls, node_sums, n_rows: int, bounded: bool = False, sets=None) -> "_Frontier":
-        """The root level; ``bounded``: with weight bounds (monotone constraints), none yet;
-        ``sets``: the interaction sets, or None."""
+    def root(cls, node_sums, root_end, bounded: bool = False, sets=None) -> "_Frontier":
+        """The root level, its rows ``ridx[0:root_end]`` (a (1,) int32 array); ``bounded``:
+        with weight bounds (monotone constraints), none yet; ``sets``: the interaction
+        sets, or None."""
         xp = get_xp(node_sums)
         bounds = xp.array([[-np.inf, np.inf]], dtype=GAIN_DTYPE) if bounded else None
-        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE),
-                   xp.full(1, n_rows, dtype=POSITION_DTYPE), None, None, None, None, None, bounds,
-                   None if sets is None else Paths.root(sets))
+        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE), root_end,
+                   None, None, None, None, None, bounds, None if sets is None else Paths.root(sets))
 
     @property
     def size(self) -> int:
@@ -178,29 +178,35 @@ class Grower(abc.ABC):
                                      params.colsample_bynode, params.seed, features.feature_weights)
 
     @abc.abstractmethod
-    def grow(self, gpair, tree_index: int, sample=None) -> GrownTree:
+    def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2); ``tree_index`` is
         the tree's place in the model (round * n_outputs + output), which keys its draws;
-        ``sample`` the rows drawn for it (int32, ascending; the others' pairs are zero), or
-        None for every row. Only the rows drawn are read; every row gets its leaf."""
+        ``drawn`` (n_rows,) bool: the rows the tree is grown from (the others' pairs are
+        zero), or None for every row. Only the rows drawn are read; every row gets its leaf."""
 
-    def _start(self, gpair, sample=None):
+    def _start(self, gpair, drawn=None):
         """The tree's starting state: ``(gpair, scales, positions, ridx, root)``, the pairs
-        contiguous, the rows drawn at the root (the others at position -1, out of the tree
-        until it is finished)."""
+        contiguous. Without ``drawn`` every row is at the root. With it, ``ridx`` holds the
+        rows drawn first, the root's range, then the others, at position -1: out of the tree
+        until it is finished (no host read: the root's end stays on the device)."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
                                     HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
-        if sample is None:
+        if drawn is None:
             positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
             ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
+            root_end = xp.full(1, n_rows, dtype=POSITION_DTYPE)
         else:
-            positions = xp.full(n_rows, -1, dtype=POSITION_DTYPE)
-            positions[sample] = 0
-            ridx = xp.ascontiguousarray(sample, dtype=POSITION_DTYPE)
-        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), int(ridx.shape[0]),
+            positions = xp.where(drawn, 0, -1).astype(POSITION_DTYPE)
+            drawn = drawn.astype(POSITION_DTYPE)
+            before = xp.cumsum(drawn, dtype=POSITION_DTYPE) - drawn  # rows drawn before each row
+            root_end = (before[-1:] + drawn[-1:]) if n_rows else xp.zeros(1, dtype=POSITION_DTYPE)
+            rows = xp.arange(n_rows, dtype=POSITION_DTYPE)
+            ridx = xp.empty(n_rows, dtype=POSITION_DTYPE)
+            ridx[xp.where(drawn != 0, before, root_end + rows - before)] = rows  # the others after, in order
+        root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), root_end,
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
@@ -255,8 +261,8 @@ class Grower(abc.ABC):
             return int(valid.sum())
         return bound
 
-    def _finish(self, levels, positions, scales, sample=None) -> GrownTree:
-        """The grown tree; with a ``sample``, every row's leaf found by routing it."""
+    def _finish(self, levels, positions, scales, drawn=None) -> GrownTree:
+        """The grown tree; with ``drawn`` rows, every row's leaf found by routing it."""
         xp = get_xp(positions)
         splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
         left_child = xp.concatenate([level.left_child for level in levels])
@@ -265,6 +271,6 @@ class Grower(abc.ABC):
                                          xp.concatenate([level.active for level in levels]), splits.table,
                                          left_child, scales, self.rules, self.eta, bounds)
         grown = GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)
-        if sample is not None:  # the rows left out stopped at the root: route every row
+        if drawn is not None:  # the rows left out stayed out of the tree: route every row
             grown = dataclasses.replace(grown, positions=grown.route(self.matrix))
         return grown

@@ -19,17 +19,17 @@ follow the real ones).
 
 from __future__ import annotations
 
-import numpy as np
-
 import math
 from fractions import Fraction
 
-from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, POSITION_DTYPE, STAT_DTYPE
+import numpy as np
+
+from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, STAT_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
                         STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
 from ..backend import get_xp, to_numpy
 from ..data import RowSpans
-from ..kernels import RADIX_BUCKETS, bucket_counts
+from ..kernels import bucket_counts
 
 
 class RowSampler:
@@ -37,21 +37,21 @@ class RowSampler:
     ``sampling_method``).
 
     ``draw`` returns the tree's gradient pairs, zero for the rows left out and divided
-    by their probability for the rows drawn (gradient-based sampling and GOSS), and the
-    rows drawn, whose histograms alone are built (the matrix is not copied: the grower
-    reads these rows' cells where they are). Every threshold is found over all ranks'
-    rows by a radix select of exact integer counts and sums, and every draw is keyed by
-    (seed, tree, global row index), so the sample does not depend on the partitioning.
+    by their probability for the rows drawn (gradient-based sampling and GOSS), and which
+    rows were drawn: the grower reads those alone. Every threshold is found over all
+    ranks' rows by a radix select of exact integer counts and sums, and every draw is
+    keyed by (seed, tree, global row index), so the sample does not depend on the
+    partitioning.
 
-    - ``uniform``: each row with probability ``subsample``.
+    - ``uniform``: each row with probability ``subsample`` (no host read).
     - ``gradient_based`` (XGBoost's, the minimal variance sampling of Ibragimov and
-      Gusev): each row with probability ``min(1, m / mu)``, ``m = sqrt(g^2 + 0.1 h^2)``,
-      ``mu`` such that the expected sample is ``subsample`` of the rows; its pair divided
-      by that probability.
+      Gusev): each row with probability ``min(1, m / mu)``, ``m = sqrt(g^2 + 0.1 h^2)`` in
+      fixed point, ``mu`` the largest integer whose expected sample is at least
+      ``subsample`` of the rows; its pair divided by that probability.
     - ``goss`` (LightGBM's gradient-based one-side sampling): the ``top_rate`` of rows of
-      largest ``|g h|``, and from the others ``other_rate`` of all rows, their pairs
-      multiplied by ``(1 - top_rate) / other_rate``; as LightGBM, not in the first
-      ``1 / eta`` rounds.
+      largest ``|g h|`` (all tied at the threshold), and from the others ``other_rate`` of
+      all rows, their pairs multiplied by ``(1 - top_rate) / other_rate``; as LightGBM,
+      from round ``1 / eta`` on.
     """
 
     def __init__(self, params, n_total: int, n_outputs: int, rows: RowSpans, comm):
@@ -70,21 +70,22 @@ class RowSampler:
         return self.method == "goss" or self.rate < 1.0
 
     def draw(self, gpair, tree_index: int):
-        """``(gpair, sample)`` for the tree ``tree_index`` (round * n_outputs + output):
-        ``gpair`` (n_rows, 2) float32 as the tree sees it, ``sample`` the rows drawn (int32,
-        ascending), or None for every row."""
+        """``(gpair, drawn)`` for the tree ``tree_index`` (round * n_outputs + output):
+        ``gpair`` (n_rows, 2) float32 as the tree sees it, ``drawn`` (n_rows,) bool, or
+        None for every row."""
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
         draws = uniform(self.rows.global_index(xp), stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index))
         if self.method == "uniform":
             keep = draws < self.rate
-            return xp.where(keep[:, None], gpair, gpair.dtype.type(0)), _rows_of(keep)
+            return xp.where(keep[:, None], gpair, gpair.dtype.type(0)), keep
         gradient, hessian = gpair[:, 0].astype(STAT_DTYPE), gpair[:, 1].astype(STAT_DTYPE)
         if self.method == "gradient_based":
             magnitude = xp.sqrt(gradient * gradient + _MVS_LAMBDA * (hessian * hessian))
         else:
             magnitude = xp.abs(gradient * hessian)  # exact: a product of two float32
+        del gradient, hessian
         keys = self._fixed(magnitude)
         if keys is None:  # every pair is zero: nothing to draw by
             return gpair, None
@@ -93,14 +94,14 @@ class RowSampler:
             keep = draws < probability
             divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
             scaled = (gpair.astype(STAT_DTYPE) / divisor).astype(gpair.dtype)
-            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _rows_of(keep)
+            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
         top = keys >= self._top_threshold(keys, top_k)
         keep = top | (draws < other_k / max(1, self.n_total - top_k))
         weight = xp.where(top, 1.0, (self.n_total - top_k) / other_k)
         scaled = (gpair.astype(STAT_DTYPE) * weight[:, None]).astype(gpair.dtype)
-        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _rows_of(keep)
+        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
 
     def _fixed(self, magnitude):
         """The magnitudes as int64 keys below 2**31, at a power-of-two scale every rank derives
@@ -113,42 +114,45 @@ class RowSampler:
         scale = math.ldexp(1.0, 31 - math.frexp(largest)[1])  # largest * scale < 2**31
         return xp.rint(magnitude * scale).astype(INDEX_DTYPE)
 
-    def _buckets(self, keys, shift: int, prefix: int):
-        """One radix step over every rank's keys, on the host: by bucket, how many keys are at
-        or above its start (RADIX_BUCKETS + 1 entries) and the sum of those below it. int64
-        is exact: fewer than 2**31 keys, each below 2**31."""
-        counts, sums = bucket_counts(keys, shift, prefix)
-        both = to_numpy(self.comm.allreduce(get_xp(keys).concatenate([counts, sums])))
-        counts, sums = both[:RADIX_BUCKETS], both[RADIX_BUCKETS:]
-        above = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
-        below = np.concatenate([[0], np.cumsum(sums)])
-        return above, below
-
     def _mvs_threshold(self, keys) -> int:
-        """The largest integer ``mu`` whose expected sample, ``#(key >= mu) + sum(key < mu) / mu``,
-        is at least ``subsample`` of the rows: two radix steps, then exact comparisons."""
+        """The largest integer ``mu >= 1`` whose expected sample, ``#(key >= mu) + sum(key < mu) /
+        mu`` over every rank's keys, is at least ``subsample`` of the rows (compared exactly);
+        1 where even mu = 1 draws too few (every nonzero row, then, with probability 1)."""
         target = Fraction(self.rate) * self.n_total
-
-        def enough(mu, above, below):  # exact: Python integers and a fraction
-            return int(above) * mu + int(below) >= target * mu
-
-        # Bucket b's keys are [b * 2**16, (b + 1) * 2**16). mu >= 1: the first bucket's start
-        # (0) is no threshold; its values are searched in the second step.
-        count_above, sum_below = self._buckets(keys, 16, 0)
-        bucket = _largest(lambda b: enough(b << 16, count_above[b], sum_below[b]), 1, RADIX_BUCKETS)
-        low_above, low_below = self._buckets(keys, 0, bucket)
-        outside_above, outside_below = int(count_above[bucket + 1]), int(sum_below[bucket])
-        low = _largest(lambda j: enough((bucket << 16) + j, outside_above + low_above[j], outside_below + low_below[j]),
-                       1 if bucket == 0 else 0, RADIX_BUCKETS)
-        return max(1, (bucket << 16) + low)  # below 1: even mu = 1 draws too few; every nonzero row then
+        return max(1, self._largest(keys, lambda mu, above, below: above * mu + below >= target * mu, least=1))
 
     def _top_threshold(self, keys, top_k: int) -> int:
-        """The largest key value ``t`` with at least ``top_k`` keys >= ``t`` (ties at ``t`` all in)."""
-        count_above, _ = self._buckets(keys, 16, 0)
-        bucket = _largest(lambda b: count_above[b] >= top_k, 0, RADIX_BUCKETS)  # >= 0: every key is >= 0
-        low_above, _ = self._buckets(keys, 0, bucket)
-        return (bucket << 16) + _largest(lambda j: count_above[bucket + 1] + low_above[j] >= top_k, 0, RADIX_BUCKETS)
+        """The largest key value ``t`` with at least ``top_k`` of every rank's keys ``>= t``."""
+        return self._largest(keys, lambda t, above, below: above >= top_k, least=0)
 
+    def _largest(self, keys, holds, least: int) -> int:
+        """The largest integer ``t >= least`` for which ``holds(t, above, below)``, where
+        ``above`` is how many of every rank's keys are ``>= t`` and ``below`` the sum of those
+        ``< t`` (Python integers), for a rule true up to some ``t`` and false after; ``least -
+        1`` if none. Radix steps of _RADIX_STEPS bits, highest first: each one bucket
+        histogram over every rank (one allreduce) narrows ``t`` to a bucket."""
+        prefix = above_range = below_range = 0  # keys above the range; the sum of those below it
+        for shift, bits in _RADIX_STEPS:
+            counts, sums = bucket_counts(keys, shift, bits, prefix)
+            totals = to_numpy(self.comm.allreduce(get_xp(keys).concatenate([counts, sums])))
+            n_buckets = 1 << bits
+            above = above_range + np.concatenate([np.cumsum(totals[n_buckets - 1::-1])[::-1], [0]])  # >= bucket start
+            below = below_range + np.concatenate([[0], np.cumsum(totals[n_buckets:])])  # < bucket start
+            start = prefix << (shift + bits)
+            first = 1 if start < least else 0  # bucket 0 of a range starting at 0 starts below least: its values next
+            bucket = _largest(lambda b: holds(start + (b << shift), int(above[b]), int(below[b])), first, n_buckets)
+            if bucket < first:  # every candidate fails: the answer is in bucket 0, or below least
+                if shift == 0:
+                    return least - 1
+                bucket = 0
+            prefix = (prefix << bits) | bucket
+            above_range, below_range = int(above[bucket + 1]), int(below[bucket])
+        return prefix  # the last step's buckets are single values
+
+
+#: The radix steps (shift, bits) of a threshold search over 31-bit keys: 2048 buckets at most,
+#: so that each block of the CUDA twin counts into shared memory.
+_RADIX_STEPS = ((20, 11), (9, 11), (0, 9))
 
 #: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
 _MVS_LAMBDA = 0.1
@@ -165,11 +169,6 @@ def _largest(predicate, first: int, stop: int) -> int:
         else:
             high = middle
     return low
-
-
-def _rows_of(keep):
-    """The rows drawn, ascending, as int32 row indices."""
-    return get_xp(keep).flatnonzero(keep).astype(POSITION_DTYPE)
 
 
 #: The least weight a feature is drawn with (XGBoost's kRtEps): a weight of 0 is drawn last.
