@@ -17,7 +17,7 @@ class DepthwiseGrower(Grower):
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         gpair, scales, positions, ridx, frontier = self._start(gpair, drawn)
         xp = get_xp(gpair)
-        n_rows = self.matrix.n_rows
+        n_places = int(ridx.shape[0])  # the places of ridx: every row, or the indices drawn
         n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
         for depth in range(self.max_depth + 1):
@@ -39,6 +39,6 @@ class DepthwiseGrower(Grower):
                                                  frontier.seg_end, splits, level.left_child)
             if n_parents == 0:
                 break
-            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_rows,
+            frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_places,
                                          **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
         return self._finish(levels, positions, scales, drawn)

@@ -181,14 +181,16 @@ class Grower(abc.ABC):
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         """Grow one tree from float32 gradient pairs of shape (n_rows, 2); ``tree_index`` is
         the tree's place in the model (round * n_outputs + output), which keys its draws;
-        ``drawn`` (n_rows,) bool: the rows the tree is grown from (the others' pairs are
-        zero), or None for every row. Only the rows drawn are read; every row gets its leaf."""
+        ``drawn``: the rows the tree is grown from (the others' pairs are zero), a (n_rows,)
+        bool mask or their indices (int32, ascending), or None for every row. Only the rows
+        drawn are read; every row gets its leaf."""
 
     def _start(self, gpair, drawn=None):
         """The tree's starting state: ``(gpair, scales, positions, ridx, root)``, the pairs
-        contiguous. Without ``drawn`` every row is at the root. With it, ``ridx`` holds the
-        rows drawn first, the root's range, then the others, at position -1: out of the tree
-        until it is finished (no host read: the root's end stays on the device)."""
+        contiguous. Without ``drawn`` every row is at the root. With indices, ``ridx`` is
+        them. With a mask, ``ridx`` holds the rows drawn first, the root's range, then the
+        others (no host read: the root's end stays on the device). Rows not drawn are at
+        position -1: out of the tree until it is finished."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
@@ -198,6 +200,11 @@ class Grower(abc.ABC):
             positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
             ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
             root_end = xp.full(1, n_rows, dtype=POSITION_DTYPE)
+        elif drawn.dtype != bool:
+            positions = xp.full(n_rows, -1, dtype=POSITION_DTYPE)
+            positions[drawn] = 0
+            ridx = xp.ascontiguousarray(drawn, dtype=POSITION_DTYPE)
+            root_end = xp.full(1, ridx.shape[0], dtype=POSITION_DTYPE)
         else:
             positions = xp.where(drawn, 0, -1).astype(POSITION_DTYPE)
             drawn = drawn.astype(POSITION_DTYPE)

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, STAT_DTYPE
+from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, POSITION_DTYPE, STAT_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
                         STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
 from ..backend import get_xp, to_numpy
@@ -38,7 +38,9 @@ class RowSampler:
 
     ``draw`` returns the tree's gradient pairs, zero for the rows left out and divided
     by their probability for the rows drawn (gradient-based sampling and GOSS), and which
-    rows were drawn: the grower reads those alone. Every threshold is found over all
+    rows were drawn: the grower reads those alone. Uniform draws come as a mask, with no
+    host read; the others, which read their thresholds anyway, as the rows' indices, so
+    that the grower's arrays are the sample's size. Every threshold is found over all
     ranks' rows by a radix select of exact integer counts and sums, and every draw is
     keyed by (seed, tree, global row index), so the sample does not depend on the
     partitioning.
@@ -71,8 +73,9 @@ class RowSampler:
 
     def draw(self, gpair, tree_index: int):
         """``(gpair, drawn)`` for the tree ``tree_index`` (round * n_outputs + output):
-        ``gpair`` (n_rows, 2) float32 as the tree sees it, ``drawn`` (n_rows,) bool, or
-        None for every row."""
+        ``gpair`` (n_rows, 2) float32 as the tree sees it; ``drawn`` the rows drawn, a
+        (n_rows,) bool mask (uniform) or their indices (int32, ascending), or None for every
+        row."""
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
@@ -94,14 +97,14 @@ class RowSampler:
             keep = draws < probability
             divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
             scaled = (gpair.astype(STAT_DTYPE) / divisor).astype(gpair.dtype)
-            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
+            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _indices(keep)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
         top = keys >= self._top_threshold(keys, top_k)
         keep = top | (draws < other_k / max(1, self.n_total - top_k))
         weight = xp.where(top, 1.0, (self.n_total - top_k) / other_k)
         scaled = (gpair.astype(STAT_DTYPE) * weight[:, None]).astype(gpair.dtype)
-        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
+        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _indices(keep)
 
     def _fixed(self, magnitude):
         """The magnitudes as int64 keys below 2**31, at a power-of-two scale every rank derives
@@ -156,6 +159,11 @@ _RADIX_STEPS = ((20, 11), (9, 11), (0, 9))
 
 #: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
 _MVS_LAMBDA = 0.1
+
+
+def _indices(keep):
+    """The rows of a mask, ascending, as int32 (a host read of their number, on a GPU)."""
+    return get_xp(keep).flatnonzero(keep).astype(POSITION_DTYPE)
 
 
 def _largest(predicate, first: int, stop: int) -> int:
