@@ -22,7 +22,7 @@ import numpy as np
 from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
                        INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
 from ..backend import get_xp
-from . import loops
+from . import loops, split_loops
 
 #: The fewest rows a thread of a loop over rows takes (_threads_for).
 _ROWS_PER_THREAD = 1 << 10
@@ -212,7 +212,7 @@ def node_weights(sum_gradient, sum_hessian, rules: Regularisation):
 
     ``T`` is soft thresholding by alpha. Nodes below min_child_weight (or with no
     hessian) weigh 0. Inputs and output: float64 arrays of one shape.
-    loops._node_gain's clipped weight is the same float operations: change both together.
+    split_loops._node_gain's clipped weight is the same float operations: change both together.
     """
     xp = get_xp(sum_gradient)
     weight = -_soft_threshold(sum_gradient, rules.alpha) / _denominator(sum_hessian, rules)
@@ -227,7 +227,7 @@ def node_gains(sum_gradient, sum_hessian, rules: Regularisation):
     Without max_delta_step: ``T(G)**2 / (H + lambda)``. With it, the weight may be
     clipped, so the gain is evaluated at that weight:
     ``-(2 G w + (H + lambda) w**2 + 2 alpha |w|)``; both agree when no clipping occurs.
-    loops._node_gain is the same float operations for one node (split evaluation):
+    split_loops._node_gain is the same float operations for one node (split evaluation):
     change both together.
     """
     xp = get_xp(sum_gradient)
@@ -268,7 +268,7 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     largest gain; ties go to the lowest feature, then the lowest bin, then missing
     right (XGBoost's choice where a node has no missing values). A split is made
     only if its gain exceeds MIN_SPLIT_GAIN and gamma, and both children have
-    hessian > 0 and >= min_child_weight. Compiled (loops.splits), the nodes, and
+    hessian > 0 and >= min_child_weight. Compiled (split_loops.splits), the nodes, and
     groups of each node's features where nodes are fewer than threads, spread over
     the threads of ``loops.threads()``; the groups' best are taken in feature order,
     so the thread count does not change a node's row. The gains are the float
@@ -318,13 +318,13 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
                                 rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE)
         found_gain = np.empty((n_nodes * n_groups, 2), dtype=GAIN_DTYPE)  # each (node, group)'s best
         found = np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE)
-        loops.splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
+        split_loops.splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
                      np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules,
                      None if allowed is None else np.ascontiguousarray(allowed, dtype=bool),
                      None if monotone is None else np.ascontiguousarray(monotone, dtype=MONOTONE_DTYPE),
                      None if bounds is None else np.ascontiguousarray(bounds, dtype=GAIN_DTYPE), n_groups,
                      found_gain, found)
-        loops.node_best(node_sums, np.ascontiguousarray(active, dtype=bool),
+        split_loops.node_best(node_sums, np.ascontiguousarray(active, dtype=bool),
                         np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE), bin_offsets, split_rules, n_groups,
                         found_gain, found, table, gains)
     table[:, 4] = gains.view(HIST_DTYPE)
@@ -471,7 +471,7 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     array of shape (2 len(slot_of_rank), 2), float64: (-inf, inf) for padding pairs   # OUT
     """
     child = np.empty((2 * len(slot_of_rank), 2), dtype=GAIN_DTYPE)
-    loops.child_bounds(np.ascontiguousarray(table, dtype=HIST_DTYPE),
+    split_loops.child_bounds(np.ascontiguousarray(table, dtype=HIST_DTYPE),
                        np.ascontiguousarray(slot_of_rank, dtype=POSITION_DTYPE), int(np.asarray(n_split).reshape(-1)[0]),
                        np.ascontiguousarray(bounds, dtype=GAIN_DTYPE), np.ascontiguousarray(monotone, dtype=MONOTONE_DTYPE),
                        np.ascontiguousarray(scales, dtype=GAIN_DTYPE),

@@ -46,7 +46,7 @@ __device__ __forceinline__ double node_gain(double g, double h, const Rules& r) 
     return too_light(h, r) ? 0.0 : gain;
 }
 
-// A node's gain at a given weight: -(2 G w + (H + lambda) w^2 + 2 alpha |w|) (twin: loops._gain_at).
+// A node's gain at a given weight: -(2 G w + (H + lambda) w^2 + 2 alpha |w|) (twin: split_loops._gain_at).
 __device__ __forceinline__ double gain_at(double g, double h, double w, const Rules& r) {
     return -(((2.0 * g) * w + (h + r.reg_lambda) * (w * w)) + (2.0 * r.alpha) * fabs(w));
 }
@@ -56,7 +56,7 @@ __device__ __forceinline__ double clip(double w, double lower, double upper) {
     return w < lower ? lower : (w > upper ? upper : w);
 }
 
-// A node's gain at its weight clipped to [lower, upper] (twin: loops._bounded_gain).
+// A node's gain at its weight clipped to [lower, upper] (twin: split_loops._bounded_gain).
 __device__ __forceinline__ double bounded_gain(double g, double h, double lower, double upper, const Rules& r) {
     if (too_light(h, r)) return 0.0;
     return gain_at(g, h, clip(node_weight(g, h, r), lower, upper), r);
@@ -93,7 +93,7 @@ __device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_
 // Block (feature, node): the best candidate of one feature of one node. `allowed` (n_nodes x
 // n_features, or null: all) skips a feature, as choose_node_splits does; with `monotone` (by
 // feature, or null) candidates are scored at the children's weights clipped to the node's
-// `bounds` and rejected against the feature's direction (twin: loops._monotone_split_gain).
+// `bounds` and rejected against the feature's direction (twin: split_loops._monotone_split_gain).
 extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
     const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
     const i64 n_bins_total, const double* __restrict__ scales, const double reg_lambda, const double alpha,
@@ -261,7 +261,7 @@ extern "C" __global__ void tree_record(
     leaf_value[i] = value;
 }
 
-// The next level's weight bounds under monotone constraints (twin: loops.child_bounds): one
+// The next level's weight bounds under monotone constraints (twin: split_loops.child_bounds): one
 // thread a parent rank; padding ranks (from n_split on) get none.
 extern "C" __global__ void child_bounds(
     const i64* __restrict__ table, const int* __restrict__ slot_of_rank, const int* __restrict__ n_split,

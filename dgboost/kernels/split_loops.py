@@ -1,0 +1,318 @@
+"""Split evaluation's compiled loops (the bodies of cpu.evaluate_splits and
+cpu.child_bounds), and the scalar gain and weight helpers they share; the machinery that
+compiles and runs them is loops.py's (``@compiled``, ``@over_runs``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .loops import compiled, over_runs
+
+
+@compiled(inline=False)  # a call: split scoring needs it only with alpha or max_delta_step
+def _node_gain(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """cpu.node_gains of one node (node_weights inside it), in the same float operations,
+    for a node's finite sums. cpu.node_gains and cpu.node_weights stay the array programs
+    of tree_record and the tests: change them together."""
+    if hessian < min_child_weight or hessian <= 0:  # too light: the array program's mask
+        return 0.0
+    if max_delta_step > 0:
+        weight = _weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+        return _gain_at(gradient, hessian, weight, reg_lambda, alpha)
+    thresholded = _soft_threshold(gradient, alpha)
+    return (thresholded * thresholded) / _denominator(hessian, reg_lambda)
+
+
+@compiled
+def _weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """cpu.node_weights of one node, in the same float operations: ``-T(G) / (H + lambda)``
+    clipped to max_delta_step, 0 for a node too light."""
+    if hessian < min_child_weight or hessian <= 0:
+        return 0.0
+    weight = -_soft_threshold(gradient, alpha) / _denominator(hessian, reg_lambda)
+    if max_delta_step > 0:
+        if weight < -max_delta_step:
+            weight = -max_delta_step
+        elif weight > max_delta_step:
+            weight = max_delta_step
+    return weight
+
+
+@compiled
+def _soft_threshold(gradient, alpha):
+    if alpha == 0:
+        return gradient
+    sign = 1.0 if gradient > 0 else (-1.0 if gradient < 0 else 0.0)
+    shrunk = abs(gradient) - alpha
+    return sign * (shrunk if shrunk > 0.0 else 0.0)
+
+
+@compiled
+def _denominator(hessian, reg_lambda):
+    denominator = hessian + reg_lambda
+    return denominator if denominator > 0 else 1.0
+
+
+@compiled
+def _gain_at(gradient, hessian, weight, reg_lambda, alpha):
+    """A node's gain at a given weight: ``-(2 G w + (H + lambda) w**2 + 2 alpha |w|)``."""
+    return -(2.0 * gradient * weight + (hessian + reg_lambda) * (weight * weight) + 2.0 * alpha * abs(weight))
+
+
+@compiled
+def _clip(weight, lower, upper):
+    """``weight`` within [lower, upper], by comparisons (so a -0.0 weight at a 0.0 bound stays
+    -0.0, as on the GPU)."""
+    return lower if weight < lower else (upper if weight > upper else weight)
+
+
+@compiled
+def _bounded_gain(gradient, hessian, lower, upper, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """A node's gain at its weight clipped to [lower, upper] (monotone constraints), 0 for a
+    node too light."""
+    if hessian < min_child_weight or hessian <= 0:
+        return 0.0
+    weight = _clip(_weight(gradient, hessian, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    return _gain_at(gradient, hessian, weight, reg_lambda, alpha)
+
+
+@compiled
+def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient, total_hessian,
+                parent_gain, least_hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
+    """A candidate's score from its left child's fixed-point sums: the children's gains
+    less the parent's, or -inf where a child is too light."""
+    g_left = np.float64(sum_gradient) * inverse_gradient
+    h_left = np.float64(sum_hessian) * inverse_hessian
+    g_right = total_gradient - g_left
+    h_right = total_hessian - h_left
+    if not (h_left >= least_hessian and h_right >= least_hessian):
+        return -np.inf
+    if max_delta_step > 0 or alpha > 0:
+        return (_node_gain(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step)
+                + _node_gain(g_right, h_right, reg_lambda, alpha, min_child_weight, max_delta_step)) - parent_gain
+    return (g_left * g_left) / (h_left + reg_lambda) + (g_right * g_right) / (h_right + reg_lambda) - parent_gain
+
+
+@over_runs
+def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, n_groups,
+           found_gain, found):
+    """The split table rows of the nodes (see cpu.evaluate_splits); ``rules``: float64
+    (reg_lambda, alpha, min_child_weight, max_delta_step, gamma, min_split_gain);
+    ``allowed``, ``monotone`` and ``bounds`` as evaluate_splits takes them, or None.
+
+    Each node's features are cut into ``n_groups`` equal groups, and the (node, group)
+    pairs into ``n_runs`` runs, this call's ``run`` of them: a level of few nodes (the
+    root) is spread over the threads too. A group's best candidate goes to
+    ``found_gain`` and ``found`` (rows ``node * n_groups + group``, see _group_best);
+    then node_best, on the calling thread, takes each node's groups in order, a later
+    group winning only with a larger gain. Per node and feature: the feature's total,
+    so its missing sums; then a prefix scan of its bins in int64 (per-feature sums stay under 2**52, see
+    fixed_point.py, so they and their float64 images are exact), each prefix scored
+    with missing values right, then left (left only where the feature has missing
+    values: without them both score the same and right wins the tie). The best is the
+    first largest gain in (feature, bin, direction) order, whatever the groups. A NaN
+    gain (lambda or alpha infinite, with max_delta_step) makes the node's gain the
+    first NaN and its candidate the last bin, missing left, as the array program this
+    loop replaced chose (numpy's max, then the first candidate equal to it: none).
+    """
+    n_items = hist.shape[0] * n_groups
+    for item in range(n_items * run // n_runs, n_items * (run + 1) // n_runs):
+        _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, item // n_groups,
+                    item % n_groups, n_groups, found_gain[item], found[item])
+
+
+@compiled
+def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, node, group, n_groups,
+                found_gain, found):
+    """The first best candidate of ``node`` among the allowed features of ``group``:
+    ``found_gain`` its gain and the first NaN gain (NaN itself where none), ``found`` its
+    bin (-1 where the group has no allowed feature with bins), direction, left gradient
+    and hessian sums, and whether a NaN gain was seen. Where no candidate has a gain above
+    -inf, the first candidate (missing right) is the group's, at -inf.
+
+    With ``monotone`` (int8 by feature, or None) a candidate is scored at its children's
+    weights clipped to the node's ``bounds`` (XGBoost's rule), and one whose left weight
+    lies above its right where the feature must increase (below where it must decrease)
+    scores -inf."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    n_features = bin_offsets.shape[0] - 1
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
+    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
+    node_gradient = node_sums[node, 0]
+    node_hessian = node_sums[node, 1]
+    total_gradient = np.float64(node_gradient) * inverse_gradient
+    total_hessian = np.float64(node_hessian) * inverse_hessian
+    lower, upper = -np.inf, np.inf
+    if bounds is not None:
+        lower, upper = bounds[node, 0], bounds[node, 1]
+    if monotone is None:
+        parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+    else:
+        parent_gain = _bounded_gain(total_gradient, total_hessian, lower, upper, reg_lambda, alpha,
+                                    min_child_weight, max_delta_step)
+    best_gain = -np.inf
+    best_bin = -1
+    best_direction = 0
+    left_gradient = np.int64(0)
+    left_hessian = np.int64(0)
+    seen_nan = False
+    nan_gain = np.nan  # the first NaN gain
+    for feature in range(n_features * group // n_groups, n_features * (group + 1) // n_groups):
+        if allowed is not None and not allowed[node, feature]:
+            continue
+        begin = bin_offsets[feature]
+        end = bin_offsets[feature + 1]
+        constraint = 0 if monotone is None else monotone[feature]
+        present_gradient = np.int64(0)
+        present_hessian = np.int64(0)
+        for bin_idx in range(begin, end):
+            present_gradient += hist[node, bin_idx, 0]
+            present_hessian += hist[node, bin_idx, 1]
+        missing_gradient = node_gradient - present_gradient
+        missing_hessian = node_hessian - present_hessian
+        n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
+        prefix_gradient = np.int64(0)
+        prefix_hessian = np.int64(0)
+        for bin_idx in range(begin, end):
+            prefix_gradient += hist[node, bin_idx, 0]
+            prefix_hessian += hist[node, bin_idx, 1]
+            for direction in range(n_directions):  # missing right, then missing left
+                sum_gradient = prefix_gradient + direction * missing_gradient
+                sum_hessian = prefix_hessian + direction * missing_hessian
+                if monotone is None:
+                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian,
+                                       total_gradient, total_hessian, parent_gain, least_hessian, reg_lambda, alpha,
+                                       min_child_weight, max_delta_step)
+                else:
+                    gain = _monotone_split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian,
+                                                total_gradient, total_hessian, parent_gain, least_hessian, lower,
+                                                upper, constraint, reg_lambda, alpha, min_child_weight,
+                                                max_delta_step)
+                if gain > best_gain or best_bin < 0:  # the first candidate is the default
+                    best_gain = gain if gain > best_gain else best_gain
+                    best_bin = bin_idx
+                    best_direction = direction
+                    left_gradient = sum_gradient
+                    left_hessian = sum_hessian
+                if np.isnan(gain) and not seen_nan:
+                    seen_nan = True
+                    nan_gain = gain
+    found_gain[0] = best_gain
+    found_gain[1] = nan_gain
+    found[0] = best_bin
+    found[1] = best_direction
+    found[2] = left_gradient
+    found[3] = left_hessian
+    found[4] = seen_nan
+
+
+@compiled
+def _monotone_split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                         total_hessian, parent_gain, least_hessian, lower, upper, constraint, reg_lambda, alpha,
+                         min_child_weight, max_delta_step):
+    """_split_gain under monotone constraints: the children's gains at their weights clipped
+    to [lower, upper], less the parent's (likewise clipped); -inf where a child is too light
+    or the weights go against ``constraint`` (1: left <= right, -1: left >= right)."""
+    g_left = np.float64(sum_gradient) * inverse_gradient
+    h_left = np.float64(sum_hessian) * inverse_hessian
+    g_right = total_gradient - g_left
+    h_right = total_hessian - h_left
+    if not (h_left >= least_hessian and h_right >= least_hessian):
+        return -np.inf
+    w_left = _clip(_weight(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    w_right = _clip(_weight(g_right, h_right, reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+    if (constraint > 0 and w_left > w_right) or (constraint < 0 and w_left < w_right):
+        return -np.inf
+    return (_gain_at(g_left, h_left, w_left, reg_lambda, alpha)
+            + _gain_at(g_right, h_right, w_right, reg_lambda, alpha)) - parent_gain
+
+
+@compiled
+def node_best(node_sums, active, feature_of_bin, bin_offsets, rules, n_groups, found_gain, found, table, gains):
+    """Each node's split table row from its groups' best candidates (see ``splits``), and
+    ``gains[node]`` its gain. A node with no allowed feature with bins gets no split:
+    feature 0, bin 0, missing right, gain -inf, every row right."""
+    gamma, min_split_gain = rules[4], rules[5]
+    n_bins_total = feature_of_bin.shape[0]
+    for node in range(node_sums.shape[0]):
+        node_gradient = node_sums[node, 0]
+        node_hessian = node_sums[node, 1]
+        best = -1
+        seen_nan = False
+        nan_gain = np.nan
+        for item in range(node * n_groups, (node + 1) * n_groups):
+            if found[item, 0] >= 0 and (best < 0 or found_gain[item, 0] > found_gain[best, 0]):
+                best = item
+            if found[item, 4] != 0 and not seen_nan:
+                seen_nan = True
+                nan_gain = found_gain[item, 1]
+        if best < 0:
+            table[node, 0:5] = 0
+            table[node, 5] = 0
+            table[node, 6] = 0
+            table[node, 7] = node_gradient
+            table[node, 8] = node_hessian
+            gains[node] = -np.inf
+            continue
+        best_gain = found_gain[best, 0]
+        best_bin = found[best, 0]
+        best_direction = found[best, 1]
+        left_gradient = found[best, 2]
+        left_hessian = found[best, 3]
+        if seen_nan:  # the last bin's prefix plus its feature's missing sums: the whole node
+            best_gain = nan_gain
+            best_bin = n_bins_total - 1
+            best_direction = 1
+            left_gradient = node_gradient
+            left_hessian = node_hessian
+        if not active[node]:
+            best_gain = -np.inf
+        best_feature = feature_of_bin[best_bin]
+        table[node, 0] = best_gain > min_split_gain and best_gain >= gamma
+        table[node, 1] = best_feature
+        table[node, 2] = best_bin - bin_offsets[best_feature]
+        table[node, 3] = best_direction
+        table[node, 5] = left_gradient
+        table[node, 6] = left_hessian
+        table[node, 7] = node_gradient - left_gradient
+        table[node, 8] = node_hessian - left_hessian
+        gains[node] = best_gain
+
+
+@compiled
+def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules, child):
+    """The next level's weight bounds (see cpu.child_bounds) into ``child`` (2 n_ranks, 2):
+    each splitting parent's children inherit its [lower, upper]; where its feature is
+    constrained, the mean of the children's weights (clipped to the parent's bounds, as
+    split evaluation scored them) caps the child that must stay below it and floors the
+    other. Padding ranks (from ``n_split`` on) get no bounds."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    for rank in range(slot_of_rank.shape[0]):
+        left, right = 2 * rank, 2 * rank + 1
+        if rank >= n_split:
+            child[left, 0] = child[right, 0] = -np.inf
+            child[left, 1] = child[right, 1] = np.inf
+            continue
+        slot = slot_of_rank[rank]
+        lower, upper = bounds[slot, 0], bounds[slot, 1]
+        child[left, 0] = child[right, 0] = lower
+        child[left, 1] = child[right, 1] = upper
+        constraint = monotone[table[slot, 1]]
+        if constraint == 0:
+            continue
+        w_left = _clip(_weight(np.float64(table[slot, 5]) * inverse_gradient, np.float64(table[slot, 6]) * inverse_hessian,
+                               reg_lambda, alpha, min_child_weight, max_delta_step), lower, upper)
+        w_right = _clip(_weight(np.float64(table[slot, 7]) * inverse_gradient,
+                                np.float64(table[slot, 8]) * inverse_hessian, reg_lambda, alpha, min_child_weight,
+                                max_delta_step), lower, upper)
+        middle = (w_left + w_right) / 2.0
+        if constraint > 0:
+            child[left, 1] = middle
+            child[right, 0] = middle
+        else:
+            child[left, 0] = middle
+            child[right, 1] = middle
