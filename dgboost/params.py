@@ -239,7 +239,7 @@ _CHECKS = {
     "scale_pos_weight": _number(0, _INF, lo_open=True),
     "verbosity": _number(0, 3, integer=True),
     "nthread": _number(-1, 2**31 - 1, integer=True),
-    "grow_policy": _choice("depthwise", later={"lossguide": "a later release adds lossguide growth"}),
+    "grow_policy": _choice("depthwise", "symmetric", later={"lossguide": "a later release adds lossguide growth"}),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
         "exact": "dgboost builds histograms only: use 'hist'",
@@ -305,7 +305,10 @@ PARAMETERS: tuple[Spec, ...] = (
          "The feature value that means 'missing'. NaN is always missing."),
     Spec("num_class", None, _check_optional(_CHECKS["num_class"][0]), _CHECKS["num_class"][1],
          "Number of classes, required by multi:softmax and multi:softprob."),
-    Spec("grow_policy", "depthwise", *_CHECKS["grow_policy"], "How trees grow."),
+    Spec("grow_policy", "depthwise", *_CHECKS["grow_policy"],
+         "How trees grow: 'depthwise' (XGBoost's: a level at a time, each node its own best split) or "
+         "'symmetric' (CatBoost's oblivious trees, dgboost's own here: every node of a level splits by "
+         "the one split of the largest summed score; 2**max_depth leaves)."),
     Spec("tree_method", "hist", *_CHECKS["tree_method"],
          "Always the histogram method; accepted so XGBoost params dicts carry over."),
     Spec("huber_slope", 1.0, *_CHECKS["huber_slope"], "The delta of reg:pseudohubererror."),
@@ -454,6 +457,11 @@ def _check_together(values: dict[str, Any]) -> None:
     if not multiclass and num_class is not None:
         raise ValueError(f"num_class={num_class} is only for multi:softmax and multi:softprob, "
                          f"not objective={objective!r}; remove it")
+    if values.get("grow_policy") == "symmetric":
+        for name in ("monotone_constraints", "interaction_constraints", "max_leaves"):
+            if values.get(name):
+                raise ValueError(f"{name} does not apply to grow_policy='symmetric' (a level's nodes share one "
+                                 "split): remove it, or grow depthwise")
     if values.get("sampling_method") == "goss":
         if values.get("subsample", 1.0) < 1.0:
             raise ValueError(f"subsample={values['subsample']!r} with sampling_method='goss': GOSS draws its rows by "

@@ -66,6 +66,8 @@ CHUNKINGS = {
 PARAMS = {
     "binary": {"objective": "binary:logistic", "max_depth": 4, "eval_metric": ["logloss", "auc"],
                "subsample": 0.8},
+    "symmetric": {"objective": "binary:logistic", "max_depth": 4, "grow_policy": "symmetric",
+                  "colsample_bylevel": 0.8},
     "regression": {"objective": "reg:squarederror", "max_depth": 3, "min_child_weight": 2.0, "subsample": 0.5,
                    "sampling_method": "gradient_based"},
     "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "sampling_method": "goss",

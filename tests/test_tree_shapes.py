@@ -43,3 +43,184 @@ def test_capped_model_file_is_identical_to_the_cpus(tmp_path):
     dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
                   num_boost_round=15).save_model(tmp_path / "gpu.json")
     assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
+
+
+# ---- symmetric (oblivious) trees ---------------------------------------------------------
+
+from dgboost.kernels import MIN_SPLIT_GAIN, Regularisation, evaluate_level_split, node_gains  # noqa: E402
+
+NO_REG = Regularisation(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def test_level_split_by_hand():
+    # Two nodes, two features of two bins. Feature 0 splits both nodes well: node 0 into
+    # (2, 2) and (-2, 2), gain 2 + 2 - 0 = 4; node 1 into (1, 1) and (-3, 3), 1 + 3 - 1 = 3;
+    # total 7. Feature 1 scores 0 + (0.5 + 4.5 - 1) = 4. Every node splits on feature 0.
+    hist = np.array([[[2, 2], [-2, 2], [0, 1], [0, 3]],
+                     [[1, 1], [-3, 3], [1, 2], [-3, 2]]], np.int64)
+    table = evaluate_level_split(hist, np.array([[0, 4], [-2, 4]]), np.ones(2, bool), np.array([0, 0, 1, 1], np.int32),
+                                 np.array([0, 2, 4]), np.ones(2), NO_REG)
+    np.testing.assert_array_equal(table[:, [0, 1, 2, 3]], [[1, 0, 0, 0], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(table[:, 4].view(np.float64), [4.0, 3.0])  # each node's own score
+    np.testing.assert_array_equal(table[:, 5:], [[2, 2, -2, 2], [1, 1, -3, 3]])
+    only_1 = evaluate_level_split(hist, np.array([[0, 4], [-2, 4]]), np.ones(2, bool), np.array([0, 0, 1, 1], np.int32),
+                                  np.array([0, 2, 4]), np.ones(2), NO_REG, np.array([False, True]))
+    assert (only_1[:, 1] == 1).all() and (only_1[:, 0] == 1).all()
+    none = evaluate_level_split(hist, np.array([[0, 4], [-2, 4]]), np.ones(2, bool), np.array([0, 0, 1, 1], np.int32),
+                                np.array([0, 2, 4]), np.ones(2), NO_REG, np.array([False, False]))
+    assert not none[:, 0].any() and np.all(none[:, 4].view(np.float64) == -np.inf)
+
+
+def _naive_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed):
+    """Symmetric split evaluation as plain loops, every gain from the array program node_gains."""
+    inverse = 1.0 / np.asarray(scales, np.float64)
+    gain = lambda g, h: float(node_gains(np.array([g]), np.array([h]), rules)[0])  # noqa: E731
+    n_nodes, n_bins = hist.shape[:2]
+    totals = np.zeros((n_bins, 2))
+    left_of = np.zeros((n_nodes, n_bins, 2, 2), np.int64)
+    for feature in range(len(bin_offsets) - 1):
+        begin, end = bin_offsets[feature], bin_offsets[feature + 1]
+        if allowed is not None and not allowed[feature]:
+            totals[begin:end] = -np.inf
+            continue
+        for node in range(n_nodes):
+            missing = node_sums[node] - hist[node, begin:end].sum(axis=0)
+            prefix = np.cumsum(hist[node, begin:end], axis=0)
+            for b in range(begin, end):
+                for d in range(2):
+                    left = prefix[b - begin] + d * missing
+                    left_of[node, b, d] = left
+                    if not active[node]:
+                        continue
+                    g, h = node_sums[node, 0] * inverse[0], node_sums[node, 1] * inverse[1]
+                    gl, hl = left[0] * inverse[0], left[1] * inverse[1]
+                    totals[b, d] += (gain(gl, hl) + gain(g - gl, h - hl)) - gain(g, h)
+    flat = totals.reshape(-1)
+    best = int(np.argmax(flat)) if np.isfinite(flat).any() else -1
+    rows = []
+    for node in range(n_nodes):
+        if best < 0 or flat[best] == -np.inf:
+            rows.append([0, 0, 0, 0, np.float64(-np.inf).view(np.int64), 0, 0, *node_sums[node]])
+            continue
+        b, d = divmod(best, 2)
+        feature = int(feature_of_bin[b])
+        left = left_of[node, b, d]
+        g, h = node_sums[node, 0] * inverse[0], node_sums[node, 1] * inverse[1]
+        gl, hl = left[0] * inverse[0], left[1] * inverse[1]
+        score = (gain(gl, hl) + gain(g - gl, h - hl)) - gain(g, h) if active[node] else -np.inf
+        valid = active[node] and flat[best] > MIN_SPLIT_GAIN and flat[best] >= rules.gamma
+        rows.append([int(valid), feature, b - bin_offsets[feature], d, np.float64(score).view(np.int64),
+                     *left, *(node_sums[node] - left)])
+    return np.array(rows, np.int64)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_level_split_equals_plain_loops(seed):
+    from test_kernels import _random_level
+
+    rng = np.random.default_rng(seed)
+    hist, node_sums, active, feature_of_bin, bin_offsets = _random_level(rng, int(rng.integers(1, 9)),
+                                                                          int(rng.integers(1, 6)))
+    rules = [NO_REG, Regularisation(1.0, 0.5, 2.0, 0.0, 0.1), Regularisation(1.0, 0.0, 0.0, 0.7, 0.0)][seed % 3]
+    allowed = rng.random(len(bin_offsets) - 1) < 0.7 if seed % 2 else None
+    scales = np.array([0.5, 2.0])
+    expected = _naive_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed)
+    np.testing.assert_array_equal(
+        evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed), expected)
+
+
+def test_symmetric_trees_share_each_levels_split_and_predict_by_bits():
+    from dgboost.tree.predict import Forest
+
+    X, y = _data(np.random.default_rng(3), 6000)
+    booster = dgboost.train({"max_depth": 5, "grow_policy": "symmetric", "gamma": 40.0}, X, y, num_boost_round=12)
+    depths = [tree.depth for tree in booster.trees]
+    assert max(depths) == 5 and min(depths) < 5  # gamma stops some trees early
+    for tree in booster.trees:
+        assert tree.n_nodes == (1 << (tree.depth + 1)) - 1  # complete
+        for level in range(tree.depth):
+            nodes = slice((1 << level) - 1, (1 << (level + 1)) - 1)
+            for column in (tree.feature, tree.threshold, tree.default_left):
+                assert np.all(column[nodes] == column[nodes][0])
+    forest = Forest.from_trees(booster.trees, booster.tree_outputs, np)
+    assert forest.oblivious is not None and forest.oblivious.depth == 5
+    walked = dgboost.kernels.predict_margins(X, forest.left, forest.right, forest.feature, forest.threshold,
+                                             forest.default_left, forest.value, forest.roots, forest.outputs_device,
+                                             forest.depth, np.zeros((len(X), 1), np.float32))
+    by_bits = dgboost.kernels.predict_oblivious(X, forest.oblivious.feature, forest.oblivious.threshold,
+                                                forest.oblivious.default_left, forest.oblivious.leaf_value,
+                                                forest.outputs_device, forest.oblivious.depth,
+                                                np.zeros((len(X), 1), np.float32))
+    np.testing.assert_array_equal(by_bits, walked)
+
+
+def test_symmetric_models_export_to_xgboost(tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    X, y = _data(np.random.default_rng(4), 3000)
+    booster = dgboost.train({"max_depth": 4, "grow_policy": "symmetric"}, X, y, num_boost_round=10)
+    booster.save_model(tmp_path / "model.json", format="xgboost")
+    theirs = xgb.Booster(model_file=str(tmp_path / "model.json")).predict(xgb.DMatrix(X))
+    np.testing.assert_allclose(theirs, booster.predict(X), rtol=1e-6, atol=1e-6)
+
+
+def test_symmetric_is_as_accurate_as_depthwise():
+    from dgboost.datasets import make_higgs_like
+    from sklearn.metrics import roc_auc_score
+
+    X, y = make_higgs_like(40_000, seed=0)
+    X_test, y_test = make_higgs_like(20_000, seed=1)
+    auc = {policy: roc_auc_score(y_test, dgboost.train({"objective": "binary:logistic", "max_depth": 6, "eta": 0.1,
+                                                         "grow_policy": policy}, X, y, num_boost_round=60)
+                                 .predict(X_test)) for policy in ("depthwise", "symmetric")}
+    assert auc["symmetric"] > auc["depthwise"] - 0.005, auc
+
+
+@pytest.mark.parametrize("name, value", [("monotone_constraints", (1, 0, 0, 0, 0, 0)),
+                                         ("interaction_constraints", [[0, 1]]), ("max_leaves", 8)])
+def test_symmetric_refuses_per_node_rules(name, value):
+    X, y = _data(np.random.default_rng(5), 100)
+    with pytest.raises(ValueError, match=f"{name} does not apply to grow_policy='symmetric'"):
+        dgboost.train({"grow_policy": "symmetric", name: value}, X, y)
+
+
+@pytest.mark.gpu
+def test_symmetric_kernels_equal_their_twins():
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cpu, cuda
+    from test_kernels import _random_level
+
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        hist, node_sums, active, feature_of_bin, bin_offsets = _random_level(rng, 30, 9)
+        rules = [NO_REG, Regularisation(1.0, 0.5, 2.0, 0.0, 0.1), Regularisation(1.0, 0.0, 0.0, 0.7, 0.0)][seed % 3]
+        allowed = rng.random(9) < 0.7 if seed % 2 else None
+        scales = np.array([0.5, 2.0])
+        expected = cpu.evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed)
+        got = cuda.evaluate_level_split(*(cp.asarray(a) for a in (hist, node_sums, active, feature_of_bin)), bin_offsets,
+                                        cp.asarray(scales), rules, None if allowed is None else cp.asarray(allowed))
+        np.testing.assert_array_equal(got.get(), expected)
+    # Wide features (bins past one block), and the prediction kernel.
+    X, y = _data(np.random.default_rng(6), 30_000)
+    booster = dgboost.train({"max_depth": 6, "grow_policy": "symmetric", "max_bin": 1024}, X, y, num_boost_round=8)
+    from dgboost.tree.predict import Forest
+
+    host, device = Forest.from_trees(booster.trees, booster.tree_outputs, np), None
+    device = Forest.from_trees(booster.trees, booster.tree_outputs, cp)
+    levels = device.oblivious
+    got = cuda.predict_oblivious(cp.asarray(X), levels.feature, levels.threshold, levels.default_left,
+                                 levels.leaf_value, device.outputs_device, levels.depth, cp.zeros((len(X), 1), np.float32))
+    expected = cpu.predict_oblivious(X, host.oblivious.feature, host.oblivious.threshold, host.oblivious.default_left,
+                                     host.oblivious.leaf_value, host.outputs_device, host.oblivious.depth,
+                                     np.zeros((len(X), 1), np.float32))
+    np.testing.assert_array_equal(got.get(), expected)
+
+
+@pytest.mark.gpu
+def test_symmetric_model_file_is_identical_to_the_cpus(tmp_path):
+    cp = pytest.importorskip("cupy")
+    X, y = _data(np.random.default_rng(7), 20_000)
+    params = {"max_depth": 7, "eta": 0.3, "grow_policy": "symmetric", "colsample_bylevel": 0.8}
+    dgboost.train(params, X, y, num_boost_round=15).save_model(tmp_path / "cpu.json")
+    dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
+                  num_boost_round=15).save_model(tmp_path / "gpu.json")
+    assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()

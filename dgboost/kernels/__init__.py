@@ -31,6 +31,7 @@ add_leaf_values = _dispatch(cpu.add_leaf_values)
 bucket_counts = _dispatch(cpu.bucket_counts)
 child_bounds = _dispatch(cpu.child_bounds)
 build_histograms = _dispatch(cpu.build_histograms)
+evaluate_level_split = _dispatch(cpu.evaluate_level_split)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
 gradient_bounds = _dispatch(cpu.gradient_bounds)
@@ -39,6 +40,7 @@ next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
 partition_rows = _dispatch(cpu.partition_rows)
 predict_margins = _dispatch(cpu.predict_margins)
+predict_oblivious = _dispatch(cpu.predict_oblivious)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 route_rows = _dispatch(cpu.route_rows)
 sibling_histograms = _dispatch(cpu.sibling_histograms)
@@ -53,6 +55,7 @@ __all__ = [
     "bucket_counts",
     "child_bounds",
     "build_histograms",
+    "evaluate_level_split",
     "evaluate_splits",
     "first_infinite",
     "gradient_bounds",
@@ -63,6 +66,7 @@ __all__ = [
     "number_children",
     "partition_rows",
     "predict_margins",
+    "predict_oblivious",
     "quantise_and_pack",
     "route_rows",
     "sibling_histograms",

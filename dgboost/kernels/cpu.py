@@ -331,6 +331,54 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     return table
 
 
+def evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
+                         allowed=None):
+    """One split for every node of a level (symmetric, or oblivious, trees), as a split table.
+
+    Each candidate (feature, bin, missing right or left) is scored by the sum, over the
+    level's active nodes in node order, of the node's score there: its children's gains
+    less its own, each gain that of node_gains (a child too light, or empty, gains 0, so
+    every candidate may split every node, as CatBoost's symmetric trees do). The largest
+    total wins (ties to the lowest feature, then bin, then missing right), and every active
+    node splits by it where the total exceeds MIN_SPLIT_GAIN and gamma. Compiled
+    (split_loops.level_candidates over runs of the features, then split_loops.level_table);
+    the float operations are the CUDA twin's, in its order.
+
+    Parameters
+    ----------
+    hist, node_sums, active, feature_of_bin, scales : as evaluate_splits   # IN
+    bin_offsets : numpy array of shape (n_features + 1,), int64, on the host   # IN
+    allowed : array of shape (n_features,), bool, or None (every feature)   # IN
+
+    Returns
+    -------
+    array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS)), int64               # OUT
+        As evaluate_splits', every row the same split; ``gain`` is each node's own score
+        (-inf for an inactive node). With no candidate above -inf, no node splits: feature
+        0, bin 0, missing right, every row right, gain -inf.
+    """
+    n_nodes, n_bins_total, _ = hist.shape
+    n_features = len(bin_offsets) - 1
+    table = np.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
+    gains = np.empty(n_nodes, dtype=GAIN_DTYPE)
+    if n_nodes:
+        hist = np.ascontiguousarray(hist, dtype=HIST_DTYPE)
+        node_sums = np.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+        active = np.ascontiguousarray(active, dtype=bool)
+        bin_offsets = np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
+        scales = np.ascontiguousarray(scales, dtype=GAIN_DTYPE)
+        split_rules = np.array([rules.reg_lambda, rules.alpha, rules.min_child_weight, rules.max_delta_step,
+                                rules.gamma, MIN_SPLIT_GAIN], dtype=GAIN_DTYPE)
+        totals = np.empty((n_bins_total, 2), dtype=GAIN_DTYPE)
+        n_runs = max(1, min(loops.threads(), n_features, n_nodes * n_bins_total // _CANDIDATES_PER_THREAD))
+        split_loops.level_candidates(n_runs, hist, node_sums, active, bin_offsets, scales, split_rules,
+                                     None if allowed is None else np.ascontiguousarray(allowed, dtype=bool), totals)
+        split_loops.level_table(hist, node_sums, active, np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE),
+                                bin_offsets, scales, split_rules, totals, table, gains)
+    table[:, 4] = gains.view(HIST_DTYPE)
+    return table
+
+
 def gradient_bounds(gpair):
     """The largest |gradient| and |hessian| of a tree's pairs.
 
@@ -700,6 +748,36 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
                      np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
         loops.route(n_threads, *arguments, leaf)
     return leaf
+
+
+def predict_oblivious(X, level_feature, level_threshold, level_default_left, leaf_value, outputs, depth, margins):
+    """Add every oblivious tree's leaf value to ``margins``, in model order (one float32 add
+    each, as predict_margins): a tree is ``depth`` levels of one split each, and a row's
+    leaf is the bits of its sides (1 right), the first level's the highest.
+
+    Parameters
+    ----------
+    X : array of shape (n_rows, n_features), float32; NaN is missing     # IN
+    level_feature : array of shape (n_trees, depth), int32               # IN
+    level_threshold : array of shape (n_trees, depth), float32: left where x < threshold   # IN
+    level_default_left : array of shape (n_trees, depth), bool           # IN
+    leaf_value : array of shape (n_trees, 2**depth), float32             # IN
+    outputs : array of shape (n_trees,), int32: each tree's margin column   # IN
+    margins : array of shape (n_rows, n_outputs), float32                 # IN/OUT, updated in place
+
+    Returns
+    -------
+    margins
+    """
+    if level_feature.shape[0] == 0 or X.shape[0] == 0:
+        return margins
+    loops.predict_oblivious(_threads_for(X.shape[0]), np.ascontiguousarray(X, dtype=CUT_DTYPE),
+                            np.ascontiguousarray(level_feature, dtype=POSITION_DTYPE),
+                            np.ascontiguousarray(level_threshold, dtype=CUT_DTYPE),
+                            np.ascontiguousarray(level_default_left, dtype=bool),
+                            np.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE),
+                            np.ascontiguousarray(outputs, dtype=POSITION_DTYPE), int(depth), margins)
+    return margins
 
 
 def predict_leaves(X, left, right, feature, threshold, default_left, roots, depth):

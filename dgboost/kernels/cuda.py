@@ -264,6 +264,38 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     return table
 
 
+def evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
+                         allowed=None):
+    import cupy
+
+    # bin_offsets on the host, as the grower's matrix keeps them: the grid's shape needs them.
+    host_offsets = np.ascontiguousarray(bin_offsets, dtype=BIN_OFFSET_DTYPE)
+    n_nodes, n_bins_total, _ = hist.shape
+    n_features = len(host_offsets) - 1
+    table = cupy.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
+    if n_nodes == 0:
+        return table
+    totals = cupy.full((n_bins_total, 2), -np.inf, dtype=GAIN_DTYPE)
+    offsets = _device_offsets(host_offsets.tobytes(), cupy.cuda.Device().id)
+    hist = cupy.ascontiguousarray(hist, dtype=HIST_DTYPE)
+    node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+    active = cupy.ascontiguousarray(active, dtype=bool)
+    scales = cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE)
+    regularisation = (np.float64(rules.reg_lambda), np.float64(rules.alpha), np.float64(rules.min_child_weight),
+                      np.float64(rules.max_delta_step))
+    widest = int(np.diff(host_offsets).max()) if n_features else 0
+    if n_features and widest:
+        _kernel("split.cu", "level_candidates")(
+            (n_features, _blocks(widest)), (_BLOCK,),
+            (hist, node_sums, active, offsets, np.int64(n_bins_total), np.int32(n_nodes), scales, *regularisation,
+             _optional(allowed, bool), totals))
+    _kernel("split.cu", "level_table")(
+        (1,), (_BLOCK,),
+        (hist, node_sums, active, _int32(feature_of_bin), offsets, np.int64(n_bins_total), np.int32(n_nodes), scales,
+         *regularisation, np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), totals, table))
+    return table
+
+
 def _optional(array, dtype):
     """A kernel's optional array argument: contiguous of ``dtype`` on the device, or a null
     pointer for None."""
@@ -467,6 +499,34 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
             (X, np.int64(n_rows), np.int32(n_features), np.int32(stride), *forest), shared_mem=shared)
     else:
         _kernel("predict.cu", "predict_margins")(
+            (_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features), *forest))
+    return margins
+
+
+def predict_oblivious(X, level_feature, level_threshold, level_default_left, leaf_value, outputs, depth, margins):
+    import cupy
+
+    n_rows = int(X.shape[0])
+    n_trees = int(level_feature.shape[0])
+    if n_rows == 0 or n_trees == 0:
+        return margins
+    if not (margins.flags.c_contiguous and margins.dtype == MARGIN_DTYPE):
+        raise ValueError("margins must be a C-contiguous float32 array (it is updated in place)")
+    # One 8-byte record a level (see predict.cu): feature | default_left << 31, threshold bits.
+    levels = cupy.stack([_int32(level_feature) | (cupy.asarray(level_default_left, dtype=POSITION_DTYPE) << 31),
+                         cupy.ascontiguousarray(level_threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE)], axis=-1)
+    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
+    n_features = int(X.shape[1])
+    forest = (levels, cupy.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE), _int32(outputs), np.int32(n_trees),
+              np.int32(depth), np.int32(margins.shape[1]), margins)
+    stride = n_features | 1
+    shared = _PREDICT_BLOCK * stride * np.dtype(CUT_DTYPE).itemsize
+    if shared <= _PREDICT_STAGED_BYTES:
+        _kernel("predict.cu", "predict_oblivious_staged")(
+            (_blocks(n_rows, _PREDICT_BLOCK),), (_PREDICT_BLOCK,),
+            (X, np.int64(n_rows), np.int32(n_features), np.int32(stride), *forest), shared_mem=shared)
+    else:
+        _kernel("predict.cu", "predict_oblivious")(
             (_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features), *forest))
     return margins
 

@@ -445,6 +445,33 @@ def predict(run, n_runs, X, left, right, feature, threshold, default_left, value
 
 
 @over_runs
+def predict_oblivious(run, n_runs, X, level_feature, level_threshold, level_default_left, leaf_value, outputs,
+                      depth, margins):
+    """Add every oblivious tree's leaf value to each row of ``margins``, in model order (see
+    cpu.predict_oblivious): a row's leaf is the bits of its sides, one a level, the first
+    level's the highest. The blocks of rows cut into ``n_runs`` runs, tree by tree a block."""
+    n_rows = X.shape[0]
+    n_blocks = (n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
+    leaves = np.empty(_PREDICT_BLOCK, np.int64)
+    for block_index in range(n_blocks * run // n_runs, n_blocks * (run + 1) // n_runs):
+        block = block_index * _PREDICT_BLOCK
+        size = min(_PREDICT_BLOCK, n_rows - block)
+        for tree in range(level_feature.shape[0]):
+            leaves[:size] = 0
+            for level in range(depth):
+                feature = level_feature[tree, level]
+                threshold = level_threshold[tree, level]
+                missing_right = not level_default_left[tree, level]
+                for index in range(size):
+                    x = X[block + index, feature]
+                    right = missing_right if np.isnan(x) else not x < threshold
+                    leaves[index] = 2 * leaves[index] + np.int64(right)
+            output = outputs[tree]
+            for index in range(size):
+                margins[block + index, output] += leaf_value[tree, leaves[index]]
+
+
+@over_runs
 def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, positions, level_start,
                         split_feature, split_bin, default_left, left_child, ridx, new_ridx):
     """Partition's first pass, over the rows in row order, run ``run`` of ``n_runs`` equal runs

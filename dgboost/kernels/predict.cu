@@ -58,3 +58,57 @@ extern "C" __global__ void predict_margins_staged(
     predict_row(rows + threadIdx.x * stride, nodes, roots, outputs, n_trees, n_outputs,
                 margins + row * n_outputs);
 }
+
+// Oblivious trees (symmetric growth; twin: cpu.predict_oblivious): a tree is `depth` levels
+// of one split each, {feature | default_left << 31, threshold bits}, and a row's leaf the
+// bits of its sides, the first level's the highest. The comparisons do not wait on one
+// another, as a walk's node reads do.
+__device__ __forceinline__ void predict_oblivious_row(
+    const float* x, const int2* __restrict__ levels, const float* __restrict__ leaf_value,
+    const int* __restrict__ outputs, const int n_trees, const int depth, const int n_outputs, float* margin)
+{
+    float single = n_outputs == 1 ? margin[0] : 0.0f;
+    for (int tree = 0; tree < n_trees; ++tree) {
+        const int2* split = levels + (i64)tree * depth;
+        int leaf = 0;
+        for (int d = 0; d < depth; ++d) {
+            const int2 s = __ldg(split + d);
+            const float v = x[s.x & 0x7fffffff];
+            const int right = isnan(v) ? (s.x >= 0) : !(v < __int_as_float(s.y));
+            leaf = (leaf << 1) | right;
+        }
+        const float value = __ldg(leaf_value + ((i64)tree << depth) + leaf);
+        if (n_outputs == 1) single += value; else margin[outputs[tree]] += value;
+    }
+    if (n_outputs == 1) margin[0] = single;
+}
+
+extern "C" __global__ void predict_oblivious_staged(
+    const float* __restrict__ X, const i64 n_rows, const int n_features, const int stride,
+    const int2* __restrict__ levels, const float* __restrict__ leaf_value, const int* __restrict__ outputs,
+    const int n_trees, const int depth, const int n_outputs, float* __restrict__ margins)
+{
+    extern __shared__ float rows[];  // blockDim.x rows of `stride` floats, as predict_margins_staged
+    const i64 first = (i64)blockIdx.x * blockDim.x;
+    const int n_here = (int)min((i64)blockDim.x, n_rows - first);
+    const float* block_X = X + first * n_features;
+    for (int i = threadIdx.x; i < n_here * n_features; i += blockDim.x) {
+        rows[(i / n_features) * stride + i % n_features] = block_X[i];
+    }
+    __syncthreads();
+    if (threadIdx.x >= n_here) return;
+    const i64 row = first + threadIdx.x;
+    predict_oblivious_row(rows + threadIdx.x * stride, levels, leaf_value, outputs, n_trees, depth, n_outputs,
+                          margins + row * n_outputs);
+}
+
+extern "C" __global__ void predict_oblivious(
+    const float* __restrict__ X, const i64 n_rows, const int n_features, const int2* __restrict__ levels,
+    const float* __restrict__ leaf_value, const int* __restrict__ outputs, const int n_trees, const int depth,
+    const int n_outputs, float* __restrict__ margins)
+{
+    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;
+    predict_oblivious_row(X + row * n_features, levels, leaf_value, outputs, n_trees, depth, n_outputs,
+                          margins + row * n_outputs);
+}

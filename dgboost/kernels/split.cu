@@ -293,3 +293,123 @@ extern "C" __global__ void child_bounds(
     if (constraint > 0) { left[1] = middle; right[0] = middle; }
     else { left[0] = middle; right[1] = middle; }
 }
+
+// Symmetric trees' split scores (twin: split_loops.level_candidates). Block (feature, chunk):
+// a thread a bin of the feature's chunk of BLOCK bins; for each active node in order, the
+// node's prefix at the bin (its sums of the bins before the chunk, then a block scan), and
+// the node's score for missing right and left added to the thread's two totals, from 0.0:
+// the twin's order. Features not `allowed` (by feature, or null: all) score -inf.
+extern "C" __global__ void __launch_bounds__(BLOCK) level_candidates(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const bool* __restrict__ active,
+    const i64* __restrict__ bin_offsets, const i64 n_bins_total, const int n_nodes, const double* __restrict__ scales,
+    const double reg_lambda, const double alpha, const double min_child_weight, const double max_delta_step,
+    const bool* __restrict__ allowed, double* __restrict__ totals)
+{
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    __shared__ i64 warp_g[WARPS], warp_h[WARPS];
+    const int feature = blockIdx.x;
+    const i64 begin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - begin;
+    const i64 chunk_start = (i64)blockIdx.y * BLOCK;
+    if (chunk_start >= n_bins) return;  // the whole block
+    const i64 local = chunk_start + threadIdx.x;
+    const bool in_range = local < n_bins;
+    if (allowed && !allowed[feature]) {
+        if (in_range) totals[2 * (begin + local)] = totals[2 * (begin + local) + 1] = -positive_infinity();
+        return;
+    }
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    double total0 = 0.0, total1 = 0.0;
+    for (int node = 0; node < n_nodes; ++node) {
+        if (!active[node]) continue;  // the same for the whole block
+        const i64* h_node = hist + ((i64)node * n_bins_total + begin) * 2;
+        const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
+        i64 present_g = 0, present_h = 0, before_g = 0, before_h = 0, total_g, total_h;
+        for (i64 b = threadIdx.x; b < n_bins; b += BLOCK) { present_g += h_node[2 * b]; present_h += h_node[2 * b + 1]; }
+        scan_pairs(present_g, present_h, warp_g, warp_h, total_g, total_h);
+        present_g = total_g; present_h = total_h;
+        for (i64 b = threadIdx.x; b < chunk_start; b += BLOCK) { before_g += h_node[2 * b]; before_h += h_node[2 * b + 1]; }
+        scan_pairs(before_g, before_h, warp_g, warp_h, total_g, total_h);
+        before_g = total_g; before_h = total_h;
+        i64 g = in_range ? h_node[2 * local] : 0, h = in_range ? h_node[2 * local + 1] : 0;
+        scan_pairs(g, h, warp_g, warp_h, total_g, total_h);
+        if (!in_range) continue;
+        g += before_g; h += before_h;
+        const double node_gd = (double)node_g * inverse_g, node_hd = (double)node_h * inverse_h;
+        const double parent = node_gain(node_gd, node_hd, rules);
+        for (int direction = 0; direction < 2; ++direction) {
+            const double gl = (double)(direction ? g + (node_g - present_g) : g) * inverse_g;
+            const double hl = (double)(direction ? h + (node_h - present_h) : h) * inverse_h;
+            const double score = (node_gain(gl, hl, rules) + node_gain(node_gd - gl, node_hd - hl, rules)) - parent;
+            if (direction) total1 += score; else total0 += score;
+        }
+    }
+    if (in_range) { totals[2 * (begin + local)] = total0; totals[2 * (begin + local) + 1] = total1; }
+}
+
+// The level's split table from level_candidates' totals (twin: split_loops.level_table), one
+// block: the first candidate of the largest total (NaN and -inf never win), then a thread a
+// node for its row: its own sums at the candidate and its own score.
+extern "C" __global__ void level_table(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const bool* __restrict__ active,
+    const int* __restrict__ feature_of_bin, const i64* __restrict__ bin_offsets, const i64 n_bins_total,
+    const int n_nodes, const double* __restrict__ scales, const double reg_lambda, const double alpha,
+    const double min_child_weight, const double max_delta_step, const double gamma, const double min_split_gain,
+    const double* __restrict__ totals, i64* __restrict__ table)
+{
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    __shared__ double red_total[BLOCK];
+    __shared__ i64 red_cand[BLOCK];
+    double best = -positive_infinity();
+    i64 best_cand = -1;
+    for (i64 c = threadIdx.x; c < 2 * n_bins_total; c += BLOCK)  // ascending: the first strictly larger wins
+        if (totals[c] > best) { best = totals[c]; best_cand = c; }
+    red_total[threadIdx.x] = best; red_cand[threadIdx.x] = best_cand;
+    __syncthreads();
+    for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            const double t = red_total[threadIdx.x + stride];
+            const i64 c = red_cand[threadIdx.x + stride];
+            const i64 mine = red_cand[threadIdx.x];
+            if (c >= 0 && (mine < 0 || t > red_total[threadIdx.x] || (t == red_total[threadIdx.x] && c < mine))) {
+                red_total[threadIdx.x] = t; red_cand[threadIdx.x] = c;
+            }
+        }
+        __syncthreads();
+    }
+    best = red_total[0]; best_cand = red_cand[0];
+    const bool make = (best > min_split_gain) && (best >= gamma);
+    const i64 best_bin = best_cand / 2;
+    const int direction = (int)(best_cand % 2);
+    const int feature = best_cand >= 0 ? feature_of_bin[best_bin] : 0;
+    const i64 begin = bin_offsets[feature], end = bin_offsets[feature + 1];
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    for (int node = threadIdx.x; node < n_nodes; node += BLOCK) {
+        i64* row = table + (i64)node * TABLE_COLUMNS;
+        const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
+        if (best_cand < 0) {
+            for (int c = 0; c < 7; ++c) row[c] = 0;
+            row[4] = __double_as_longlong(-positive_infinity());
+            row[7] = node_g; row[8] = node_h;
+            continue;
+        }
+        const i64* h_node = hist + (i64)node * n_bins_total * 2;
+        i64 present_g = 0, present_h = 0, left_g = 0, left_h = 0;
+        for (i64 b = begin; b < end; ++b) {
+            present_g += h_node[2 * b]; present_h += h_node[2 * b + 1];
+            if (b <= best_bin) { left_g += h_node[2 * b]; left_h += h_node[2 * b + 1]; }
+        }
+        left_g += direction * (node_g - present_g);
+        left_h += direction * (node_h - present_h);
+        const double node_gd = (double)node_g * inverse_g, node_hd = (double)node_h * inverse_h;
+        const double gl = (double)left_g * inverse_g, hl = (double)left_h * inverse_h;
+        const double score = (node_gain(gl, hl, rules) + node_gain(node_gd - gl, node_hd - hl, rules))
+                             - node_gain(node_gd, node_hd, rules);
+        row[0] = active[node] && make;
+        row[1] = feature;
+        row[2] = best_bin - begin;
+        row[3] = direction;
+        row[4] = __double_as_longlong(active[node] ? score : -positive_infinity());
+        row[5] = left_g; row[6] = left_h;
+        row[7] = node_g - left_g; row[8] = node_h - left_h;
+    }
+}

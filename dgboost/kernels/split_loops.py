@@ -316,3 +316,111 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules, 
         else:
             child[left, 0] = middle
             child[right, 1] = middle
+
+
+@over_runs
+def level_candidates(run, n_runs, hist, node_sums, active, bin_offsets, scales, rules, allowed, totals):
+    """Symmetric trees' split scores (see cpu.evaluate_level_split), run ``run`` of ``n_runs``
+    equal runs of the features: into ``totals`` (n_bins_total, 2) float64, for each
+    candidate (bin, direction: missing right, then left) of the run's features, the sum over
+    the level's active nodes, in node order from 0.0, of each node's score: its children's
+    gains less its own, every gain that of node_gains (0 for a node too light). A feature
+    not ``allowed`` (bool by feature, or None) scores -inf."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    n_features = bin_offsets.shape[0] - 1
+    for feature in range(n_features * run // n_runs, n_features * (run + 1) // n_runs):
+        begin, end = bin_offsets[feature], bin_offsets[feature + 1]
+        score = -np.inf if allowed is not None and not allowed[feature] else 0.0
+        for bin_idx in range(begin, end):
+            totals[bin_idx, 0] = score
+            totals[bin_idx, 1] = score
+        if score != 0.0:
+            continue
+        for node in range(hist.shape[0]):
+            if not active[node]:
+                continue
+            node_gradient, node_hessian = node_sums[node, 0], node_sums[node, 1]
+            total_gradient = np.float64(node_gradient) * inverse_gradient
+            total_hessian = np.float64(node_hessian) * inverse_hessian
+            parent = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+            present_gradient = np.int64(0)
+            present_hessian = np.int64(0)
+            for bin_idx in range(begin, end):
+                present_gradient += hist[node, bin_idx, 0]
+                present_hessian += hist[node, bin_idx, 1]
+            missing_gradient = node_gradient - present_gradient
+            missing_hessian = node_hessian - present_hessian
+            prefix_gradient = np.int64(0)
+            prefix_hessian = np.int64(0)
+            for bin_idx in range(begin, end):
+                prefix_gradient += hist[node, bin_idx, 0]
+                prefix_hessian += hist[node, bin_idx, 1]
+                for direction in range(2):
+                    g_left = np.float64(prefix_gradient + direction * missing_gradient) * inverse_gradient
+                    h_left = np.float64(prefix_hessian + direction * missing_hessian) * inverse_hessian
+                    totals[bin_idx, direction] += (
+                        _node_gain(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step)
+                        + _node_gain(total_gradient - g_left, total_hessian - h_left, reg_lambda, alpha,
+                                     min_child_weight, max_delta_step)) - parent
+
+
+@compiled
+def level_table(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, totals, table, gains):
+    """The level's split table from level_candidates's ``totals``: the first candidate of the
+    largest total (in (bin, direction) order; NaN totals never win) is every active node's
+    split, made where the total exceeds min_split_gain and gamma; each row holds its node's
+    own sums at it and, in ``gains``, its node's own score. With no candidate above -inf, no
+    node splits: feature 0, bin 0, missing right, every row right, gain -inf."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    gamma, min_split_gain = rules[4], rules[5]
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    best = -1
+    best_total = -np.inf
+    for candidate in range(2 * totals.shape[0]):
+        total = totals[candidate // 2, candidate % 2]
+        if total > best_total:
+            best, best_total = candidate, total
+    make = best_total > min_split_gain and best_total >= gamma
+    best_bin, direction = best // 2, best % 2
+    feature = feature_of_bin[best_bin] if best >= 0 else 0
+    begin = bin_offsets[feature]
+    for node in range(node_sums.shape[0]):
+        node_gradient, node_hessian = node_sums[node, 0], node_sums[node, 1]
+        if best < 0:
+            table[node, 0:7] = 0
+            table[node, 7] = node_gradient
+            table[node, 8] = node_hessian
+            gains[node] = -np.inf
+            continue
+        present_gradient = np.int64(0)
+        present_hessian = np.int64(0)
+        left_gradient = np.int64(0)
+        left_hessian = np.int64(0)
+        for bin_idx in range(begin, bin_offsets[feature + 1]):
+            present_gradient += hist[node, bin_idx, 0]
+            present_hessian += hist[node, bin_idx, 1]
+            if bin_idx <= best_bin:
+                left_gradient += hist[node, bin_idx, 0]
+                left_hessian += hist[node, bin_idx, 1]
+        left_gradient += direction * (node_gradient - present_gradient)
+        left_hessian += direction * (node_hessian - present_hessian)
+        total_gradient = np.float64(node_gradient) * inverse_gradient
+        total_hessian = np.float64(node_hessian) * inverse_hessian
+        g_left = np.float64(left_gradient) * inverse_gradient
+        h_left = np.float64(left_hessian) * inverse_hessian
+        parent = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+        score = (_node_gain(g_left, h_left, reg_lambda, alpha, min_child_weight, max_delta_step)
+                 + _node_gain(total_gradient - g_left, total_hessian - h_left, reg_lambda, alpha, min_child_weight,
+                              max_delta_step)) - parent
+        table[node, 0] = active[node] and make
+        table[node, 1] = feature
+        table[node, 2] = best_bin - begin
+        table[node, 3] = direction
+        table[node, 5] = left_gradient
+        table[node, 6] = left_hessian
+        table[node, 7] = node_gradient - left_gradient
+        table[node, 8] = node_hessian - left_hessian
+        gains[node] = score if active[node] else -np.inf

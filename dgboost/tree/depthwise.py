@@ -12,13 +12,15 @@ from ..kernels import number_children
 
 
 class DepthwiseGrower(Grower):
-    """Level by level: a level's histograms, its splits, its rows moved to their children."""
+    """Level by level: a level's histograms, its splits, its rows moved to their children.
+    ``_level_splits`` chooses a level's splits: each node its own best (SymmetricGrower
+    overrides it)."""
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         gpair, scales, positions, ridx, frontier = self._start(gpair, drawn)
         xp = get_xp(gpair)
         n_places = int(ridx.shape[0])  # the places of ridx: every row, or the indices drawn
-        n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
+        self._n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
@@ -26,9 +28,7 @@ class DepthwiseGrower(Grower):
                 splits, n_parents = SplitTable.empty(frontier.size, xp), 0
             else:
                 hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
-                splits = self._splits(frontier, hist, scales, tree_index, depth)
-                if self.max_leaves:
-                    splits, n_leaves = self._cap_leaves(splits, n_leaves)
+                splits = self._level_splits(frontier, hist, scales, tree_index, depth)
                 n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
@@ -42,3 +42,10 @@ class DepthwiseGrower(Grower):
             frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_places,
                                          **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
         return self._finish(levels, positions, scales, drawn)
+
+    def _level_splits(self, frontier, hist, scales, tree_index: int, depth: int) -> SplitTable:
+        """Each node's best split, then no more than max_leaves leaves room for."""
+        splits = self._splits(frontier, hist, scales, tree_index, depth)
+        if self.max_leaves:
+            splits, self._n_leaves = self._cap_leaves(splits, self._n_leaves)
+        return splits

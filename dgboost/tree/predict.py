@@ -4,6 +4,11 @@ All trees are concatenated into one set of node arrays (child ids made global)
 and kernels.predict_margins walks them (on a GPU one thread per row). Leaf
 values are added to the margins one tree at a time, in model order: the same
 float32 additions, in the same order, that training applied to its margins.
+
+Where every tree is oblivious (symmetric growth: every node of a level splits by
+one split) the forest also holds each tree as its levels' splits and its leaf
+values, and kernels.predict_oblivious finds a row's leaf from the bits of its
+sides rather than walking: the same leaves, the same additions.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Forest:
     outputs: np.ndarray  # (n_trees,) int, on the host: the margin column of each tree
     outputs_device: object  # the same, int32 on the device
     depth: int
+    oblivious: "Oblivious | None" = None  # the trees as levels, where every one is oblivious
 
     @classmethod
     def from_trees(cls, trees, outputs, xp) -> "Forest":
@@ -61,11 +67,69 @@ class Forest:
             outputs=np.asarray(outputs, dtype=INDEX_DTYPE),
             outputs_device=device(np.asarray(outputs, dtype=NODE_INDEX_DTYPE)),
             depth=_deepest(left, right, roots),
+            oblivious=Oblivious.from_trees(trees, xp),
         )
 
     @property
     def n_trees(self) -> int:
         return len(self.outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Oblivious:
+    """Oblivious trees as levels, on one device: arrays of shape (n_trees, depth) give each
+    level's split, and ``leaf_value`` (n_trees, 2**depth) the leaves in BFS order. A tree
+    shallower than ``depth`` gets levels that send every row left (threshold +inf, missing
+    left), its leaf values spread to the leaves they lead to."""
+
+    feature: object
+    threshold: object
+    default_left: object
+    leaf_value: object
+    depth: int
+
+    #: The deepest trees laid out this way (2**depth leaf values a tree).
+    MAX_DEPTH = 16
+
+    @classmethod
+    def from_trees(cls, trees, xp) -> "Oblivious | None":
+        """The layout, or None where a tree is not oblivious (or deeper than MAX_DEPTH)."""
+        depths = [_oblivious_depth(tree) for tree in trees]
+        if not trees or any(d is None or d > cls.MAX_DEPTH for d in depths):
+            return None
+        depth = max(depths)
+        feature = np.zeros((len(trees), depth), dtype=NODE_INDEX_DTYPE)
+        threshold = np.full((len(trees), depth), np.inf, dtype=CUT_DTYPE)
+        default_left = np.ones((len(trees), depth), dtype=bool)
+        leaf_value = np.empty((len(trees), 1 << depth), dtype=LEAF_DTYPE)
+        for index, (tree, tree_depth) in enumerate(zip(trees, depths)):
+            first = (1 << np.arange(tree_depth)) - 1  # each level's first node, BFS
+            feature[index, :tree_depth] = tree.feature[first]
+            threshold[index, :tree_depth] = tree.threshold[first]
+            default_left[index, :tree_depth] = tree.default_left[first]
+            leaves = tree.value[(1 << tree_depth) - 1:]
+            leaf_value[index] = np.repeat(leaves, 1 << (depth - tree_depth))
+        device = lambda a: asarray(xp, a)  # noqa: E731
+        return cls(device(feature), device(threshold), device(default_left), device(leaf_value), depth)
+
+
+def _oblivious_depth(tree) -> int | None:
+    """The depth of an oblivious tree (complete, each level's nodes sharing feature, threshold
+    and missing direction); None for any other tree."""
+    n_nodes = tree.n_nodes
+    depth = n_nodes.bit_length() - 1
+    if n_nodes != (1 << (depth + 1)) - 1:
+        return None
+    internal = np.arange(n_nodes) < (1 << depth) - 1
+    if not np.array_equal(tree.left >= 0, internal):
+        return None
+    for level in range(depth):
+        nodes = slice((1 << level) - 1, (1 << (level + 1)) - 1)
+        for name in ("feature", "threshold", "default_left"):
+            values = getattr(tree, name)[nodes]
+            if not np.all(values == values[0]):
+                return None
+    return depth
 
 
 def _deepest(left, right, roots) -> int:
@@ -97,6 +161,10 @@ def predict_margins(forest: Forest, X, margins):
     """
     xp = get_xp(X)
     margins = xp.ascontiguousarray(margins.astype(MARGIN_DTYPE, copy=True))
+    if forest.oblivious is not None:
+        levels = forest.oblivious
+        return kernels.predict_oblivious(X, levels.feature, levels.threshold, levels.default_left, levels.leaf_value,
+                                         forest.outputs_device, levels.depth, margins)
     return kernels.predict_margins(X, forest.left, forest.right, forest.feature, forest.threshold,
                                    forest.default_left, forest.value, forest.roots, forest.outputs_device,
                                    forest.depth, margins)

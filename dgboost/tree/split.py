@@ -72,10 +72,11 @@ def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
                 rules: Regularisation, comm, allowed=None, monotone=None, bounds=None) -> SplitTable:
     """The coordinator's best split of every node, as every rank receives it (``allowed``,
     ``monotone``, ``bounds``: see kernels.evaluate_splits)."""
-    xp = get_xp(hist)
-    if comm.rank == 0:
-        packed = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, allowed,
-                                 monotone, bounds)
-    else:
-        packed = xp.empty((hist.shape[0], _COLUMNS), dtype=HIST_DTYPE)
+    return coordinated(lambda: evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules,
+                                               allowed, monotone, bounds), hist.shape[0], get_xp(hist), comm)
+
+
+def coordinated(evaluate, n_nodes: int, xp, comm) -> SplitTable:
+    """The table ``evaluate()`` packs on the coordinator, as every rank receives it."""
+    packed = evaluate() if comm.rank == 0 else xp.empty((n_nodes, _COLUMNS), dtype=HIST_DTYPE)
     return SplitTable(comm.broadcast(packed, root=0))
