@@ -1,4 +1,4 @@
-"""dgboost and XGBoost side by side on one machine, same data, same parameters.
+"""dgboost and XGBoost (or CatBoost) side by side on one machine, same data, same parameters.
 
     python benchmarks/side_by_side.py --dataset higgs --rows 200000 --rounds 100 --depth 6 --device cpu
 
@@ -13,6 +13,11 @@ How each phase is timed:
 - dgboost: matrix build = ``train(num_boost_round=0)`` (cuts, compression,
   intercept); training = ``train(rounds)`` minus that build time.
 - XGBoost: matrix build = ``QuantileDMatrix`` construction; training = ``xgb.train``.
+- CatBoost (``--peer catboost``): matrix build = ``Pool`` construction (its quantisation
+  happens in ``fit``); training = ``fit``.
+
+``--param KEY=VALUE`` gives both systems a parameter (CatBoost takes none of them: it grows
+its own symmetric trees at the run's depth, learning rate and rounds).
 """
 
 from __future__ import annotations
@@ -59,14 +64,17 @@ def main(argv=None) -> int:
     parser.add_argument("--kind", default="", help="the machine kind, for the record (the table also "
                         "names the GPU nvidia-smi reports)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
-    parser.add_argument("--system", choices=("dgboost", "xgboost"), help=argparse.SUPPRESS)
+    parser.add_argument("--peer", choices=("xgboost", "catboost"), default="xgboost",
+                        help="the system dgboost runs beside: XGBoost's hist, or CatBoost (its symmetric trees, "
+                             "128 borders, its own defaults otherwise; compare with --param grow_policy=symmetric)")
+    parser.add_argument("--system", choices=("dgboost", "xgboost", "catboost"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.system:
         print(json.dumps(_run_system(args)))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"environment": _environment(args), "config": _config(args), "systems": {}}
-    for system in ("dgboost", "xgboost"):
+    for system in ("dgboost", args.peer):
         command = [sys.executable, __file__, *(argv or sys.argv[1:]), "--system", system]
         completed = subprocess.run(command, capture_output=True, text=True)
         if completed.returncode != 0:
@@ -83,7 +91,7 @@ def main(argv=None) -> int:
 
 def _config(args):
     return {**{k: getattr(args, k) for k in ("dataset", "rows", "test_rows", "rounds", "depth", "eta",
-                                             "max_bin", "device", "nthread", "kind")}, **_extra_params(args)}
+                                             "max_bin", "device", "nthread", "kind", "peer")}, **_extra_params(args)}
 
 
 def _extra_params(args) -> dict:
@@ -113,6 +121,8 @@ def _run_system(args) -> dict:
     with _PeakDeviceMemory(args.device) as device_memory:
         if args.system == "dgboost":
             timings, predictions = _dgboost(params, args, X, y, X_test)
+        elif args.system == "catboost":
+            timings, predictions = _catboost(params, args, to_numpy(X), to_numpy(y), to_numpy(X_test))
         else:
             timings, predictions = _xgboost(params, args, X, y, X_test)
     metric_name, metric = TASKS[args.dataset][3](y_test, predictions)
@@ -155,6 +165,37 @@ def _xgboost(params, args, X, y, X_test):
     _, predict_train = _timed(args.device, booster.inplace_predict, X)
     return ({"build_s": build, "train_s": train, "predict_s": predict, "predict_train_s": predict_train},
             to_numpy(predictions))
+
+
+def _catboost(params, args, X, y, X_test):
+    """CatBoost (symmetric trees) at the same depth, learning rate and rounds, 128 borders (its
+    GPU default), on the GPU for --device cuda; its data from the host, as it takes it."""
+    import catboost
+
+    objective = params["objective"]
+    loss = {"binary:logistic": "Logloss", "reg:squarederror": "RMSE"}.get(objective, "MultiClass")
+    options = {"depth": args.depth, "learning_rate": args.eta, "iterations": args.rounds, "border_count": 128,
+               "loss_function": loss, "verbose": False, "allow_writing_files": False,
+               "task_type": "GPU" if args.device == "cuda" else "CPU"}
+    if args.nthread > 0:
+        options["thread_count"] = args.nthread
+    model_class = catboost.CatBoostRegressor if loss == "RMSE" else catboost.CatBoostClassifier
+    warm = slice(0, min(len(y), _WARM_UP_ROWS))
+    model_class(**{**options, "iterations": 2}).fit(X[warm], y[warm])
+    started = time.perf_counter()
+    pool = catboost.Pool(X, y)
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    model = model_class(**options).fit(pool)
+    train = time.perf_counter() - started
+
+    def predict(rows):
+        return model.predict(rows) if loss == "RMSE" else model.predict_proba(rows)[:, 1] if loss == "Logloss" \
+            else model.predict_proba(rows)
+
+    predictions, predict_s = _timed("cpu", predict, X_test)
+    _, predict_train = _timed("cpu", predict, X)
+    return {"build_s": build, "train_s": train, "predict_s": predict_s, "predict_train_s": predict_train}, predictions
 
 
 def _timed(device, function, *args):
@@ -209,7 +250,7 @@ class _PeakDeviceMemory:
 def _environment(args) -> dict:
     environment = {"python": platform.python_version(), "machine": platform.machine(),
                    "cpus": os.cpu_count(), "kind": args.kind, "numpy": np.__version__}
-    for name in ("dgboost", "xgboost", "cupy"):
+    for name in ("dgboost", "xgboost", "catboost", "cupy"):
         try:
             environment[name] = __import__(name).__version__
         except ImportError:
@@ -273,12 +314,14 @@ def _copy_bandwidth(device) -> float:
 
 def _table(results) -> str:
     systems = results["systems"]
-    ours, theirs = systems.get("dgboost", {}), systems.get("xgboost", {})
+    peer = results["config"].get("peer", "xgboost")
+    ours, theirs = systems.get("dgboost", {}), systems.get(peer, {})
+    name = {"xgboost": "XGBoost", "catboost": "CatBoost"}[peer]
     rows = [("data load (s)", "load_s"), ("matrix build (s)", "build_s"), ("training (s)", "train_s"),
             ("prediction (s)", "predict_s"), ("prediction of the training rows (s)", "predict_train_s"),
             (f"test {ours.get('metric', 'metric')}", "value"),
             ("peak host RSS (MiB)", "peak_host_rss_mib"), ("peak device memory (MiB)", "peak_device_mib")]
-    lines = ["| | dgboost | XGBoost | dgboost / XGBoost |", "|---|---|---|---|"]
+    lines = [f"| | dgboost | {name} | dgboost / {name} |", "|---|---|---|---|"]
     for label, key in rows:
         a, b = ours.get(key), theirs.get(key)
         ratio = f"{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else "-"
