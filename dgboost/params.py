@@ -220,7 +220,7 @@ _INF = math.inf
 _CHECKS = {
     "objective": _choice(*OBJECTIVES),
     "eta": _number(0, 1),
-    "max_depth": _number(1, _INF, integer=True),
+    "max_depth": _number(0, _INF, integer=True),
     "max_leaves": _number(0, 2**31 - 1, integer=True),
     "min_child_weight": _number(0, _INF),
     "lambda": _number(0, _INF),
@@ -239,7 +239,7 @@ _CHECKS = {
     "scale_pos_weight": _number(0, _INF, lo_open=True),
     "verbosity": _number(0, 3, integer=True),
     "nthread": _number(-1, 2**31 - 1, integer=True),
-    "grow_policy": _choice("depthwise", "symmetric", later={"lossguide": "a later release adds lossguide growth"}),
+    "grow_policy": _choice("depthwise", "lossguide", "symmetric"),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
         "exact": "dgboost builds histograms only: use 'hist'",
@@ -251,7 +251,7 @@ PARAMETERS: tuple[Spec, ...] = (
          "The learning task and its loss."),
     Spec("eta", 0.3, *_CHECKS["eta"], "Step size shrinkage: every leaf value is multiplied by it.",
          aliases=("learning_rate",)),
-    Spec("max_depth", 6, *_CHECKS["max_depth"], "Maximum depth of a tree (depthwise growth)."),
+    Spec("max_depth", 6, *_CHECKS["max_depth"], "Maximum depth of a tree; 0 for no limit, with lossguide alone."),
     Spec("max_leaves", 0, *_CHECKS["max_leaves"],
          "Most leaves a tree may have (0: no limit). Depthwise trees split a level's nodes in order "
          "until it is reached, as XGBoost's do."),
@@ -306,9 +306,10 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("num_class", None, _check_optional(_CHECKS["num_class"][0]), _CHECKS["num_class"][1],
          "Number of classes, required by multi:softmax and multi:softprob."),
     Spec("grow_policy", "depthwise", *_CHECKS["grow_policy"],
-         "How trees grow: 'depthwise' (XGBoost's: a level at a time, each node its own best split) or "
-         "'symmetric' (CatBoost's oblivious trees, dgboost's own here: every node of a level splits by "
-         "the one split of the largest summed score; 2**max_depth leaves)."),
+         "How trees grow: 'depthwise' (XGBoost's: a level at a time, each node its own best split), "
+         "'lossguide' (XGBoost's: the leaf of the largest gain first, up to max_leaves) or 'symmetric' "
+         "(CatBoost's oblivious trees, dgboost's own here: every node of a level splits by the one split "
+         "of the largest summed score; 2**max_depth leaves)."),
     Spec("tree_method", "hist", *_CHECKS["tree_method"],
          "Always the histogram method; accepted so XGBoost params dicts carry over."),
     Spec("huber_slope", 1.0, *_CHECKS["huber_slope"], "The delta of reg:pseudohubererror."),
@@ -457,6 +458,9 @@ def _check_together(values: dict[str, Any]) -> None:
     if not multiclass and num_class is not None:
         raise ValueError(f"num_class={num_class} is only for multi:softmax and multi:softprob, "
                          f"not objective={objective!r}; remove it")
+    if values.get("max_depth") == 0 and values.get("grow_policy") != "lossguide":
+        raise ValueError("max_depth=0 (no limit) needs grow_policy='lossguide', whose trees stop at max_leaves; "
+                         "give a depth, or grow by loss")
     if values.get("grow_policy") == "symmetric":
         for name in ("monotone_constraints", "interaction_constraints", "max_leaves"):
             if values.get(name):

@@ -73,7 +73,8 @@ PARAMS = {
     "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "sampling_method": "goss",
                    "eta": 0.5},  # GOSS from the third round
     # The tree-shape parameters of one grower; the split rules they set travel to every rank.
-    "constrained": {"objective": "reg:squarederror", "max_depth": 4, "monotone_constraints": (1, -1, 0, 0, 0, 0),
+    "constrained": {"objective": "reg:squarederror", "max_depth": 4, "grow_policy": "lossguide",
+                    "monotone_constraints": (1, -1, 0, 0, 0, 0),
                     "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]], "colsample_bytree": 0.9,
                     "colsample_bylevel": 0.9, "colsample_bynode": 0.7, "max_leaves": 9},
 }

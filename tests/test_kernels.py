@@ -441,6 +441,7 @@ def test_compiled_partition_and_route_equal_their_references(bits, n_threads, mo
     default_left = rng.random(n_level) < 0.5
     left_child = np.where(rng.random(n_level) < 0.8, 1000 + 2 * np.arange(n_level), -1).astype(np.int32)
     arguments = (split_feature, split_bin, default_left, left_child)
+    before = positions.copy()
     expected_positions = positions.copy()
     expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, expected_positions,
                                     level_start, seg_begin, seg_end, *arguments)
@@ -451,6 +452,21 @@ def test_compiled_partition_and_route_equal_their_references(bits, n_threads, mo
         np.testing.assert_array_equal(g, e)
     np.testing.assert_array_equal(positions, expected_positions)
     assert 0 < got[1].sum() < n_rows
+
+    # A few slots' places alone (a lossguide node's range): under a quarter of the rows, so the
+    # first pass goes by ridx's places rather than every row; the same moves.
+    first, stop = 10, 16
+    lo, hi = seg_begin[first], seg_end[stop - 1]
+    window = (ridx[lo:hi].copy(), level_start + first, seg_begin[first:stop] - lo, seg_end[first:stop] - lo,
+              *(a[first:stop] for a in arguments))
+    assert 4 * (hi - lo) < n_rows
+    positions, expected_positions = before.copy(), before.copy()  # as they agree with the ranges
+    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, window[0], expected_positions,
+                                    *window[1:])
+    got = partition_rows(packed, bits, cells_per_word, missing_symbol, window[0], positions, *window[1:])
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+    np.testing.assert_array_equal(positions, expected_positions)
 
     n_nodes, depth = 63, 5  # leaves at every depth: some nodes of the upper levels do not split
     split = rng.random(n_nodes) < 0.85

@@ -66,6 +66,8 @@ def _discrete_task(objective, rng):
     ("reg:squarederror", {"max_delta_step": 0.3}),
     ("reg:squarederror", {"max_leaves": 5}), ("binary:logistic", {"max_leaves": 6, "max_depth": 4}),
     ("reg:squarederror", {"monotone_constraints": "(1,0,-1,0)"}),
+    ("reg:squarederror", {"grow_policy": "lossguide", "max_leaves": 8, "max_depth": 0}),
+    ("binary:logistic", {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 5, "min_child_weight": 3}),
     # Not max_delta_step with alpha together: there XGBoost scores a clipped weight as
     # -(2Gw + (H+l)w^2) + alpha|w|, which is not the objective's reduction; dgboost uses
     # -(2Gw + (H+l)w^2 + 2 alpha|w|) (tests/test_kernels.py, docs/parameters.md).

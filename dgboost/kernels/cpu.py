@@ -704,11 +704,14 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     plan = run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
-    loops.partition_positions(_threads_for(int(positions.shape[0])), _cells(packed, bits), packed, bits,
-                              cells_per_word, missing_symbol, positions, int(level_start),
-                              np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-                              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
-                              np.ascontiguousarray(default_left, dtype=bool), left_child, ridx, new_ridx)
+    # Each row of a splitting slot to its child: over every row in row order (threads write
+    # apart), or, where ridx holds few of the rows (a node's, a sample's), over its places.
+    first_pass, n_items = ((loops.partition_positions_by_places, ridx.shape[0]) if 4 * ridx.shape[0] < positions.shape[0]
+                           else (loops.partition_positions, positions.shape[0]))
+    first_pass(_threads_for(int(n_items)), _cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
+               positions, int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
+               left_child, ridx, new_ridx)
     goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
     loops.partition_sides(n_threads, ridx, positions, seg_begin, *plan, left_child, goes_left, lefts)
     loops.partition_scatter(n_threads, ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)

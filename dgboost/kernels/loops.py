@@ -498,6 +498,25 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
 
 
 @over_runs
+def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, positions,
+                                  level_start, split_feature, split_bin, default_left, left_child, ridx, new_ridx):
+    """partition_positions over ``ridx``'s places rather than every row, run ``run`` of
+    ``n_runs`` equal runs of them: the same moves, for a ``ridx`` of few rows (a node's,
+    or a sample's), whose rows' positions are written where they lie."""
+    n_slots = left_child.shape[0]
+    n_places = ridx.shape[0]
+    for place in range(n_places * run // n_runs, n_places * (run + 1) // n_runs):
+        row = ridx[place]
+        new_ridx[place] = row
+        slot = np.int64(positions[row]) - level_start
+        if slot < 0 or slot >= n_slots or left_child[slot] < 0:
+            continue
+        bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
+        left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
+        positions[row] = left_child[slot] + 1 - left
+
+
+@over_runs
 def partition_sides(run, n_runs, ridx, positions, seg_begin, starts, touches, first_slots, n_run_slots, partial,
                     left_child, goes_left, lefts):
     """Partition's second pass, over the slots' rows in run ``run`` of the ``n_runs`` runs of

@@ -8,7 +8,8 @@ def make_grower(matrix, params, n_total: int, comm, features=None):
     """The grower of ``params.grow_policy`` (a ``grower.Grower``) over one rank's rows;
     ``features``: the resolved per-feature rules (``constraints.FeatureRules``), or None."""
     from .depthwise import DepthwiseGrower
+    from .lossguide import LossguideGrower
     from .symmetric import SymmetricGrower
 
-    growers = {"depthwise": DepthwiseGrower, "symmetric": SymmetricGrower}
+    growers = {"depthwise": DepthwiseGrower, "lossguide": LossguideGrower, "symmetric": SymmetricGrower}
     return growers[params.grow_policy](matrix, params, n_total, comm, features)

@@ -217,11 +217,12 @@ class Grower(abc.ABC):
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
-    def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth: int) -> SplitTable:
-        """The coordinator's best split of each of the frontier's nodes, on every rank."""
+    def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth: int, slots=None) -> SplitTable:
+        """The coordinator's best split of each of the frontier's nodes, on every rank; ``slots``
+        keys the nodes' column draws (their slots in the level by default)."""
         allowed = None
         if self.comm.rank == 0:  # the features each node may split on: the coordinator's alone
-            allowed = self._allowed(frontier, tree_index, depth)
+            allowed = self._allowed(frontier, tree_index, depth, frontier.size if slots is None else slots)
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                            self.matrix.bin_offsets, scales, self.rules, self.comm, allowed=allowed,
                            monotone=self.monotone, bounds=frontier.bounds)
@@ -237,10 +238,10 @@ class Grower(abc.ABC):
         table[:, 0] = keep
         return SplitTable(table), n_leaves + keep.sum()
 
-    def _allowed(self, frontier: "_Frontier", tree_index: int, depth: int):
+    def _allowed(self, frontier: "_Frontier", tree_index: int, depth: int, slots):
         """(size, n_features) bool on the device: the features column sampling and interaction
         constraints leave each of the frontier's nodes; None where every feature is left."""
-        sampled = self.columns.level(tree_index, depth, frontier.size)
+        sampled = self.columns.level(tree_index, depth, slots)
         xp = get_xp(frontier.active)
         sampled = None if sampled is None else asarray(xp, sampled, bool)
         if frontier.paths is None:
@@ -268,8 +269,9 @@ class Grower(abc.ABC):
             return int(valid.sum())
         return bound
 
-    def _finish(self, levels, positions, scales, drawn=None) -> GrownTree:
-        """The grown tree; with ``drawn`` rows, every row's leaf found by routing it."""
+    def _finish(self, levels, positions, scales, drawn=None, depth: int | None = None) -> GrownTree:
+        """The grown tree (``depth``: its depth, by default its number of levels less one);
+        with ``drawn`` rows, every row's leaf found by routing it."""
         xp = get_xp(positions)
         splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
         left_child = xp.concatenate([level.left_child for level in levels])
@@ -277,7 +279,8 @@ class Grower(abc.ABC):
         record, leaf_value = tree_record(xp.concatenate([level.node_sums for level in levels]),
                                          xp.concatenate([level.active for level in levels]), splits.table,
                                          left_child, scales, self.rules, self.eta, bounds)
-        grown = GrownTree(splits, left_child, len(levels) - 1, positions, leaf_value, record)
+        grown = GrownTree(splits, left_child, len(levels) - 1 if depth is None else depth, positions, leaf_value,
+                          record)
         if drawn is not None:  # the rows left out stayed out of the tree: route every row
             grown = dataclasses.replace(grown, positions=grown.route(self.matrix))
         return grown

@@ -208,19 +208,21 @@ class ColumnSampler:
         """Whether any rate leaves features out."""
         return any(rate < 1.0 for rate in self.rates)
 
-    def level(self, tree_index: int, depth: int, n_slots: int):
-        """The features each of a level's ``n_slots`` slots may split on: a host array of shape
-        (n_slots, n_features), bool; None where every feature may be used."""
+    def level(self, tree_index: int, depth: int, slots):
+        """The features each slot of a level may split on: a host array of shape (n_slots,
+        n_features), bool; None where every feature may be used. ``slots``: how many (slots
+        0, 1, ...), or the slots' keys (int array; lossguide keys a node by its id)."""
         if not self.active:
             return None
+        slots = np.arange(slots) if np.ndim(slots) == 0 else np.asarray(slots, dtype=INDEX_DTYPE)
         by_tree, by_level, by_node = self.rates
         tree = self._tree(tree_index)
         level = self._choose(tree[None, :], by_level, sub_key(stream_key(self.seed, STREAM_COLUMNS_BY_LEVEL,
                                                                          tree_index), depth))
         if by_node >= 1.0:
-            return np.repeat(level, n_slots, axis=0)
+            return np.repeat(level, len(slots), axis=0)
         node_key = sub_key(stream_key(self.seed, STREAM_COLUMNS_BY_NODE, tree_index), depth)
-        return self._choose(np.repeat(level, n_slots, axis=0), by_node, node_key)
+        return self._choose(np.repeat(level, len(slots), axis=0), by_node, node_key, slots)
 
     def _tree(self, tree_index: int) -> np.ndarray:
         if self._tree_set[0] != tree_index:
@@ -229,14 +231,16 @@ class ColumnSampler:
             self._tree_set = (tree_index, self._choose(everything, self.rates[0], key)[0])
         return self._tree_set[1]
 
-    def _choose(self, candidates: np.ndarray, rate: float, key: int) -> np.ndarray:
+    def _choose(self, candidates: np.ndarray, rate: float, key: int, rows=None) -> np.ndarray:
         """Of each row's ``candidates`` (bool, (n_rows, n_features)), the ``max(1, floor(rate * m))``
-        of largest ``log(u) / weight``, ``u`` drawn for (row, feature) under ``key``; ties to
-        the lower feature."""
+        of largest ``log(u) / weight``, ``u`` drawn for (row's key, feature) under ``key``
+        (``rows``: the rows' keys, 0, 1, ... by default); ties to the lower feature."""
         if rate >= 1.0:
             return candidates
         n_rows, n_features = candidates.shape
-        scores = uniform(np.arange(n_rows * n_features, dtype=INDEX_DTYPE), key).reshape(n_rows, n_features)
+        rows = np.arange(n_rows, dtype=INDEX_DTYPE) if rows is None else rows
+        index = rows[:, None] * n_features + np.arange(n_features, dtype=INDEX_DTYPE)[None, :]
+        scores = uniform(index.reshape(-1), key).reshape(n_rows, n_features)
         if self._weights is not None:
             with np.errstate(divide="ignore"):  # u = 0: log 0 = -inf, drawn last
                 scores = np.log(scores) / self._weights
