@@ -222,6 +222,7 @@ _CHECKS = {
     "eta": _number(0, 1),
     "max_depth": _number(0, _INF, integer=True),
     "max_leaves": _number(0, 2**31 - 1, integer=True),
+    "max_greedy_nodes": _number(1, 2**31 - 1, integer=True),
     "min_child_weight": _number(0, _INF),
     "lambda": _number(0, _INF),
     "alpha": _number(0, _INF),
@@ -255,6 +256,10 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("max_leaves", 0, *_CHECKS["max_leaves"],
          "Most leaves a tree may have (0: no limit). Depthwise trees split a level's nodes in order "
          "until it is reached, as XGBoost's do."),
+    Spec("max_greedy_nodes", 1, *_CHECKS["max_greedy_nodes"],
+         "Lossguide: the best leaves split together in one step (one histogram launch and one collective), "
+         "the same on every device; 1 splits one at a time, in XGBoost's order (the name is XGBoost's "
+         "development branch's)."),
     Spec("min_child_weight", 1.0, *_CHECKS["min_child_weight"],
          "Minimum sum of hessians in a child for a split to be considered."),
     Spec("lambda", 1.0, *_CHECKS["lambda"], "L2 regularisation of leaf weights.",
@@ -344,6 +349,7 @@ class TrainParams:
     eta: float = 0.3
     max_depth: int = 6
     max_leaves: int = 0
+    max_greedy_nodes: int = 1
     min_child_weight: float = 1.0
     reg_lambda: float = 1.0
     alpha: float = 0.0

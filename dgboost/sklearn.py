@@ -33,7 +33,7 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
            "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
-           "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate")
+           "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate", "max_greedy_nodes")
 
 
 class _DGBModel(BaseEstimator):
@@ -46,7 +46,7 @@ class _DGBModel(BaseEstimator):
                  callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
                  monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
                  colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None,
-                 sampling_method=None, top_rate=None, other_rate=None):
+                 sampling_method=None, top_rate=None, other_rate=None, max_greedy_nodes=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -81,6 +81,7 @@ class _DGBModel(BaseEstimator):
         self.sampling_method = sampling_method
         self.top_rate = top_rate
         self.other_rate = other_rate
+        self.max_greedy_nodes = max_greedy_nodes
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):

@@ -76,7 +76,7 @@ PARAMS = {
     "constrained": {"objective": "reg:squarederror", "max_depth": 4, "grow_policy": "lossguide",
                     "monotone_constraints": (1, -1, 0, 0, 0, 0),
                     "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]], "colsample_bytree": 0.9,
-                    "colsample_bylevel": 0.9, "colsample_bynode": 0.7, "max_leaves": 9},
+                    "colsample_bylevel": 0.9, "colsample_bynode": 0.7, "max_leaves": 9, "max_greedy_nodes": 2},
 }
 
 

@@ -285,10 +285,25 @@ def test_lossguide_as_accurate_as_xgboost():
     assert abs(ours - theirs) < 0.002, (ours, theirs)  # the bound
 
 
+def test_lossguide_batches_split_the_best_leaves_together():
+    X, y = _data(np.random.default_rng(12), 5000)
+    params = {"grow_policy": "lossguide", "max_leaves": 30, "max_depth": 0}
+    one = dgboost.train(params, X, y, num_boost_round=3)
+    batched = dgboost.train({**params, "max_greedy_nodes": 4}, X, y, num_boost_round=3)
+    for a, b in zip(one.trees, batched.trees):
+        assert int(b.is_leaf.sum()) == int(a.is_leaf.sum()) == 30
+        # The first splits agree: the root, then its children together (both among the best 4).
+        assert a.feature[0] == b.feature[0]
+    assert [t.to_dict() for t in one.trees] != [t.to_dict() for t in batched.trees]  # later, the order differs
+    with pytest.raises(ValueError, match="max_greedy_nodes=0 is out of range"):
+        dgboost.train({**params, "max_greedy_nodes": 0}, X, y)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("extra", [{}, {"monotone_constraints": (1, 0, -1, 0, 0, 0), "colsample_bynode": 0.7,
                                         "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
-                                   {"subsample": 0.5, "sampling_method": "gradient_based"}])
+                                   {"subsample": 0.5, "sampling_method": "gradient_based"},
+                                   {"max_greedy_nodes": 8, "colsample_bylevel": 0.8}])
 def test_lossguide_model_file_is_identical_to_the_cpus(extra, tmp_path):
     cp = pytest.importorskip("cupy")
     X, y = _data(np.random.default_rng(11), 20_000)

@@ -217,9 +217,10 @@ class Grower(abc.ABC):
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
-    def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth: int, slots=None) -> SplitTable:
-        """The coordinator's best split of each of the frontier's nodes, on every rank; ``slots``
-        keys the nodes' column draws (their slots in the level by default)."""
+    def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth, slots=None) -> SplitTable:
+        """The coordinator's best split of each of the frontier's nodes, on every rank; ``depth``
+        (an int, or one a node) and ``slots`` key the nodes' column draws (their slots in the
+        level by default)."""
         allowed = None
         if self.comm.rank == 0:  # the features each node may split on: the coordinator's alone
             allowed = self._allowed(frontier, tree_index, depth, frontier.size if slots is None else slots)
@@ -238,10 +239,19 @@ class Grower(abc.ABC):
         table[:, 0] = keep
         return SplitTable(table), n_leaves + keep.sum()
 
-    def _allowed(self, frontier: "_Frontier", tree_index: int, depth: int, slots):
+    def _allowed(self, frontier: "_Frontier", tree_index: int, depth, slots):
         """(size, n_features) bool on the device: the features column sampling and interaction
         constraints leave each of the frontier's nodes; None where every feature is left."""
-        sampled = self.columns.level(tree_index, depth, slots)
+        if np.ndim(depth) == 0:
+            sampled = self.columns.level(tree_index, depth, slots)
+        else:  # nodes of several depths (lossguide): each depth's draws for its nodes
+            sampled = None
+            for level in np.unique(depth):
+                mask = np.asarray(depth) == level
+                drawn = self.columns.level(tree_index, int(level), np.asarray(slots)[mask])
+                if drawn is not None:
+                    sampled = np.empty((len(mask), drawn.shape[1]), bool) if sampled is None else sampled
+                    sampled[mask] = drawn
         xp = get_xp(frontier.active)
         sampled = None if sampled is None else asarray(xp, sampled, bool)
         if frontier.paths is None:

@@ -1,14 +1,16 @@
 """Lossguide growth (XGBoost's ``grow_policy="lossguide"``): the leaf whose split gains most is
-split first, one leaf at a time, in XGBoost's order (ties to the lower node id), until the
-tree has ``max_leaves`` leaves (0: no limit), no leaf's split gains, or every leaf that could
-split is at ``max_depth`` (0: no limit).
+split first, in XGBoost's order (ties to the lower node id), until the tree has
+``max_leaves`` leaves (0: no limit), no leaf's split gains, or every leaf that could split is
+at ``max_depth`` (0: no limit). A step splits the ``max_greedy_nodes`` best leaves (1:
+one at a time, XGBoost's trees), on every device alike, so the model is the same.
 
 Nodes are numbered as they are made, XGBoost's way: the root 0, then each split's children
-``n`` and ``n + 1``, the next two ids. Each split is one step: the node's rows (a range of
-``ridx``) partitioned in place, the smaller child's histogram built (the other by
-subtraction from the node's, which is kept while the node is a leaf), one collective, and
-the two children's best splits found by the coordinator. The host keeps the leaves in a
-heap by gain: on a GPU it reads each step's children's gains and their rows' count.
+``n`` and ``n + 1``, the next two ids. A step: each leaf's rows (a range of ``ridx``)
+partitioned in place, the smaller child of each pair's histogram built in one launch (the
+other by subtraction from the leaf's, which is kept while the node is a leaf), one
+collective, and the children's best splits found by the coordinator. The host keeps the
+leaves in a heap by gain: on a GPU it reads each step's rows sent left and children's
+gains.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from ..backend import get_xp, to_numpy
 
 @dataclasses.dataclass
 class _Leaf:
-    """A leaf of the tree being grown: where its row lie in ``ridx`` (on this rank), its
-    histogram (over all ranks) and the level (a step's pair of nodes) that holds its row."""
+    """A leaf of the tree being grown: where its rows lie in ``ridx`` (on this rank), its
+    histogram (over all ranks) and the level (a step's nodes) that holds its record row."""
 
     begin: int
     end: int
@@ -39,7 +41,11 @@ class _Leaf:
 
 
 class LossguideGrower(Grower):
-    """One split a step, the best leaf first."""
+    """The best leaves first, ``max_greedy_nodes`` of them a step (1: XGBoost's order)."""
+
+    def __init__(self, matrix, params, n_total: int, comm, features=None):
+        super().__init__(matrix, params, n_total, comm, features)
+        self.batch = params.max_greedy_nodes
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         gpair, scales, positions, ridx, root = self._start(gpair, drawn)
@@ -53,39 +59,43 @@ class LossguideGrower(Grower):
         frontiers = {0: root}  # each level's frontier: its nodes' sums, bounds and paths
         next_id, depth = 1, 0
         while heap and (not self.max_leaves or len(leaves) < self.max_leaves):
-            _, node = heapq.heappop(heap)
-            leaf = leaves.pop(node)
-            level, slot = leaf.level, leaf.slot
-            left_id = next_id
-            next_id += 2
-            level.left_child[slot] = left_id
-            level.splits.table[slot, 0] = 1  # split: made (the rows of nodes left leaves say 0)
-            parent = frontiers[level.start]
-            one = SplitTable(level.splits.table[slot:slot + 1])
-            # The node's rows, in place: its range of ridx partitioned as a level of one slot.
-            moved, n_left = partition.apply_level(self.matrix, ridx[leaf.begin:leaf.end], positions, node,
-                                                  xp.zeros(1, dtype=POSITION_DTYPE),
-                                                  xp.full(1, leaf.end - leaf.begin, dtype=POSITION_DTYPE),
-                                                  one, level.left_child[slot:slot + 1])
-            ridx[leaf.begin:leaf.end] = moved
-            middle = leaf.begin + int(to_numpy(n_left)[0])
-            child = self._child_frontier(parent, slot, one, left_id, leaf, middle, scales)
-            built = child.build_begin, child.build_end
-            hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx, *built))
-            hist = histogram.children(leaf.hist[None], xp.zeros(1, dtype=POSITION_DTYPE), hist_built,
+            room = self.max_leaves - len(leaves) if self.max_leaves else self.batch
+            batch = [heapq.heappop(heap)[1] for _ in range(min(self.batch, room, len(heap)))]
+            split = [leaves.pop(node) for node in batch]
+            left_ids = [next_id + 2 * k for k in range(len(split))]
+            next_id += 2 * len(split)
+            n_left = []
+            for node, leaf, left_id in zip(batch, split, left_ids):
+                leaf.level.left_child[leaf.slot] = left_id
+                # The node's rows, in place: its range of ridx partitioned as a level of one slot.
+                moved, lefts = partition.apply_level(
+                    self.matrix, ridx[leaf.begin:leaf.end], positions, node, xp.zeros(1, dtype=POSITION_DTYPE),
+                    xp.full(1, leaf.end - leaf.begin, dtype=POSITION_DTYPE),
+                    SplitTable(leaf.level.splits.table[leaf.slot:leaf.slot + 1]),
+                    leaf.level.left_child[leaf.slot:leaf.slot + 1])
+                ridx[leaf.begin:leaf.end] = moved
+                n_left.append(lefts)
+            middles = [leaf.begin + int(count) for leaf, count in zip(split, to_numpy(xp.concatenate(n_left)))]
+            child = self._children(split, frontiers, left_ids, middles, scales)
+            hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx, child.build_begin,
+                                                             child.build_end))
+            hist = histogram.children(xp.stack([leaf.hist for leaf in split]), child.parent_slot, hist_built,
                                       child.build_left)
-            splits = self._splits(child, hist, scales, tree_index, leaf.depth + 1,
-                                  slots=np.array([left_id, left_id + 1]))
+            child_depths = np.repeat([leaf.depth + 1 for leaf in split], 2)
+            splits = self._splits(child, hist, scales, tree_index, child_depths,
+                                  slots=np.repeat(left_ids, 2) + np.tile([0, 1], len(split)))
             level = self._level(child, splits)
             levels.append(level)
-            frontiers[left_id] = child
-            depth = max(depth, leaf.depth + 1)
-            pair = {left_id: _Leaf(leaf.begin, middle, leaf.depth + 1, hist[0], level, 0),
-                    left_id + 1: _Leaf(middle, leaf.end, leaf.depth + 1, hist[1], level, 1)}
-            leaves.update(pair)
-            for entry in self._candidates(pair, splits):
+            frontiers[left_ids[0]] = child
+            depth = max(depth, int(child_depths.max()))
+            made = {}
+            for k, (leaf, middle) in enumerate(zip(split, middles)):
+                made[left_ids[k]] = _Leaf(leaf.begin, middle, leaf.depth + 1, hist[2 * k], level, 2 * k)
+                made[left_ids[k] + 1] = _Leaf(middle, leaf.end, leaf.depth + 1, hist[2 * k + 1], level, 2 * k + 1)
+            leaves.update(made)
+            for entry in self._candidates(made, splits):
                 heapq.heappush(heap, entry)
-        for level in levels:  # the splits not made: their nodes are leaves
+        for level in levels:  # the splits made; the other nodes are leaves
             level.splits.table[:, 0] = level.left_child >= 0
         return self._finish(levels, positions, scales, drawn, depth)
 
@@ -108,25 +118,41 @@ class LossguideGrower(Grower):
                 out.append((-float(gains[leaf.slot]), node))
         return out
 
-    def _child_frontier(self, parent: _Frontier, slot: int, one: SplitTable, left_id: int, leaf: _Leaf,
-                        middle: int, scales) -> _Frontier:
-        """The split node's children as a frontier of one sibling pair: their sums, ranges, which
-        one to build (the smaller hessian), and their bounds and paths."""
-        xp = get_xp(one.table)
-        table = one.table
-        node_sums = xp.concatenate([table[:, 5:7], table[:, 7:9]])
-        build_left = node_sums[0:1, 1] <= node_sums[1:2, 1]
-        seg_begin = xp.asarray(np.array([leaf.begin, middle], dtype=POSITION_DTYPE))
-        seg_end = xp.asarray(np.array([middle, leaf.end], dtype=POSITION_DTYPE))
-        build_begin = xp.where(build_left, seg_begin[0:1], seg_begin[1:2])
-        build_end = xp.where(build_left, seg_end[0:1], seg_end[1:2])
-        one_parent = _Frontier(parent.start + slot, parent.node_sums[slot:slot + 1], parent.active[slot:slot + 1],
-                               None, None, None, None, None, None, None,
-                               None if parent.bounds is None else parent.bounds[slot:slot + 1],
-                               None if parent.paths is None else
-                               dataclasses.replace(parent.paths, used=parent.paths.used[slot:slot + 1],
-                                                   compatible=parent.paths.compatible[slot:slot + 1]))
-        rules = self._children_rules(one_parent, one, xp.zeros(1, dtype=POSITION_DTYPE),
-                                     xp.ones(1, dtype=POSITION_DTYPE), scales)
-        return _Frontier(left_id, node_sums, xp.ones(2, dtype=bool), seg_begin, seg_end, None,
-                         xp.zeros(1, dtype=POSITION_DTYPE), build_left, build_begin, build_end, **rules)
+    def _children(self, split: list, frontiers: dict, left_ids: list, middles: list, scales) -> _Frontier:
+        """The split leaves' children as a frontier of sibling pairs, pair k the children of
+        ``split[k]``: their sums, ranges, which of each pair to build (the smaller hessian),
+        and their bounds and paths, from the leaves' own rows of their levels."""
+        xp = get_xp(split[0].hist)
+        parents = _rows_of([(frontiers[leaf.level.start], leaf.slot) for leaf in split])
+        table = xp.concatenate([leaf.level.splits.table[leaf.slot:leaf.slot + 1] for leaf in split])
+        table[:, 0] = 1  # each of them splits
+        n = len(split)
+        node_sums = xp.stack([table[:, 5:7], table[:, 7:9]], axis=1).reshape(2 * n, 2)
+        build_left = node_sums[0::2, 1] <= node_sums[1::2, 1]
+        bounds = np.array([[leaf.begin, middle, middle, leaf.end] for leaf, middle in zip(split, middles)])
+        seg_begin = xp.asarray(bounds[:, [0, 2]].reshape(-1).astype(POSITION_DTYPE))
+        seg_end = xp.asarray(bounds[:, [1, 3]].reshape(-1).astype(POSITION_DTYPE))
+        build_begin = xp.where(build_left, seg_begin[0::2], seg_begin[1::2])
+        build_end = xp.where(build_left, seg_end[0::2], seg_end[1::2])
+        rank = xp.arange(n, dtype=POSITION_DTYPE)
+        rules = self._children_rules(parents, SplitTable(table), rank, xp.full(1, n, dtype=POSITION_DTYPE), scales)
+        return _Frontier(left_ids[0], node_sums, xp.ones(2 * n, dtype=bool), seg_begin, seg_end, None, rank,
+                         build_left, build_begin, build_end, **rules)
+
+
+def _rows_of(picks: list) -> _Frontier:
+    """A frontier of the given (frontier, slot) nodes, their sums, bounds and paths (what
+    _children_rules reads of a parent level)."""
+    xp = get_xp(picks[0][0].node_sums)
+
+    def gathered(name):
+        parts = [getattr(frontier, name) for frontier, _ in picks]
+        return None if parts[0] is None else xp.concatenate([part[slot:slot + 1]
+                                                             for part, (_, slot) in zip(parts, picks)])
+
+    paths = None
+    if picks[0][0].paths is not None:
+        paths = dataclasses.replace(picks[0][0].paths, used=xp.concatenate([f.paths.used[s:s + 1] for f, s in picks]),
+                                    compatible=xp.concatenate([f.paths.compatible[s:s + 1] for f, s in picks]))
+    return _Frontier(0, gathered("node_sums"), gathered("active"), None, None, None, None, None, None, None,
+                     gathered("bounds"), paths)
