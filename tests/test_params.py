@@ -37,18 +37,19 @@ def test_unknown_name_suggests_nearest():
 
 
 def test_xgboost_name_not_yet_supported_says_so():
-    with pytest.raises(ValueError, match="colsample_bytree.*not supported by dgboost yet"):
-        TrainParams.from_dict({"colsample_bytree": 0.5})
+    with pytest.raises(ValueError, match="num_parallel_tree.*not supported by dgboost yet"):
+        TrainParams.from_dict({"num_parallel_tree": 4})
 
 
 @pytest.mark.parametrize("params, message", [
     ({"eta": 1.5}, r"eta=1.5 is out of range: it must be in \[0, 1\]"),
-    ({"max_depth": 0}, r"max_depth=0 is out of range: it must be in \[1, inf\)"),
+    ({"max_depth": -1}, r"max_depth=-1 is out of range: it must be in \[0, inf\)"),
+    ({"max_depth": 0}, r"max_depth=0 \(no limit\) needs grow_policy='lossguide'"),
     ({"max_bin": 1}, r"max_bin=1 is out of range: it must be in \[2, 65536\]"),
     ({"min_child_weight": -1}, r"min_child_weight=-1.0 is out of range"),
     ({"subsample": 0}, r"subsample=0.0 is out of range: it must be in \(0, 1\]"),
     ({"objective": "binary:logistc"}, r"not one of .*Did you mean 'binary:logistic'"),
-    ({"grow_policy": "lossguide"}, r"'lossguide' is not available yet"),
+    ({"grow_policy": "leafwise"}, r"grow_policy='leafwise' is not one of 'depthwise', 'lossguide', 'symmetric'"),
     ({"tree_method": "exact"}, r"builds histograms only"),
     ({"device": "tpu"}, r"device='tpu' is not a device"),
     ({"eval_metric": "aucc"}, r"not one of"),
