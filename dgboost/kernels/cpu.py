@@ -147,7 +147,7 @@ def unpack(packed, bits, cells_per_word, n_features):
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
-                     gpair, scales, ridx, seg_begin, seg_end, n_built=None):
+                     gpair, scales, ridx, seg_begin, seg_end):
     """Fixed-point gradient histograms of the rows of each slot.
 
     Slot ``s`` holds the rows ``ridx[seg_begin[s]:seg_end[s]]``:
@@ -164,8 +164,6 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     scales : array of shape (2,), float64: fixed_point scales of the two columns   # IN
     ridx : array of shape (n_rows,), int32: rows grouped by node          # IN
     seg_begin, seg_end : arrays of shape (n_slots,), int32: each slot's range of ridx   # IN
-    n_built : int or None: at least the rows the ranges hold, where the caller knows it (the
-        CUDA twin sizes its grid by it; here the ranges are read)        # IN
 
     Returns
     -------

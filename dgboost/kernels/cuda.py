@@ -201,7 +201,7 @@ def _resident_blocks(kernel, threads: int, shared: int, device: int) -> int:
 
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
-                     gpair, scales, ridx, seg_begin, seg_end, n_built=None):
+                     gpair, scales, ridx, seg_begin, seg_end):
     import cupy
 
     device = cupy.cuda.Device().id
@@ -212,10 +212,7 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     hist = cupy.zeros((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
     if n_rows == 0 or n_slots == 0 or n_bins_total == 0:
         return hist
-    # The grid: one wave for the matrix's rows, or fewer blocks where few rows are built (each
-    # block zeroes and flushes a whole histogram, whatever its share of rows).
-    plan = _histogram_plan(bin_offsets.tobytes(), cells_per_word, n_words, max(1, min(n_built or n_rows, n_rows)),
-                           device)
+    plan = _histogram_plan(bin_offsets.tobytes(), cells_per_word, n_words, n_rows, device)
     seg_cum = cupy.empty(n_slots + 1, dtype=INDEX_DTYPE)
     _kernel("histogram.cu", "segment_offsets")((1,), (_OFFSET_THREADS,),
                                                (_int32(seg_begin), _int32(seg_end), np.int32(n_slots), seg_cum))

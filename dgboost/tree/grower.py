@@ -132,11 +132,9 @@ class _Frontier:
 
     def histograms(self, matrix, gpair, scales, ridx, comm):
         """Every node's histogram, summed over all ranks: (size, n_bins_total, 2) int64."""
-        n_places = int(ridx.shape[0])  # at most the rows built: a sample's ridx holds only its rows
         if self.parent_hist is None:
-            return comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end, n_places))
-        built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end,
-                                               n_places))
+            return comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
+        built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int,

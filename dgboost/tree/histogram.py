@@ -16,9 +16,8 @@ from ..ellpack import EllpackMatrix
 from ..kernels import build_histograms, sibling_histograms
 
 
-def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end, n_built: int | None = None):
-    """Histograms of the rows ``ridx[seg_begin[s]:seg_end[s]]`` of each slot ``s``; ``n_built``:
-    how many rows the ranges hold, where the host knows it (a GPU sizes its grid by it).
+def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
+    """Histograms of the rows ``ridx[seg_begin[s]:seg_end[s]]`` of each slot ``s``.
 
     Parameters
     ----------
@@ -33,8 +32,7 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end, n_buil
     """
     layout = matrix.layout
     return build_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.n_features,
-                            layout.missing_symbol, matrix.host_bin_offsets, gpair, scales, ridx, seg_begin, seg_end,
-                            n_built)
+                            layout.missing_symbol, matrix.host_bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
 
 
 def children(hist, slot_of_rank, built, build_left):

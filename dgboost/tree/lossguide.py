@@ -77,9 +77,8 @@ class LossguideGrower(Grower):
                 n_left.append(lefts)
             middles = [leaf.begin + int(count) for leaf, count in zip(split, to_numpy(xp.concatenate(n_left)))]
             child = self._children(split, frontiers, left_ids, middles, scales)
-            n_built = sum(leaf.end - leaf.begin for leaf in split)  # at most: one child of each is built
             hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx, child.build_begin,
-                                                             child.build_end, n_built))
+                                                             child.build_end))
             hist = histogram.children(xp.stack([leaf.hist for leaf in split]), child.parent_slot, hist_built,
                                       child.build_left)
             child_depths = np.repeat([leaf.depth + 1 for leaf in split], 2)
