@@ -242,16 +242,7 @@ class Grower(abc.ABC):
     def _allowed(self, frontier: "_Frontier", tree_index: int, depth, slots):
         """(size, n_features) bool on the device: the features column sampling and interaction
         constraints leave each of the frontier's nodes; None where every feature is left."""
-        if np.ndim(depth) == 0:
-            sampled = self.columns.level(tree_index, depth, slots)
-        else:  # nodes of several depths (lossguide): each depth's draws for its nodes
-            sampled = None
-            for level in np.unique(depth):
-                mask = np.asarray(depth) == level
-                drawn = self.columns.level(tree_index, int(level), np.asarray(slots)[mask])
-                if drawn is not None:
-                    sampled = np.empty((len(mask), drawn.shape[1]), bool) if sampled is None else sampled
-                    sampled[mask] = drawn
+        sampled = self.columns.level(tree_index, depth, slots)
         xp = get_xp(frontier.active)
         sampled = None if sampled is None else asarray(xp, sampled, bool)
         if frontier.paths is None:

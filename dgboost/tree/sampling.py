@@ -208,13 +208,25 @@ class ColumnSampler:
         """Whether any rate leaves features out."""
         return any(rate < 1.0 for rate in self.rates)
 
-    def level(self, tree_index: int, depth: int, slots):
-        """The features each slot of a level may split on: a host array of shape (n_slots,
-        n_features), bool; None where every feature may be used. ``slots``: how many (slots
-        0, 1, ...), or the slots' keys (int array; lossguide keys a node by its id)."""
+    def level(self, tree_index: int, depth, slots):
+        """The features each slot may split on: a host array of shape (n_slots, n_features),
+        bool; None where every feature may be used. ``depth``: the slots' depth, an int for a
+        level, or one a slot (lossguide's steps mix depths); ``slots``: how many (slots 0,
+        1, ...), or the slots' keys (int array; lossguide keys a node by its id)."""
         if not self.active:
             return None
         slots = np.arange(slots) if np.ndim(slots) == 0 else np.asarray(slots, dtype=INDEX_DTYPE)
+        if np.ndim(depth) == 0:
+            return self._at_depth(tree_index, int(depth), slots)
+        depth = np.asarray(depth)
+        chosen = np.empty((len(slots), self.n_features), bool)
+        for level in np.unique(depth):
+            at = depth == level
+            chosen[at] = self._at_depth(tree_index, int(level), slots[at])
+        return chosen
+
+    def _at_depth(self, tree_index: int, depth: int, slots: np.ndarray) -> np.ndarray:
+        """The features of the given slots' keys, at one depth of the tree."""
         by_tree, by_level, by_node = self.rates
         tree = self._tree(tree_index)
         level = self._choose(tree[None, :], by_level, sub_key(stream_key(self.seed, STREAM_COLUMNS_BY_LEVEL,
