@@ -492,9 +492,18 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
-        bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
-        left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
-        positions[row] = left_child[slot] + 1 - left
+        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot,
+                                                        split_feature, split_bin, default_left)
+
+
+@compiled
+def _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot, split_feature, split_bin,
+                default_left):
+    """0 where ``row`` goes to the left child of its node (level slot ``slot``), 1 right: left
+    where its bin is at most the split's, or missing and the default is left."""
+    bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
+    left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
+    return 1 - left
 
 
 @over_runs
@@ -511,9 +520,8 @@ def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_wo
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
-        bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
-        left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
-        positions[row] = left_child[slot] + 1 - left
+        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot,
+                                                        split_feature, split_bin, default_left)
 
 
 @over_runs

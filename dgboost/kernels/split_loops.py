@@ -77,6 +77,18 @@ def _bounded_gain(gradient, hessian, lower, upper, reg_lambda, alpha, min_child_
 
 
 @compiled
+def _missing_sums(hist, node, begin, end, node_gradient, node_hessian):
+    """The fixed-point sums of ``node``'s rows missing the feature of bins [begin, end): its
+    totals less those of the feature's bins."""
+    present_gradient = np.int64(0)
+    present_hessian = np.int64(0)
+    for bin_idx in range(begin, end):
+        present_gradient += hist[node, bin_idx, 0]
+        present_hessian += hist[node, bin_idx, 1]
+    return node_gradient - present_gradient, node_hessian - present_hessian
+
+
+@compiled
 def _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient, total_hessian,
                 parent_gain, least_hessian, reg_lambda, alpha, min_child_weight, max_delta_step):
     """A candidate's score from its left child's fixed-point sums: the children's gains
@@ -165,13 +177,7 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, 
         begin = bin_offsets[feature]
         end = bin_offsets[feature + 1]
         constraint = 0 if monotone is None else monotone[feature]
-        present_gradient = np.int64(0)
-        present_hessian = np.int64(0)
-        for bin_idx in range(begin, end):
-            present_gradient += hist[node, bin_idx, 0]
-            present_hessian += hist[node, bin_idx, 1]
-        missing_gradient = node_gradient - present_gradient
-        missing_hessian = node_hessian - present_hessian
+        missing_gradient, missing_hessian = _missing_sums(hist, node, begin, end, node_gradient, node_hessian)
         n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
         prefix_gradient = np.int64(0)
         prefix_hessian = np.int64(0)
@@ -345,13 +351,7 @@ def level_candidates(run, n_runs, hist, node_sums, active, bin_offsets, scales, 
             total_gradient = np.float64(node_gradient) * inverse_gradient
             total_hessian = np.float64(node_hessian) * inverse_hessian
             parent = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
-            present_gradient = np.int64(0)
-            present_hessian = np.int64(0)
-            for bin_idx in range(begin, end):
-                present_gradient += hist[node, bin_idx, 0]
-                present_hessian += hist[node, bin_idx, 1]
-            missing_gradient = node_gradient - present_gradient
-            missing_hessian = node_hessian - present_hessian
+            missing_gradient, missing_hessian = _missing_sums(hist, node, begin, end, node_gradient, node_hessian)
             prefix_gradient = np.int64(0)
             prefix_hessian = np.int64(0)
             for bin_idx in range(begin, end):
