@@ -38,7 +38,7 @@ _HISTOGRAM_BLOCK = 512
 #: The fewest cells of one feature group a histogram block sums: enough work to
 #: amortise zeroing and flushing its shared-memory histogram.
 _MIN_CELLS_PER_HISTOGRAM_BLOCK = 1 << 16
-#: Rows per block of predict_margins_staged, and the most shared memory it stages
+#: Rows per block of predict.cu's staged kernels, and the most shared memory they stage
 #: them in (the default limit; wider rows are read from global memory).
 _PREDICT_BLOCK = 128
 _PREDICT_STAGED_BYTES = 48 * 1024
@@ -488,18 +488,8 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     nodes = cupy.stack([_int32(left), _int32(feature) | (cupy.asarray(default_left, dtype=POSITION_DTYPE) << 31),
                         cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE),
                         cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE).view(POSITION_DTYPE)], axis=1)
-    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
-    n_features = int(X.shape[1])
-    forest = (nodes, _int32(roots), _int32(outputs), np.int32(n_trees), np.int32(margins.shape[1]), margins)
-    stride = n_features | 1  # odd: a warp's rows start in distinct shared-memory banks
-    shared = _PREDICT_BLOCK * stride * np.dtype(CUT_DTYPE).itemsize
-    if shared <= _PREDICT_STAGED_BYTES:
-        _kernel("predict.cu", "predict_margins_staged")(
-            (_blocks(n_rows, _PREDICT_BLOCK),), (_PREDICT_BLOCK,),
-            (X, np.int64(n_rows), np.int32(n_features), np.int32(stride), *forest), shared_mem=shared)
-    else:
-        _kernel("predict.cu", "predict_margins")(
-            (_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features), *forest))
+    _predict_rows("predict_margins", X, (nodes, _int32(roots), _int32(outputs), np.int32(n_trees),
+                                         np.int32(margins.shape[1]), margins))
     return margins
 
 
@@ -515,20 +505,28 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lea
     # One 8-byte record a level (see predict.cu): feature | default_left << 31, threshold bits.
     levels = cupy.stack([_int32(level_feature) | (cupy.asarray(level_default_left, dtype=POSITION_DTYPE) << 31),
                          cupy.ascontiguousarray(level_threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE)], axis=-1)
+    _predict_rows("predict_oblivious", X, (levels, cupy.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE),
+                                           _int32(outputs), np.int32(n_trees), np.int32(depth),
+                                           np.int32(margins.shape[1]), margins))
+    return margins
+
+
+def _predict_rows(kernel, X, forest):
+    """Launch predict.cu's ``kernel`` over the rows of X: its ``_staged`` form, which copies a
+    block's rows into shared memory first, where they fit there, else the plain one."""
+    import cupy
+
     X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
-    n_features = int(X.shape[1])
-    forest = (levels, cupy.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE), _int32(outputs), np.int32(n_trees),
-              np.int32(depth), np.int32(margins.shape[1]), margins)
-    stride = n_features | 1
+    n_rows, n_features = (int(n) for n in X.shape)
+    stride = n_features | 1  # odd: a warp's rows start in distinct shared-memory banks
     shared = _PREDICT_BLOCK * stride * np.dtype(CUT_DTYPE).itemsize
     if shared <= _PREDICT_STAGED_BYTES:
-        _kernel("predict.cu", "predict_oblivious_staged")(
+        _kernel("predict.cu", f"{kernel}_staged")(
             (_blocks(n_rows, _PREDICT_BLOCK),), (_PREDICT_BLOCK,),
             (X, np.int64(n_rows), np.int32(n_features), np.int32(stride), *forest), shared_mem=shared)
     else:
-        _kernel("predict.cu", "predict_oblivious")(
-            (_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features), *forest))
-    return margins
+        _kernel("predict.cu", kernel)((_blocks(n_rows),), (_BLOCK,), (X, np.int64(n_rows), np.int32(n_features),
+                                                                      *forest))
 
 
 def _int32(array):

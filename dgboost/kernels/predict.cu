@@ -6,11 +6,27 @@
 // leaf; the right child is left + 1), feature | default_left << 31, threshold
 // bits, value bits}.
 //
-// A row's features are read once per level of every tree. predict_margins_staged
-// first copies its block's rows into shared memory with coalesced loads (row
-// stride `stride`, odd, so that the threads of a warp read distinct banks);
-// predict_margins reads them from global memory, for rows too wide to stage.
+// A row's features are read once per level of every tree. The _staged kernels
+// first copy their block's rows into shared memory with coalesced loads (row
+// stride `stride`, odd, so that the threads of a warp read distinct banks); the
+// plain ones read them from global memory, for rows too wide to stage.
 #include "common.cuh"
+
+// The block's rows copied into shared memory `rows` (row stride `stride`) with coalesced
+// loads; this thread's row there, or nullptr for a thread past the last row. Every thread
+// of the block must call it (it synchronises the block).
+__device__ __forceinline__ const float* stage_rows(
+    const float* __restrict__ X, const i64 n_rows, const int n_features, const int stride, float* rows)
+{
+    const i64 first = (i64)blockIdx.x * blockDim.x;
+    const int n_here = (int)min((i64)blockDim.x, n_rows - first);
+    const float* block_X = X + first * n_features;
+    for (int i = threadIdx.x; i < n_here * n_features; i += blockDim.x) {
+        rows[(i / n_features) * stride + i % n_features] = block_X[i];
+    }
+    __syncthreads();
+    return threadIdx.x < n_here ? rows + threadIdx.x * stride : nullptr;
+}
 
 __device__ __forceinline__ void predict_row(
     const float* x, const int4* __restrict__ nodes, const int* __restrict__ roots,
@@ -46,17 +62,10 @@ extern "C" __global__ void predict_margins_staged(
     const int n_trees, const int n_outputs, float* __restrict__ margins)
 {
     extern __shared__ float rows[];  // blockDim.x rows of `stride` floats
-    const i64 first = (i64)blockIdx.x * blockDim.x;
-    const int n_here = (int)min((i64)blockDim.x, n_rows - first);
-    const float* block_X = X + first * n_features;
-    for (int i = threadIdx.x; i < n_here * n_features; i += blockDim.x) {
-        rows[(i / n_features) * stride + i % n_features] = block_X[i];
-    }
-    __syncthreads();
-    if (threadIdx.x >= n_here) return;
-    const i64 row = first + threadIdx.x;
-    predict_row(rows + threadIdx.x * stride, nodes, roots, outputs, n_trees, n_outputs,
-                margins + row * n_outputs);
+    const float* x = stage_rows(X, n_rows, n_features, stride, rows);
+    if (x == nullptr) return;
+    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
 }
 
 // Oblivious trees (symmetric growth; twin: cpu.predict_oblivious): a tree is `depth` levels
@@ -88,18 +97,11 @@ extern "C" __global__ void predict_oblivious_staged(
     const int2* __restrict__ levels, const float* __restrict__ leaf_value, const int* __restrict__ outputs,
     const int n_trees, const int depth, const int n_outputs, float* __restrict__ margins)
 {
-    extern __shared__ float rows[];  // blockDim.x rows of `stride` floats, as predict_margins_staged
-    const i64 first = (i64)blockIdx.x * blockDim.x;
-    const int n_here = (int)min((i64)blockDim.x, n_rows - first);
-    const float* block_X = X + first * n_features;
-    for (int i = threadIdx.x; i < n_here * n_features; i += blockDim.x) {
-        rows[(i / n_features) * stride + i % n_features] = block_X[i];
-    }
-    __syncthreads();
-    if (threadIdx.x >= n_here) return;
-    const i64 row = first + threadIdx.x;
-    predict_oblivious_row(rows + threadIdx.x * stride, levels, leaf_value, outputs, n_trees, depth, n_outputs,
-                          margins + row * n_outputs);
+    extern __shared__ float rows[];  // blockDim.x rows of `stride` floats
+    const float* x = stage_rows(X, n_rows, n_features, stride, rows);
+    if (x == nullptr) return;
+    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    predict_oblivious_row(x, levels, leaf_value, outputs, n_trees, depth, n_outputs, margins + row * n_outputs);
 }
 
 extern "C" __global__ void predict_oblivious(
