@@ -60,6 +60,14 @@ PARAMS = {
                "eval_metric": ["logloss", "auc"]},
     "regression": {"objective": "reg:squarederror", "max_depth": 5},
     "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 4},
+    # Tree shapes and sampling: every draw and every batch the same whatever the GPUs.
+    "lossguide": {"objective": "binary:logistic", "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0,
+                  "max_greedy_nodes": 3, "colsample_bynode": 0.7, "monotone_constraints": [1] + [0] * 11},
+    "symmetric": {"objective": "binary:logistic", "grow_policy": "symmetric", "max_depth": 5,
+                  "colsample_bylevel": 0.8, "subsample": 0.6},
+    "gradient_based": {"objective": "binary:logistic", "max_depth": 5, "sampling_method": "gradient_based",
+                       "subsample": 0.3, "colsample_bytree": 0.8, "interaction_constraints": [[0, 1, 2], [3, 4]]},
+    "goss": {"objective": "reg:squarederror", "max_depth": 4, "sampling_method": "goss", "max_leaves": 10},
 }
 
 
