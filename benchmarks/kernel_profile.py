@@ -6,8 +6,9 @@ stream, trains, then sums the elapsed times per kernel. What the kernels do not
 account for is the glue between them (cupy array operations, Python, launches)
 and is reported as "other". It also splits each round's wall time on the host:
 issuing work and handling the finished rounds (trees on the host, callbacks),
-against waiting in the round's read of its trees for the GPU. A round that
-barely waits is bound by the host's launches, not by the GPU.
+against waiting for the GPU in device-to-host reads (a round's trees, and the
+reads a policy makes inside a tree: lossguide's). A round that barely waits is
+bound by the host's launches, not by the GPU. ``--param`` profiles any policy.
 
 On the CPU (``--device cpu``, ``--nthread``) it times each call of the compiled
 loops (``dgboost.kernels.loops``: each call is synchronous) by the wall clock;
@@ -17,6 +18,8 @@ A profile, not a comparison: side_by_side.py is the benchmark.
 
     python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
     python benchmarks/kernel_profile.py --device cpu --rows 200000 --rounds 100 --depth 6 --nthread 16
+    python benchmarks/kernel_profile.py --rows 10000000 --rounds 20 --param grow_policy=lossguide \
+        --param max_leaves=255 --param max_depth=0
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from datasets import TASKS, load  # noqa: E402
+from side_by_side import _extra_params  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -44,6 +48,9 @@ def main(argv=None) -> int:
     parser.add_argument("--python-profile", action="store_true", help="also print cProfile's top functions")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--nthread", type=int, default=0, help="CPU threads (0: every core)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a training parameter (VALUE read as JSON, else a string), e.g. "
+                             "--param grow_policy=lossguide")
     args = parser.parse_args(argv)
     if args.device == "cpu":
         return _profile_cpu(args)
@@ -54,14 +61,13 @@ def main(argv=None) -> int:
     from dgboost import backend
     from dgboost.kernels import cuda
 
-    objective, extra, _, _ = TASKS[args.dataset]
     X, y, _, _ = load(args.dataset, args.rows, 1, "cuda")
-    params = {"objective": objective, **extra, "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
+    params = _params(args)
     dgboost.train(params, X[:10_000], y[:10_000], num_boost_round=2)  # compile and warm up
 
     events = collections.defaultdict(list)
-    names = ["quantise_and_pack", "build_histograms", "evaluate_splits", "partition_rows", "route_rows",
-             "predict_margins"]
+    names = [name for name, value in vars(cuda).items()
+             if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == cuda.__name__]
     originals = {name: getattr(cuda, name) for name in names}
 
     def timed(name, function):
@@ -91,15 +97,15 @@ def main(argv=None) -> int:
 
     clock = Clock()
     host = {"wait": 0.0}
-    read = backend.HostRead.result
+    device_read = backend._device_read
 
-    def timed_read(self):
+    def timed_device_read(wait):  # every device-to-host read (to_numpy's, a round's trees')
         started = time.perf_counter()
-        result = read(self)
+        result = device_read(wait)
         host["wait"] += time.perf_counter() - started
         return result
 
-    backend.HostRead.result = timed_read
+    backend._device_read = timed_device_read
     for name, function in originals.items():
         setattr(cuda, name, timed(name, function))
     try:
@@ -122,7 +128,7 @@ def main(argv=None) -> int:
     finally:
         for name, function in originals.items():
             setattr(cuda, name, function)
-        backend.HostRead.result = read
+        backend._device_read = device_read
 
     profile = {name: {"calls": len(pairs),
                       "ms": sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs)}
@@ -141,11 +147,20 @@ def main(argv=None) -> int:
           f"{other / 10 / wall:.1f}% |")
     wait = host["wait"]
     print(f"host: {1000 * (wall - wait) / args.rounds:.2f} ms a round issuing work and handling trees, "
-          f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in the round's read")
+          f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in its reads")
     if args.out:
         args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "host_wait_s": wait, "kernels": profile, "args": vars(args)}, default=str,
                                        indent=1))
     return 0
+
+
+def _params(args) -> dict:
+    """The training parameters: the task's, --depth, eta 0.1, the device and threads, then --param."""
+    objective, extra, _, _ = TASKS[args.dataset]
+    params = {"objective": objective, **extra, "max_depth": args.depth, "eta": 0.1, "device": args.device}
+    if args.nthread > 0:
+        params["nthread"] = args.nthread
+    return {**params, **_extra_params(args)}
 
 
 def _profile_cpu(args) -> int:
@@ -153,11 +168,8 @@ def _profile_cpu(args) -> int:
     import dgboost
     from dgboost.kernels import loops
 
-    objective, extra, _, _ = TASKS[args.dataset]
     X, y, _, _ = load(args.dataset, args.rows, 1, "cpu")
-    params = {"objective": objective, **extra, "max_depth": args.depth, "eta": 0.1}
-    if args.nthread > 0:
-        params["nthread"] = args.nthread
+    params = _params(args)
     dgboost.train(params, X[:10_000], y[:10_000], num_boost_round=2)  # load or compile the loops
 
     times = collections.defaultdict(lambda: [0, 0.0])

@@ -664,8 +664,9 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
     The rows of slot ``s`` (node ``level_start + s``) are ``ridx[seg_begin[s]:seg_end[s]]``;
-    the ranges come in slot order (``seg_begin`` does not decrease; empty padding
-    ranges sit at ``n_rows``) and agree with ``positions``.
+    the ranges are disjoint, in any order, and agree with ``positions`` (a row's slot is
+    its node id less ``level_start``); a slot that does not split may hold any range
+    (padding slots and a lossguide batch's ids between its leaves hold empty ones).
     Where ``left_child[s] >= 0`` a row goes to ``left_child[s]`` if its bin of
     ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
     ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is

@@ -24,7 +24,7 @@ from . import histogram, partition
 from .grower import Grower, GrownTree, Level, _Frontier
 from .split import SplitTable
 from .._dtypes import POSITION_DTYPE
-from ..backend import get_xp, to_numpy
+from ..backend import asarray, get_xp, to_numpy
 
 
 @dataclasses.dataclass
@@ -57,26 +57,19 @@ class LossguideGrower(Grower):
         leaves = {0: _Leaf(0, n_places, 0, hist[0], levels[0], 0)}
         heap = self._candidates({0: leaves[0]}, splits)
         frontiers = {0: root}  # each level's frontier: its nodes' sums, bounds and paths
-        next_id, depth = 1, 0
+        left_child = [-1]  # by node id, on the host until the tree is grown
+        depth = 0
         while heap and (not self.max_leaves or len(leaves) < self.max_leaves):
             room = self.max_leaves - len(leaves) if self.max_leaves else self.batch
             batch = [heapq.heappop(heap)[1] for _ in range(min(self.batch, room, len(heap)))]
             split = [leaves.pop(node) for node in batch]
-            left_ids = [next_id + 2 * k for k in range(len(split))]
-            next_id += 2 * len(split)
-            n_left = []
-            for node, leaf, left_id in zip(batch, split, left_ids):
-                leaf.level.left_child[leaf.slot] = left_id
-                # The node's rows, in place: its range of ridx partitioned as a level of one slot.
-                moved, lefts = partition.apply_level(
-                    self.matrix, ridx[leaf.begin:leaf.end], positions, node, xp.zeros(1, dtype=POSITION_DTYPE),
-                    xp.full(1, leaf.end - leaf.begin, dtype=POSITION_DTYPE),
-                    SplitTable(leaf.level.splits.table[leaf.slot:leaf.slot + 1]),
-                    leaf.level.left_child[leaf.slot:leaf.slot + 1])
-                ridx[leaf.begin:leaf.end] = moved
-                n_left.append(lefts)
-            middles = [leaf.begin + int(count) for leaf, count in zip(split, to_numpy(xp.concatenate(n_left)))]
-            child = self._children(split, frontiers, left_ids, middles, scales)
+            left_ids = [len(left_child) + 2 * k for k in range(len(split))]
+            for node, left_id in zip(batch, left_ids):
+                left_child[node] = left_id
+            left_child.extend([-1] * 2 * len(split))
+            table = xp.concatenate([leaf.level.splits.table[leaf.slot:leaf.slot + 1] for leaf in split])
+            middles = self._partition(batch, split, left_ids, table, ridx, positions)
+            child = self._children(split, frontiers, table, left_ids, middles, scales)
             hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx, child.build_begin,
                                                              child.build_end))
             hist = histogram.children(xp.stack([leaf.hist for leaf in split]), child.parent_slot, hist_built,
@@ -95,16 +88,47 @@ class LossguideGrower(Grower):
             leaves.update(made)
             for entry in self._candidates(made, splits):
                 heapq.heappush(heap, entry)
-        for level in levels:  # the splits made; the other nodes are leaves
-            level.splits.table[:, 0] = level.left_child >= 0
-        return self._finish(levels, positions, scales, drawn, depth)
+        return self._finish([self._joined(levels, asarray(xp, left_child, POSITION_DTYPE))], positions, scales,
+                            drawn, depth)
+
+    def _partition(self, batch: list, split: list, left_ids: list, table, ridx, positions) -> list:
+        """Split the rows of the batch's leaves, in place, in one pass over the span of ``ridx``
+        their ranges cover: the leaves as one level, a slot each node id from the lowest to
+        the highest of the batch (the ids between them leaves that do not split, their ranges
+        empty). Returns where each leaf's right rows begin."""
+        xp = get_xp(table)
+        first_id = min(batch)
+        n_slots = max(batch) - first_id + 1
+        first, stop = min(leaf.begin for leaf in split), max(leaf.end for leaf in split)
+        ranges = np.zeros((3, n_slots), dtype=POSITION_DTYPE)  # seg_begin, seg_end, left child
+        ranges[2] = -1
+        slots = np.asarray(batch) - first_id
+        ranges[:, slots] = [[leaf.begin - first for leaf in split], [leaf.end - first for leaf in split], left_ids]
+        ranges = asarray(xp, ranges, POSITION_DTYPE)
+        if n_slots > len(batch) or slots.tolist() != list(range(n_slots)):
+            by_slot = xp.zeros((n_slots, table.shape[1]), dtype=table.dtype)
+            by_slot[asarray(xp, slots, POSITION_DTYPE)] = table
+            table = by_slot
+        moved, n_left = partition.apply_level(self.matrix, ridx[first:stop], positions, first_id, ranges[0],
+                                              ranges[1], SplitTable(table), ranges[2])
+        ridx[first:stop] = moved
+        n_left = to_numpy(n_left)
+        return [leaf.begin + int(n_left[slot]) for leaf, slot in zip(split, slots)]
+
+    def _joined(self, levels: list, left_child) -> Level:
+        """The tree's steps as one level of every node id (``left_child`` by id), its splits
+        those made."""
+        xp = get_xp(left_child)
+        table = xp.concatenate([level.splits.table for level in levels])
+        table[:, 0] = left_child >= 0
+        bounds = None if levels[0].bounds is None else xp.concatenate([level.bounds for level in levels])
+        return Level(0, xp.concatenate([level.node_sums for level in levels]),
+                     xp.concatenate([level.active for level in levels]), SplitTable(table), left_child, bounds)
 
     def _level(self, frontier: _Frontier, splits: SplitTable) -> Level:
-        """A step's nodes as a level of the record; no node split yet (left_child -1)."""
-        xp = get_xp(splits.table)
-        left_child = xp.full(frontier.size, -1, dtype=POSITION_DTYPE)
-        return Level(frontier.start, frontier.node_sums, frontier.active, SplitTable(splits.table.copy()),
-                     left_child, frontier.bounds)
+        """A step's nodes as a level of the record (their children are set when the tree is
+        joined, ``_joined``)."""
+        return Level(frontier.start, frontier.node_sums, frontier.active, splits, None, frontier.bounds)
 
     def _candidates(self, leaves: dict, splits: SplitTable) -> list:
         """Heap entries (-gain, id) of the leaves whose best split is worth making and may be
@@ -118,24 +142,28 @@ class LossguideGrower(Grower):
                 out.append((-float(gains[leaf.slot]), node))
         return out
 
-    def _children(self, split: list, frontiers: dict, left_ids: list, middles: list, scales) -> _Frontier:
+    def _children(self, split: list, frontiers: dict, table, left_ids: list, middles: list, scales) -> _Frontier:
         """The split leaves' children as a frontier of sibling pairs, pair k the children of
-        ``split[k]``: their sums, ranges, which of each pair to build (the smaller hessian),
-        and their bounds and paths, from the leaves' own rows of their levels."""
-        xp = get_xp(split[0].hist)
-        parents = _rows_of([(frontiers[leaf.level.start], leaf.slot) for leaf in split])
-        table = xp.concatenate([leaf.level.splits.table[leaf.slot:leaf.slot + 1] for leaf in split])
-        table[:, 0] = 1  # each of them splits
+        ``split[k]`` (``table`` their split rows): their sums, ranges, which of each pair to
+        build (the smaller hessian), and, under constraints, their bounds and paths from the
+        leaves' own rows of their levels."""
+        xp = get_xp(table)
         n = len(split)
         node_sums = xp.stack([table[:, 5:7], table[:, 7:9]], axis=1).reshape(2 * n, 2)
         build_left = node_sums[0::2, 1] <= node_sums[1::2, 1]
-        bounds = np.array([[leaf.begin, middle, middle, leaf.end] for leaf, middle in zip(split, middles)])
-        seg_begin = xp.asarray(bounds[:, [0, 2]].reshape(-1).astype(POSITION_DTYPE))
-        seg_end = xp.asarray(bounds[:, [1, 3]].reshape(-1).astype(POSITION_DTYPE))
+        ranges = np.array([[leaf.begin, middle, middle, leaf.end] for leaf, middle in zip(split, middles)])
+        ranges = asarray(xp, np.concatenate([ranges[:, [0, 2]].reshape(-1), ranges[:, [1, 3]].reshape(-1),
+                                             np.arange(n)]), POSITION_DTYPE)
+        seg_begin, seg_end, rank = ranges[:2 * n], ranges[2 * n:4 * n], ranges[4 * n:]
         build_begin = xp.where(build_left, seg_begin[0::2], seg_begin[1::2])
         build_end = xp.where(build_left, seg_end[0::2], seg_end[1::2])
-        rank = xp.arange(n, dtype=POSITION_DTYPE)
-        rules = self._children_rules(parents, SplitTable(table), rank, xp.full(1, n, dtype=POSITION_DTYPE), scales)
+        rules = {}
+        if self.monotone is not None or self.sets is not None:
+            parents = _rows_of([(frontiers[leaf.level.start], leaf.slot) for leaf in split])
+            splitting = table.copy()
+            splitting[:, 0] = 1  # each of them splits
+            rules = self._children_rules(parents, SplitTable(splitting), rank, xp.full(1, n, dtype=POSITION_DTYPE),
+                                         scales)
         return _Frontier(left_ids[0], node_sums, xp.ones(2 * n, dtype=bool), seg_begin, seg_end, None, rank,
                          build_left, build_begin, build_end, **rules)
 
