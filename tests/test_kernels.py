@@ -311,6 +311,35 @@ def test_partition_by_hand():
     np.testing.assert_array_equal(n_left, [1, 0])
 
 
+def test_partition_of_leaves_named_by_their_rows_equals_one_leaf_at_a_time():
+    """level_start None (a lossguide batch): each slot is the node its rows are at, ids in any
+    order, other leaves' rows between the slots; the same moves as each leaf alone."""
+    rng = np.random.default_rng(5)
+    n_rows = 60
+    packed = _packed(rng.integers(0, 4, size=(n_rows, 3)))
+    node = np.repeat([9, 4, 6, 12], [20, 10, 12, 18]).astype(np.int32)  # 4 and 12 do not split here
+    ridx = rng.permutation(n_rows).astype(np.int32)
+    positions = np.empty(n_rows, np.int32)
+    positions[ridx] = node
+    seg_begin, seg_end = np.array([0, 30, 42], np.int32), np.array([20, 42, 60], np.int32)  # nodes 9, 6, 12
+    feature, split_bin = np.array([0, 2, 1], np.int32), np.array([1, 2, 0], np.int32)
+    default_left, left_child = np.array([True, False, True]), np.array([13, 15, -1], np.int32)
+    before = positions.copy()
+    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, positions, None, seg_begin, seg_end, feature,
+                                      split_bin, default_left, left_child)
+    expected_ridx, expected_positions = ridx.copy(), before.copy()
+    for s in range(3):
+        span = slice(seg_begin[s], seg_end[s])
+        moved, lefts = partition_rows(packed, 2, 16, 3, ridx[span], expected_positions, int(node[seg_begin[s]]),
+                                      np.array([0], np.int32), np.array([seg_end[s] - seg_begin[s]], np.int32),
+                                      feature[s:s + 1], split_bin[s:s + 1], default_left[s:s + 1], left_child[s:s + 1])
+        expected_ridx[span] = moved
+        assert n_left[s] == lefts[0]
+    np.testing.assert_array_equal(new_ridx, expected_ridx)
+    np.testing.assert_array_equal(positions, expected_positions)
+    assert (positions[ridx[:20]] != 9).all() and (positions[ridx[20:30]] == 4).all() and 0 < n_left[:2].min()
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 300), st.integers(1, 5), st.randoms(use_true_random=False))
 def test_partition_is_a_stable_split_of_each_node(n_rows, n_nodes, random):

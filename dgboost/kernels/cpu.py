@@ -663,10 +663,11 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
                    seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
-    The rows of slot ``s`` (node ``level_start + s``) are ``ridx[seg_begin[s]:seg_end[s]]``;
-    the ranges are disjoint, in any order, and agree with ``positions`` (a row's slot is
-    its node id less ``level_start``); a slot that does not split may hold any range
-    (padding slots and a lossguide batch's ids between its leaves hold empty ones).
+    The rows of slot ``s`` are ``ridx[seg_begin[s]:seg_end[s]]``; the ranges come in slot
+    order (``seg_begin`` does not decrease; empty padding ranges sit at ``n_rows``) and
+    agree with ``positions``: slot ``s`` is node ``level_start + s``, or, with
+    ``level_start`` None (a lossguide batch, its leaves in the order of their ranges),
+    the node its rows are at. Rows outside every slot's range stay where they are.
     Where ``left_child[s] >= 0`` a row goes to ``left_child[s]`` if its bin of
     ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
     ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
@@ -705,18 +706,38 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     plan = run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
+    splits = (np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
+              left_child)
+    if level_start is None:  # the first pass finds a row's split by its node id
+        level_start, splits = _by_node_id(ridx, positions, seg_begin, seg_end, splits)
     # Each row of a splitting slot to its child: over every row in row order (threads write
     # apart), or, where ridx holds few of the rows (a node's, a sample's), over its places.
     first_pass, n_items = ((loops.partition_positions_by_places, ridx.shape[0]) if 4 * ridx.shape[0] < positions.shape[0]
                            else (loops.partition_positions, positions.shape[0]))
     first_pass(_threads_for(int(n_items)), _cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
-               positions, int(level_start), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
-               left_child, ridx, new_ridx)
+               positions, int(level_start), *splits, ridx, new_ridx)
     goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
     loops.partition_sides(n_threads, ridx, positions, seg_begin, *plan, left_child, goes_left, lefts)
     loops.partition_scatter(n_threads, ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
+
+
+def _by_node_id(ridx, positions, seg_begin, seg_end, splits):
+    """A level's splits laid by node id: the lowest id of its slots (each slot's node is its
+    rows') and ``splits`` (feature, bin, default left, left child, by slot) as arrays over
+    the ids from it to the highest, where an id of no slot does not split."""
+    filled = seg_end > seg_begin
+    ids = positions[ridx[seg_begin[filled]]].astype(np.int64)
+    if not ids.size:
+        return 0, tuple(a[:0] for a in splits)
+    first = int(ids.min())
+    laid = []
+    for column, blank in zip(splits, (0, 0, False, -1)):
+        by_id = np.full(int(ids.max()) - first + 1, blank, dtype=column.dtype)
+        by_id[ids - first] = column[filled]
+        laid.append(by_id)
+    return first, tuple(laid)
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,

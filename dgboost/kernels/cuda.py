@@ -443,15 +443,15 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     _kernel("partition.cu", "partition_flags")(
         (_blocks(n_places),), (_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-         _int32(ridx), positions, np.int32(n_places), np.int32(level_start), np.int32(n_level),
-         _int32(split_feature), _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool),
-         _int32(left_child), flags, left_before))
+         _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
+         _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
+         left_before))
     if n_places:
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
             (_blocks(n_places),), (_BLOCK,),
-            (_int32(ridx), positions, flags, left_before, np.int32(n_places), np.int32(level_start),
-             np.int32(n_level), seg_begin, seg_end, _int32(left_child), new_ridx))
+            (_int32(ridx), positions, flags, left_before, np.int32(n_places), np.int32(n_level), seg_begin,
+             seg_end, _int32(left_child), new_ridx))
     n_left = cupy.empty(n_level, dtype=POSITION_DTYPE)
     if n_level:
         _kernel("partition.cu", "segment_lefts")((_blocks(n_level),), (_BLOCK,),

@@ -1,38 +1,42 @@
 // Row partitioning and routing (twins: cpu.partition_rows, cpu.route_rows).
 //
 // ridx holds the rows grouped by node (every row, or a sample of them: n_places
-// entries): slot s of a level (node level_start + s) owns ridx[seg_begin[s]:seg_end[s]].
-// The ranges are disjoint, in any order; a slot that does not split may hold any
-// range (an empty one, say). Splitting a node splits its range in place, stably: its
-// left rows first, in their old order, then its right rows. A place finds its slot
-// from its row's node id (positions agree with the ranges), so the rows of other
-// nodes (leaves of earlier levels, rows not drawn) stay where they are.
+// entries): node s of a level owns ridx[seg_begin[s]:seg_end[s]], the ranges in
+// slot order (seg_begin does not decrease; padding slots hold empty ranges at
+// n_places). Splitting a node splits
+// its range in place, stably: its left rows first, in their old order, then
+// its right rows. A thread finds its slot from the ranges, so positions are
+// only written, never gathered.
 #include "common.cuh"
 
-// The slot of the level whose node holds `row`, or -1 (a row of another node).
-__device__ __forceinline__ int slot_of(const int* __restrict__ positions, int row, int level_start,
-                                       int level_size) {
-    const int slot = positions[row] - level_start;
-    return slot >= 0 && slot < level_size ? slot : -1;
+// The slot whose range holds ridx index i, or -1 (a row of a leaf of an earlier level).
+__device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
+                                       const int* __restrict__ seg_end, int level_size) {
+    if (level_size == 0 || seg_begin[0] > i) return -1;
+    int lo = 0, hi = level_size;  // the last slot starting at or before i
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (seg_begin[mid] <= i) lo = mid; else hi = mid;
+    }
+    return i < seg_end[lo] ? lo : -1;
 }
 
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
 // Also starts the scan's output: left_before[0] = 0.
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
-    const int missing_symbol, const int* __restrict__ ridx, const int* __restrict__ positions,
-    const int n_places, const int level_start, const int level_size, const int* __restrict__ split_feature,
+    const int missing_symbol, const int* __restrict__ ridx, const int n_places, const int level_size,
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, int* __restrict__ flags, int* __restrict__ left_before)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) left_before[0] = 0;
     if (i >= n_places) return;
-    const int row = ridx[i];
-    const int slot = slot_of(positions, row, level_start, level_size);
+    const int slot = slot_of(i, seg_begin, seg_end, level_size);
     int left = 0;
     if (slot >= 0 && left_child[slot] >= 0) {
-        const int bin = read_bin(packed, row, n_words, split_feature[slot], bits, cells_per_word);
+        const int bin = read_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word);
         left = goes_left(bin, missing_symbol, split_bin[slot], default_left[slot]);
     }
     flags[i] = left;
@@ -42,14 +46,14 @@ extern "C" __global__ void partition_flags(
 // left_before[i] = flags[0] + ... + flags[i - 1] (n_places + 1 entries).
 extern "C" __global__ void partition_scatter(
     const int* __restrict__ ridx, int* __restrict__ positions, const int* __restrict__ flags,
-    const int* __restrict__ left_before, const int n_places, const int level_start, const int level_size,
+    const int* __restrict__ left_before, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
     const int* __restrict__ left_child, int* __restrict__ new_ridx)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_places) return;
     const int row = ridx[i];
-    const int slot = slot_of(positions, row, level_start, level_size);  // read before this thread moves it
+    const int slot = slot_of(i, seg_begin, seg_end, level_size);
     if (slot < 0 || left_child[slot] < 0) { new_ridx[i] = row; return; }
     const int begin = seg_begin[slot];
     const int base = left_before[begin];

@@ -68,7 +68,7 @@ class LossguideGrower(Grower):
                 left_child[node] = left_id
             left_child.extend([-1] * 2 * len(split))
             table = xp.concatenate([leaf.level.splits.table[leaf.slot:leaf.slot + 1] for leaf in split])
-            middles = self._partition(batch, split, left_ids, table, ridx, positions)
+            middles = self._partition(split, left_ids, table, ridx, positions)
             child = self._children(split, frontiers, table, left_ids, middles, scales)
             hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx, child.build_begin,
                                                              child.build_end))
@@ -91,29 +91,26 @@ class LossguideGrower(Grower):
         return self._finish([self._joined(levels, asarray(xp, left_child, POSITION_DTYPE))], positions, scales,
                             drawn, depth)
 
-    def _partition(self, batch: list, split: list, left_ids: list, table, ridx, positions) -> list:
-        """Split the rows of the batch's leaves, in place, in one pass over the span of ``ridx``
-        their ranges cover: the leaves as one level, a slot each node id from the lowest to
-        the highest of the batch (the ids between them leaves that do not split, their ranges
-        empty). Returns where each leaf's right rows begin."""
+    def _partition(self, split: list, left_ids: list, table, ridx, positions) -> list:
+        """Split the rows of the batch's leaves (``table`` their split rows), in place, in one
+        pass over the span of ``ridx`` their ranges cover: the leaves as one level, in the
+        order of their ranges (the rows between them, other leaves', stay). Returns where each
+        leaf's right rows begin."""
         xp = get_xp(table)
-        first_id = min(batch)
-        n_slots = max(batch) - first_id + 1
-        first, stop = min(leaf.begin for leaf in split), max(leaf.end for leaf in split)
-        ranges = np.zeros((3, n_slots), dtype=POSITION_DTYPE)  # seg_begin, seg_end, left child
-        ranges[2] = -1
-        slots = np.asarray(batch) - first_id
-        ranges[:, slots] = [[leaf.begin - first for leaf in split], [leaf.end - first for leaf in split], left_ids]
-        ranges = asarray(xp, ranges, POSITION_DTYPE)
-        if n_slots > len(batch) or slots.tolist() != list(range(n_slots)):
-            by_slot = xp.zeros((n_slots, table.shape[1]), dtype=table.dtype)
-            by_slot[asarray(xp, slots, POSITION_DTYPE)] = table
-            table = by_slot
-        moved, n_left = partition.apply_level(self.matrix, ridx[first:stop], positions, first_id, ranges[0],
-                                              ranges[1], SplitTable(table), ranges[2])
+        order = sorted(range(len(split)), key=lambda k: split[k].begin)
+        first, stop = split[order[0]].begin, split[order[-1]].end
+        ranges = asarray(xp, [[split[k].begin - first for k in order], [split[k].end - first for k in order],
+                              [left_ids[k] for k in order]], POSITION_DTYPE)  # seg_begin, seg_end, left child
+        if order != sorted(order):
+            table = xp.concatenate([table[k:k + 1] for k in order])
+        moved, n_left = partition.apply_level(self.matrix, ridx[first:stop], positions, None, ranges[0], ranges[1],
+                                              SplitTable(table), ranges[2])
         ridx[first:stop] = moved
         n_left = to_numpy(n_left)
-        return [leaf.begin + int(n_left[slot]) for leaf, slot in zip(split, slots)]
+        middles = [0] * len(split)
+        for slot, k in enumerate(order):
+            middles[k] = split[k].begin + int(n_left[slot])
+        return middles
 
     def _joined(self, levels: list, left_child) -> Level:
         """The tree's steps as one level of every node id (``left_child`` by id), its splits

@@ -12,7 +12,9 @@ def apply_level(matrix: EllpackMatrix, ridx, positions, level_start: int, seg_be
 
     ``left_child`` (n_level_nodes,) int32 holds each node's left child id, -1 where
     the node does not split; the right child is ``left_child + 1``. ``positions``
-    is updated in place. Returns the new ridx, and each node's rows sent left.
+    is updated in place. Slot ``s`` is node ``level_start + s``, or with ``level_start``
+    None the node its rows are at (a lossguide batch). Returns the new ridx, and each
+    node's rows sent left.
     """
     layout = matrix.layout
     return partition_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
