@@ -128,6 +128,34 @@ def test_histograms_and_partition_of_many_slots_equal_their_twins():
     np.testing.assert_array_equal(positions_gpu.get(), positions)
 
 
+def test_partition_of_a_lossguide_batch_equals_its_twin():
+    """A batch of leaves named by their rows (level_start None), in the order of their ranges,
+    other leaves' rows between them, and a rank's empty leaf where the next leaf's range
+    starts (lossguide sorts it first): the CPU twin's moves."""
+    n_rows = 5000
+    X, cuts, rng = _matrix_inputs(n_rows, 28, 256, 4)
+    host, device = build_ellpack(X, cuts), build_ellpack(cp.asarray(X), cuts)
+    layout = host.layout
+    node = np.repeat([17, 3, 8, 40, 11], [900, 1100, 1300, 700, 1000]).astype(np.int32)
+    ridx = rng.permutation(n_rows).astype(np.int32)
+    positions = np.empty(n_rows, np.int32)
+    positions[ridx] = node
+    # Leaves 17, 8 and 11 split; 3 and 40 lie between them; leaf 25 is empty here, at 3300.
+    seg_begin, seg_end = np.array([0, 2000, 3300, 4000], np.int32), np.array([900, 3300, 3300, 5000], np.int32)
+    split = (rng.integers(0, 28, 4).astype(np.int32), rng.integers(0, 256, 4).astype(np.int32),
+             rng.random(4) < 0.5, np.array([41, 43, 45, 47], np.int32))
+    positions_gpu = cp.asarray(positions)
+    expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
+                                  positions, None, seg_begin, seg_end, *split)
+    got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
+                              cp.asarray(ridx), positions_gpu, None,
+                              *(cp.asarray(a) for a in (seg_begin, seg_end) + split))
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g.get(), e)
+    np.testing.assert_array_equal(positions_gpu.get(), positions)
+    assert set(np.unique(positions)) == {3, 40, 41, 42, 43, 44, 47, 48} and 0 < expected[1][0] < 900
+
+
 def test_histograms_of_matrices_taking_different_shared_memory_in_turn():
     """Each matrix's launch plan is cached: matrices whose blocks take different amounts of
     shared memory (all above the 48 KB default) still build right when they alternate."""

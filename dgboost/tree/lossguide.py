@@ -97,7 +97,9 @@ class LossguideGrower(Grower):
         order of their ranges (the rows between them, other leaves', stay). Returns where each
         leaf's right rows begin."""
         xp = get_xp(table)
-        order = sorted(range(len(split)), key=lambda k: split[k].begin)
+        # By (begin, end): a rank's empty range comes before the range starting where it does,
+        # so that a place's slot is the last one starting at or before it (kernels.partition_rows).
+        order = sorted(range(len(split)), key=lambda k: (split[k].begin, split[k].end))
         first, stop = split[order[0]].begin, split[order[-1]].end
         ranges = asarray(xp, [[split[k].begin - first for k in order], [split[k].end - first for k in order],
                               [left_ids[k] for k in order]], POSITION_DTYPE)  # seg_begin, seg_end, left child
