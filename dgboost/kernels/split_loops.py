@@ -133,7 +133,7 @@ def splits(run, n_runs, hist, node_sums, bin_offsets, scales, rules, allowed, mo
                     item % n_groups, n_groups, found_gain[item], found[item])
 
 
-@compiled
+@compiled(inline=False)  # a call a (node, group): inlined into splits, numba took 1.5 s more to compile it
 def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, bounds, node, group, n_groups,
                 found_gain, found):
     """The first best candidate of ``node`` among the allowed features of ``group``:
