@@ -299,6 +299,28 @@ def test_lossguide_batches_split_the_best_leaves_together():
         dgboost.train({**params, "max_greedy_nodes": 0}, X, y)
 
 
+@pytest.mark.parametrize("width", [2, 5, 16])
+@pytest.mark.parametrize("extra", [{}, {"max_depth": 4}, {"max_leaves": 0, "max_depth": 5},
+                                   {"monotone_constraints": (1, 0, -1, 0, 0, 0), "colsample_bynode": 0.7,
+                                    "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
+                                   {"subsample": 0.5, "sampling_method": "gradient_based", "min_child_weight": 5}])
+def test_speculative_lossguide_grows_xgboosts_order(monkeypatch, width, extra, tmp_path):
+    """One leaf a step, speculated ``width`` leaves a step (as on a GPU) and cut to XGBoost's
+    order: the model file of one leaf a step."""
+    from dgboost.tree import lossguide
+
+    X, y = _data(np.random.default_rng(13), 6000)
+    params = {"grow_policy": "lossguide", "max_leaves": 45, "max_depth": 0, "eta": 0.3, **extra}
+    dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "one.json")
+    steps = []
+    cut = lossguide._in_order
+    monkeypatch.setattr(lossguide, "_in_order", lambda *a: steps.append(cut(*a)) or steps[-1])
+    monkeypatch.setitem(lossguide.SPECULATION, "cpu", width)
+    dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "speculated.json")
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "speculated.json").read_bytes()
+    assert max(steps) > 1 and min(steps) < width  # batches were kept whole and cut
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("extra", [{}, {"monotone_constraints": (1, 0, -1, 0, 0, 0), "colsample_bynode": 0.7,
                                         "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
