@@ -106,8 +106,8 @@ class LossguideGrower(Grower):
                     heapq.heappush(heap, key)
                     leaves[node] = leaf
                     left_child[node] = -1
-                    positions[ridx[leaf.begin:leaf.end]] = node
                 if n_kept < len(batch):
+                    _back_to_their_nodes(batch[n_kept:], split[n_kept:], ridx, positions)
                     del left_child[len(left_child) - 2 * (len(batch) - n_kept):]
                     level = _first_slots(level, 2 * n_kept)
                     made = {node: leaf for node, leaf in made.items() if leaf.slot < 2 * n_kept}
@@ -214,6 +214,17 @@ def _in_order(keys: list, left_ids: list, candidates: list) -> int:
         if j in best_child and (outranking is None or best_child[j] < outranking):
             outranking = best_child[j]
     return len(keys)
+
+
+def _back_to_their_nodes(nodes: list, split: list, ridx, positions) -> None:
+    """The rows of the ``split`` leaves at their nodes again (``positions``), in a few array
+    operations whatever their number."""
+    xp = get_xp(ridx)
+    rows = xp.concatenate([ridx[leaf.begin:leaf.end] for leaf in split])
+    ends = np.cumsum([leaf.end - leaf.begin for leaf in split])
+    leaf_of_row = xp.searchsorted(asarray(xp, ends, POSITION_DTYPE), xp.arange(rows.shape[0], dtype=POSITION_DTYPE),
+                                  side="right")
+    positions[rows] = asarray(xp, nodes, POSITION_DTYPE)[leaf_of_row]
 
 
 def _first_slots(level: Level, n: int) -> Level:
