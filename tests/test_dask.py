@@ -106,6 +106,36 @@ def test_model_is_byte_identical_to_single_process(client, data, chunking, kind,
     assert got.evals_result() == expected.evals_result()
 
 
+def test_speculative_lossguide_on_workers_whose_leaves_are_empty(client3, tmp_path):
+    """Lossguide one leaf a step, speculated 16 leaves a step on every worker (as on GPUs),
+    rows sorted by a feature so that many leaves hold no row of some worker: the model of
+    one process growing one leaf a step."""
+    from dgboost.tree import lossguide
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((N_ROWS, 5)).astype(np.float32)
+    X = X[np.argsort(X[:, 0])]
+    y = (X[:, 0] * X[:, 1] + np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(N_ROWS)).astype(np.float32)
+    params = {"objective": "reg:squarederror", "grow_policy": "lossguide", "max_leaves": 40, "max_depth": 0,
+              "min_child_weight": 3.0}
+    expected = dgboost.train(params, X, y, num_boost_round=3)
+
+    def width(n):
+        from dgboost.tree import lossguide as on_worker
+
+        before, on_worker.SPECULATION["cpu"] = on_worker.SPECULATION["cpu"], n
+        return before
+
+    assert set(client3.run(width, 16).values()) == {lossguide.SPECULATION["cpu"]} == {1}
+    try:
+        got = dgboost.dask.train(client3, params, da.from_array(X, chunks=(1000, 5)), da.from_array(y, chunks=1000),
+                                 num_boost_round=3)
+    finally:
+        during = client3.run(width, 1)
+    assert set(during.values()) == {16}  # every worker grew its trees speculatively
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+
+
 def test_dataframes_with_feature_names(client3, data, tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")

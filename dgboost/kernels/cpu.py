@@ -664,7 +664,8 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
     The rows of slot ``s`` are ``ridx[seg_begin[s]:seg_end[s]]``; the ranges come in slot
-    order (``seg_begin`` does not decrease; empty padding ranges sit at ``n_rows``) and
+    order (``seg_begin`` does not decrease; an empty range before a range starting where it
+    does: a depthwise level's padding at ``n_rows``, a lossguide batch's in place) and
     agree with ``positions``: slot ``s`` is node ``level_start + s``, or, with
     ``level_start`` None (a lossguide batch, its leaves in the order of their ranges),
     the node its rows are at. Rows outside every slot's range stay where they are.

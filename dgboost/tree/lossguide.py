@@ -110,7 +110,9 @@ class LossguideGrower(Grower):
                     _back_to_their_nodes(batch[n_kept:], split[n_kept:], ridx, positions)
                     del left_child[len(left_child) - 2 * (len(batch) - n_kept):]
                     level = _first_slots(level, 2 * n_kept)
-                    made = {node: leaf for node, leaf in made.items() if leaf.slot < 2 * n_kept}
+                    kept = hist[:2 * n_kept].copy()  # the cut children's histograms freed with the step's
+                    made = {node: dataclasses.replace(leaf, hist=kept[leaf.slot], level=level)
+                            for node, leaf in made.items() if leaf.slot < 2 * n_kept}
                     candidates = [entry for entry in candidates if entry[1] in made]
                     child_depths = child_depths[:2 * n_kept]
             levels.append(level)
