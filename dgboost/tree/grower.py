@@ -274,11 +274,15 @@ class Grower(abc.ABC):
         """The grown tree (``depth``: its depth, by default its number of levels less one);
         with ``drawn`` rows, every row's leaf found by routing it."""
         xp = get_xp(positions)
-        splits = SplitTable(xp.concatenate([level.splits.table for level in levels]))
-        left_child = xp.concatenate([level.left_child for level in levels])
-        bounds = None if levels[0].bounds is None else xp.concatenate([level.bounds for level in levels])
-        record, leaf_value = tree_record(xp.concatenate([level.node_sums for level in levels]),
-                                         xp.concatenate([level.active for level in levels]), splits.table,
+
+        def joined(arrays):  # one level (a lossguide tree, joined already): no copy
+            return arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
+
+        splits = SplitTable(joined([level.splits.table for level in levels]))
+        left_child = joined([level.left_child for level in levels])
+        bounds = None if levels[0].bounds is None else joined([level.bounds for level in levels])
+        record, leaf_value = tree_record(joined([level.node_sums for level in levels]),
+                                         joined([level.active for level in levels]), splits.table,
                                          left_child, scales, self.rules, self.eta, bounds)
         grown = GrownTree(splits, left_child, len(levels) - 1 if depth is None else depth, positions, leaf_value,
                           record)

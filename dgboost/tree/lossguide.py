@@ -102,11 +102,11 @@ class LossguideGrower(Grower):
             candidates = self._candidates(made, splits)
             if self.batch == 1:  # the batch cut where XGBoost's order leaves it
                 n_kept = _in_order(keys, left_ids, candidates)
-                for key, node, leaf in zip(keys[n_kept:], batch[n_kept:], split[n_kept:]):
-                    heapq.heappush(heap, key)
-                    leaves[node] = leaf
-                    left_child[node] = -1
                 if n_kept < len(batch):
+                    for key, node, leaf in zip(keys[n_kept:], batch[n_kept:], split[n_kept:]):
+                        heapq.heappush(heap, key)
+                        leaves[node] = leaf
+                        left_child[node] = -1
                     _back_to_their_nodes(batch[n_kept:], split[n_kept:], ridx, positions)
                     del left_child[len(left_child) - 2 * (len(batch) - n_kept):]
                     level = _first_slots(level, 2 * n_kept)
@@ -137,7 +137,7 @@ class LossguideGrower(Grower):
         ranges = asarray(xp, [[split[k].begin - first for k in order], [split[k].end - first for k in order],
                               [left_ids[k] for k in order]], POSITION_DTYPE)  # seg_begin, seg_end, left child
         if order != sorted(order):
-            table = xp.concatenate([table[k:k + 1] for k in order])
+            table = table[order]
         moved, n_left = partition.apply_level(self.matrix, ridx[first:stop], positions, None, ranges[0], ranges[1],
                                               SplitTable(table), ranges[2])
         ridx[first:stop] = moved
