@@ -136,8 +136,8 @@ class LossguideGrower(Grower):
         first, stop = split[order[0]].begin, split[order[-1]].end
         ranges = asarray(xp, [[split[k].begin - first for k in order], [split[k].end - first for k in order],
                               [left_ids[k] for k in order]], POSITION_DTYPE)  # seg_begin, seg_end, left child
-        if order != sorted(order):
-            table = table[order]
+        if order != sorted(order):  # slices joined: a cupy index by a list measured no faster
+            table = xp.concatenate([table[k:k + 1] for k in order])
         moved, n_left = partition.apply_level(self.matrix, ridx[first:stop], positions, None, ranges[0], ranges[1],
                                               SplitTable(table), ranges[2])
         ridx[first:stop] = moved
