@@ -15,7 +15,7 @@ from ._dtypes import MARGIN_DTYPE
 from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
-from .data import check_feature_names, features, margins as margins_argument
+from .data.inputs import check_feature_names, features, margins as margins_argument
 from .kernels.loops import using_threads
 from .objectives import make_objective
 from .params import TrainParams

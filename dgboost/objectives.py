@@ -11,7 +11,7 @@ import numpy as np
 
 from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
 from .backend import get_xp
-from .data import RowError
+from .data.inputs import RowError
 from .params import TrainParams
 from .reduce import exact_sums
 

@@ -22,8 +22,8 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data import Dataset, RowSpans, check_feature_names, make_dataset
-from .ellpack import EllpackMatrix, build_ellpack
+from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
+from .data.ellpack import EllpackMatrix, build_ellpack
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -34,7 +34,7 @@ from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
-from .sketch import Cuts, Sample, compute_cuts, draw_sample
+from .data.sketch import Cuts, Sample, compute_cuts, draw_sample
 from .tree.tree import Tree
 
 logger = logging.getLogger("dgboost")

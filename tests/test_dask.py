@@ -157,7 +157,7 @@ def test_dataframes_with_feature_names(client3, data, tmp_path):
 
 def test_sampled_cuts_match_on_a_large_set(client3, tmp_path):
     """Past sketch.SKETCH_SAMPLE_ROWS rows the cut sample is drawn by hash: still identical."""
-    from dgboost.sketch import SKETCH_SAMPLE_ROWS
+    from dgboost.data.sketch import SKETCH_SAMPLE_ROWS
 
     rng = np.random.default_rng(1)
     n = SKETCH_SAMPLE_ROWS + 40_000

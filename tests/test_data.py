@@ -6,7 +6,7 @@ import pytest
 
 import dgboost
 from dgboost.kernels import cpu
-from dgboost.data import make_dataset
+from dgboost.data.inputs import make_dataset
 
 PARAMS = {"objective": "binary:logistic"}
 

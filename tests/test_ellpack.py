@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dgboost.ellpack import EllpackLayout, build_ellpack
+from dgboost.data.ellpack import EllpackLayout, build_ellpack
 from dgboost.kernels import quantise_and_pack, unpack
-from dgboost.sketch import Sample, compute_cuts
+from dgboost.data.sketch import Sample, compute_cuts
 
 
 def _cuts(X, max_bin):

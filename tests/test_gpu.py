@@ -5,14 +5,15 @@ import numpy as np
 import pytest
 
 import dgboost
-from dgboost import backend, kernels, sketch
+from dgboost import backend, kernels
+from dgboost.data import sketch
 from dgboost.callback import TrainingCallback
 from dgboost.kernels import cpu, cuda
 from dgboost.tree.predict import Forest
 from test_kernels import grouped  # rows of each slot as ridx ranges
 from dgboost.datasets import make_higgs_like
-from dgboost.ellpack import build_ellpack
-from dgboost.sketch import Sample, compute_cuts
+from dgboost.data.ellpack import build_ellpack
+from dgboost.data.sketch import Sample, compute_cuts
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")

@@ -655,9 +655,9 @@ def test_compiled_matrix_and_histograms_equal_naive_loops(max_bin, n_features, t
     """Quantise-and-pack and the histograms (bits 8, 5, 16, 2; whole-byte cells read
     directly, others shifted out), on any thread count, equal plain loops: runs of rows
     that share slots, a slot shared by every run, empty slots, slots of one row."""
-    from dgboost.ellpack import EllpackLayout
+    from dgboost.data.ellpack import EllpackLayout
     from dgboost.kernels import cpu, loops
-    from dgboost.sketch import Sample, compute_cuts
+    from dgboost.data.sketch import Sample, compute_cuts
 
     monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
     rng = np.random.default_rng(max_bin + n_features)

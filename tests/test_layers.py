@@ -18,7 +18,7 @@ PACKAGE = ROOT / "dgboost"
 LAYERS = {
     1: {"_dtypes", "_files", "_hashing", "_version", "backend", "params", "fixed_point"},
     2: {"kernels", "collective"},
-    3: {"data", "sketch", "ellpack", "datasets"},
+    3: {"data", "datasets"},
     4: {"objectives", "metrics", "tree", "reduce"},
     5: {"training", "callback", "booster", "interchange", "explain"},
     6: {"cli", "dask", "sklearn", "jobs", "plotting", "__init__"},

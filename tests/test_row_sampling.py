@@ -8,7 +8,7 @@ import pytest
 
 import dgboost
 from dgboost.collective import LocalCommunicator
-from dgboost.data import RowSpans
+from dgboost.data.inputs import RowSpans
 from dgboost.kernels import bucket_counts
 from dgboost.params import TrainParams
 from dgboost.tree.sampling import RowSampler

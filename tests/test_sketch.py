@@ -4,8 +4,8 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dgboost import sketch
-from dgboost.sketch import Sample, compute_cuts, draw_sample
+from dgboost.data import sketch
+from dgboost.data.sketch import Sample, compute_cuts, draw_sample
 
 
 def _sample(values, weights=None):

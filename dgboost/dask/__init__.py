@@ -42,7 +42,7 @@ from ..backend import to_numpy
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
-from ..data import check_feature_names
+from ..data.inputs import check_feature_names
 from ..tree.constraints import FeatureRules
 from ..training import Options, eval_entries
 from . import _shards

@@ -8,7 +8,7 @@ import time
 
 from ..callback import TrainingCallback
 from ..collective import CollectiveError, LocalCommunicator
-from ..data import Dataset, RowSpans, check_feature_names, make_dataset
+from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..backend import get_xp
-from ..data import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_not_sparse, is_numeric_dtype
+from ..data.inputs import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_not_sparse, is_numeric_dtype
 from ..objectives import make_objective
 from ..training import checked_dataset
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp
-from ..ellpack import EllpackMatrix
+from ..data.ellpack import EllpackMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams

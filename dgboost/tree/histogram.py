@@ -12,7 +12,7 @@ exact in fixed point::
 
 from __future__ import annotations
 
-from ..ellpack import EllpackMatrix
+from ..data.ellpack import EllpackMatrix
 from ..kernels import build_histograms, sibling_histograms
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ellpack import EllpackMatrix
+from ..data.ellpack import EllpackMatrix
 from ..kernels import partition_rows, route_rows
 
 

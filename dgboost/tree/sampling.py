@@ -28,7 +28,7 @@ from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, POSITION_DTYPE, STAT_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
                         STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
 from ..backend import get_xp, to_numpy
-from ..data import RowSpans
+from ..data.inputs import RowSpans
 from ..kernels import bucket_counts
 
 

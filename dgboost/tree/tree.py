@@ -13,7 +13,7 @@ import numpy as np
 
 from .._dtypes import CUT_DTYPE, GAIN_DTYPE, INDEX_DTYPE, LEAF_DTYPE, NODE_INDEX_DTYPE
 from ..kernels import RECORD_COLUMNS
-from ..sketch import Cuts
+from ..data.sketch import Cuts
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -24,9 +24,9 @@ import math
 
 import numpy as np
 
-from ._dtypes import BIN_OFFSET_DTYPE
-from .backend import asarray, get_xp
-from .kernels import quantise_and_pack, unpack
+from .._dtypes import BIN_OFFSET_DTYPE
+from ..backend import asarray, get_xp
+from ..kernels import quantise_and_pack, unpack
 from .sketch import Cuts
 
 WORD_BITS = 32

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
-from .backend import asarray, get_xp, is_cupy_array
-from .kernels import first_infinite
+from .._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
+from ..backend import asarray, get_xp, is_cupy_array
+from ..kernels import first_infinite
 
 
 @dataclasses.dataclass(frozen=True)

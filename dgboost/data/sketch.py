@@ -17,11 +17,11 @@ import dataclasses
 
 import numpy as np
 
-from ._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE,
+from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE,
                       STAT_DTYPE, WEIGHT_DTYPE)
-from ._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
-from .backend import get_xp, to_numpy_many
-from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
+from .._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
+from ..backend import get_xp, to_numpy_many
+from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 
 #: Expected rows in the cut sample. With 2**18 rows a quantile's rank error is
 #: about 1/sqrt(2**18) = 0.2%, half the width of a bin at max_bin 256; data sets
@@ -160,7 +160,7 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
         return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
     n_value_bins = max_bin - 1
     weights = _fixed_weights(sample.weights, n_value_bins)
-    from .kernels.loops import on_host_threads, threads
+    from ..kernels.loops import on_host_threads, threads
 
     n_threads = 1  # on a GPU: the caller's thread, where its device is current
     if xp is np:
