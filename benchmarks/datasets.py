@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dgboost.datasets import make_covtype_like, make_higgs_like, make_wide, make_year_like
+from dgboost.data.sparse import from_dense
+from dgboost.datasets import (make_bosch_like, make_clicklog_like, make_covtype_like, make_higgs_like, make_wide,
+                              make_year_like)
 
 
 def _auc(y, p):
@@ -32,16 +34,30 @@ TASKS = {
     "wide": ("binary:logistic", {}, 500, _auc),
     "year": ("reg:squarederror", {}, 90, _rmse),
     "covtype": ("multi:softprob", {"num_class": 7}, 54, _accuracy),
+    # Sparse input (scipy CSR, on the host for both systems): a click log of hashed one-hot
+    # fields, and the Bosch-like set given as CSR; "bosch" is the same rows as a dense
+    # array with NaN.
+    "clicklog": ("binary:logistic", {}, 100_000, _auc),
+    "bosch": ("binary:logistic", {}, 968, _auc),
+    "bosch-csr": ("binary:logistic", {}, 968, _auc),
 }
 _GENERATORS = {"higgs": make_higgs_like, "wide": make_wide, "year": make_year_like,
-               "covtype": make_covtype_like}
+               "covtype": make_covtype_like, "clicklog": make_clicklog_like, "bosch": make_bosch_like,
+               "bosch-csr": lambda rows, seed: _as_csr(*make_bosch_like(rows, seed))}
+#: The sets whose X is a scipy CSR matrix: it stays on the host (each system moves it).
+SPARSE = {"clicklog", "bosch-csr"}
+
+
+def _as_csr(X, y):
+    return from_dense(X), y
 
 
 def load(name: str, rows: int, test_rows: int, device: str = "cpu"):
-    """(X, y, X_test, y_test); on the GPU as cupy arrays when ``device == "cuda"``."""
+    """(X, y, X_test, y_test); on the GPU as cupy arrays when ``device == "cuda"``, but for
+    the sparse sets (SPARSE), whose matrices stay on the host."""
     X, y = _GENERATORS[name](rows, seed=0)
     X_test, y_test = _GENERATORS[name](test_rows, seed=1)
-    if device == "cuda":
+    if device == "cuda" and name not in SPARSE:
         import cupy
 
         X, y, X_test = cupy.asarray(X), cupy.asarray(y), cupy.asarray(X_test)

@@ -78,3 +78,11 @@ EXPONENT_DTYPE = np.int32
 
 #: Byte-aligned cells read straight from packed words, by cell width in bits.
 CELL_VIEW_DTYPES = {8: np.uint8, 16: np.uint16}
+
+#: A sparse row's column indices (CSR ``indices``): feature ids, below 2**31 as
+#: NODE_INDEX_DTYPE's, and half the bytes of scipy's int64 where it widens them.
+COLUMN_INDEX_DTYPE = np.int32
+
+#: Where each sparse row's entries start (CSR ``indptr``): a matrix may hold more
+#: than 2**31 entries.
+ROW_POINTER_DTYPE = np.int64

@@ -15,8 +15,9 @@ import numpy as np
 
 
 def is_cupy_array(array) -> bool:
-    """True when ``array`` is a cupy ndarray, decided without importing cupy."""
-    return type(array).__module__.split(".", 1)[0] == "cupy"
+    """True when ``array`` lives on a CUDA device: a cupy ndarray or a cupyx sparse
+    matrix, decided without importing cupy."""
+    return type(array).__module__.split(".", 1)[0] in ("cupy", "cupyx")
 
 
 def get_xp(array) -> ModuleType:

@@ -16,6 +16,7 @@ from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
 from .data.inputs import check_feature_names, features, margins as margins_argument
+from .data.sparse import from_arrays as sparse_from_arrays, is_sparse
 from .kernels.loops import using_threads
 from .objectives import make_objective
 from .params import TrainParams
@@ -125,7 +126,8 @@ class Booster:
 
         Parameters
         ----------
-        X : numpy or cupy array (n_rows, n_features), or a pandas DataFrame
+        X : numpy or cupy array (n_rows, n_features), a pandas DataFrame, or a scipy.sparse
+            (cupyx.scipy.sparse) matrix, whose absent entries are missing
         output_margin : bool
             Return raw margins instead of the objective's output (probabilities, ...).
         iteration_range : (begin, end), optional
@@ -152,9 +154,12 @@ class Booster:
 
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
         X, names = features(X, missing=self.params.missing)
+        if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
+            X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)
         if X.shape[1] != self.num_features:
+            fix = " (a sparse X may have fewer columns: the last ones missing)" if is_sparse(X) else ""
             raise ValueError(f"X has {X.shape[1]} features but the model was trained on "
-                             f"{self.num_features}")
+                             f"{self.num_features}{fix}")
         check_feature_names(self.feature_names, names, "X")
         xp = get_xp(X)
         begin, end = self._round_range(iteration_range)
@@ -165,7 +170,8 @@ class Booster:
         if pred_leaf:
             return predict_leaf_ids(self._forest(xp, begin, end), X)
         if pred_contribs:
-            return asarray(xp, self._contributions(to_numpy(X), to_numpy(start), begin, end))
+            host_X = (X if xp is np else X.get()) if is_sparse(X) else to_numpy(X)
+            return asarray(xp, self._contributions(host_X, to_numpy(start), begin, end))
         result = predict_margins(self._forest(xp, begin, end), X, start)
         if output_margin:
             return result[:, 0] if self.n_outputs == 1 else result

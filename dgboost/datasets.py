@@ -121,3 +121,71 @@ def make_wide(n_rows: int, seed: int = 0):
         X[start:stop, 100:] = rng.standard_normal((rows, 400))
         y[start:stop] = np.where(rng.random(rows) < 0.01, 1 - label, label)
     return X, y
+
+
+def make_clicklog_like(n_rows: int, seed: int = 0, n_features: int = 100_000, n_fields: int = 45):
+    """Binary classification on sparse one-hot rows, in the manner of a click log: X is a
+    scipy.sparse CSR matrix (float32 ones), y float32.
+
+    The ``n_features`` columns are cut into ``n_fields`` fields of consecutive columns,
+    field ``f`` getting a share proportional to ``1 / (f + 1)`` (a few large vocabularies,
+    many small). Each row takes each field with probability 0.9 (about 40 entries a row),
+    and in a field of ``s`` columns the value of rank ``floor(s**u) - 1``, ``u`` uniform
+    (a log-uniform, heavy-headed choice: popular values recur, the tail is long). ``w``
+    holds one ``N(0, 0.15**2)`` weight a column (fixed seed); the click is
+    ``y ~ Bernoulli(sigmoid(-1 + sum of the row's w))``.
+    """
+    import scipy.sparse
+
+    share = 1.0 / np.arange(1, n_fields + 1)
+    sizes = np.maximum(1, np.floor(n_features * share / share.sum()).astype(np.int64))
+    sizes[0] += n_features - sizes.sum()
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    weights = np.random.default_rng(_COEFFICIENT_SEED + 4).normal(0.0, 0.15, n_features)
+    rng = np.random.default_rng(seed)
+    columns, counts, labels = [], [], []
+    for start in range(0, n_rows, _CHUNK_ROWS):
+        rows = min(_CHUNK_ROWS, n_rows - start)
+        rank = np.minimum(np.floor(sizes ** rng.random((rows, n_fields))).astype(np.int64) - 1, sizes - 1)
+        present = rng.random((rows, n_fields)) < 0.9
+        column = starts + rank  # (rows, fields), ascending within a row
+        score = -1.0 + np.where(present, weights[column], 0.0).sum(axis=1)
+        labels.append(rng.random(rows) < 1.0 / (1.0 + np.exp(-score)))
+        columns.append(column[present].astype(np.int32))  # row-major: each row's fields in order
+        counts.append(present.sum(axis=1))
+    indices = np.concatenate(columns) if columns else np.zeros(0, np.int32)
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts) if counts else [])]).astype(np.int64)
+    X = scipy.sparse.csr_matrix((np.ones(len(indices), FEATURE_DTYPE), indices, indptr), shape=(n_rows, n_features))
+    y = np.concatenate(labels).astype(LABEL_DTYPE) if labels else np.zeros(0, LABEL_DTYPE)
+    return X, y
+
+
+def make_bosch_like(n_rows: int, seed: int = 0, n_features: int = 968, n_stations: int = 52):
+    """Rare-failure classification with most values missing, in the manner of the Bosch
+    production line set: X float32 with NaN, y float32.
+
+    The columns are cut into ``n_stations`` stations of consecutive columns (as even as
+    they divide). A row passes each station with probability 0.2 and has values, ``N(0,
+    1)``, at the columns of the stations it passed, NaN elsewhere: about 80% of the
+    entries are missing, in blocks. ``y ~ Bernoulli(sigmoid(z))`` with ``z = -4 + x0 +
+    0.8 x_s - 0.6 |x_t| + 0.7 [station 3 passed] + 0.5 [station 7 not passed]``, where
+    ``s`` and ``t`` are the first columns of stations 5 and 11 and a missing ``x`` counts
+    0: a few percent of the rows fail.
+    """
+    station_of_column = np.arange(n_features) * n_stations // n_features
+    first = np.searchsorted(station_of_column, np.arange(n_stations))
+    X = np.empty((n_rows, n_features), dtype=FEATURE_DTYPE)
+    y = np.empty(n_rows, dtype=LABEL_DTYPE)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_rows, _CHUNK_ROWS // 16):
+        stop = min(start + _CHUNK_ROWS // 16, n_rows)
+        rows = stop - start
+        passed = rng.random((rows, n_stations)) < 0.2
+        values = rng.standard_normal((rows, n_features), dtype=np.float32)
+        values[~passed[:, station_of_column]] = np.nan
+        known = np.nan_to_num(values[:, [0, first[5], first[11]]])
+        z = (-4.0 + known[:, 0] + 0.8 * known[:, 1] - 0.6 * np.abs(known[:, 2]) + 0.7 * passed[:, 3]
+             + 0.5 * ~passed[:, 7])
+        y[start:stop] = rng.random(rows) < 1.0 / (1.0 + np.exp(-z))
+        X[start:stop] = values
+    return X, y

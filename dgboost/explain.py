@@ -22,17 +22,18 @@ from ._dtypes import CUT_DTYPE, GAIN_DTYPE, POSITION_DTYPE
 _ROWS_PER_THREAD = 128
 
 
-def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.ndarray:
+def contributions(trees, tree_outputs, start: np.ndarray, X) -> np.ndarray:
     """Per-feature contributions and the bias (last column) of every output.
 
+    ``X``: the rows, dense (NaN missing) or a scipy CSR matrix (absent entries missing).
     ``start`` holds each row's starting margins, (n_rows, n_outputs). Returns
     float32 (n_rows, n_outputs, n_features + 1); summed over the last axis it is
     each output's margin.
     """
     from .kernels import loops
+    from .kernels.cpu import feature_rows
 
     n_rows, n_features = X.shape
-    X = np.ascontiguousarray(X, dtype=CUT_DTYPE)
     phi = np.zeros((start.shape[1], n_rows, n_features + 1), dtype=GAIN_DTYPE)  # by output: rows contiguous
     phi[:, :, -1] = start.T
     n_threads = max(1, min(loops.threads(), n_rows // _ROWS_PER_THREAD))
@@ -44,7 +45,7 @@ def contributions(trees, tree_outputs, start: np.ndarray, X: np.ndarray) -> np.n
             phi[output, :, -1] += float(np.sum(tree.value[leaf] * cover[leaf]) / cover[0])
         if not leaf[0] and n_rows:
             node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
-            loops.shap(n_threads, X, node(tree.left), node(tree.right), node(tree.feature),
+            loops.shap(n_threads, *feature_rows(X), node(tree.left), node(tree.right), node(tree.feature),
                        np.ascontiguousarray(tree.threshold, dtype=CUT_DTYPE),
                        np.ascontiguousarray(tree.default_left, dtype=bool), np.ascontiguousarray(tree.value),
                        cover, tree.depth, phi[output])

@@ -166,8 +166,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     n_total = global_count(training.n_rows, comm, xp)
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     matrix = build_ellpack(training.X, cuts)
-    logger.info("compressed matrix: %d rows x %d features, %d bits a cell, %d bytes a row",
-                matrix.n_rows, matrix.layout.n_features, matrix.layout.bits, matrix.layout.bytes_per_row)
+    logger.info(matrix.describe())
     if init_model is None:
         base_margin = objective.base_margin(training.label, training.weight, comm)
     else:

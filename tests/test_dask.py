@@ -106,6 +106,32 @@ def test_model_is_byte_identical_to_single_process(client, data, chunking, kind,
     assert got.evals_result() == expected.evals_result()
 
 
+def _sparse_chunks(X, chunks, form="csr"):
+    """A dask array of X's present values whose chunks are scipy sparse matrices of ``form``."""
+    sp = pytest.importorskip("scipy.sparse")
+    rows, columns = np.nonzero(~np.isnan(X))
+    csr = sp.csr_matrix((X[rows, columns], (rows, columns)), shape=X.shape)
+    return da.from_array(csr, chunks=(chunks, X.shape[1]), asarray=False).map_blocks(
+        lambda block: block.asformat(form), dtype=np.float32)
+
+
+@pytest.mark.parametrize("chunking", ["even", "uneven"])
+def test_csr_chunks_train_the_model_of_the_dense_array(client, data, chunking, tmp_path):
+    """Dask arrays of scipy CSR chunks: the model of dgboost.train on the dense array with NaN,
+    byte for byte, on 1, 2 and 3 workers; prediction of sparse chunks too."""
+    X, y, weight = data
+    X = X.copy()
+    X[np.random.default_rng(1).random(X.shape) < 0.6] = np.nan
+    params = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.8, "eval_metric": ["logloss", "auc"]}
+    expected = dgboost.train(params, X, y, num_boost_round=4, sample_weight=weight, evals=[(X, y, "train")])
+    chunks = CHUNKINGS[chunking]
+    dX, dy, dw = _sparse_chunks(X, chunks), da.from_array(y, chunks=(chunks,)), da.from_array(weight, chunks=(chunks,))
+    got = dgboost.dask.train(client, params, dX, dy, num_boost_round=4, sample_weight=dw, evals=[(dX, dy, "train")])
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+    assert got.evals_result() == expected.evals_result()
+    np.testing.assert_array_equal(dgboost.dask.predict(client, got, dX).compute(), expected.predict(X))
+
+
 def test_speculative_lossguide_on_workers_whose_leaves_are_empty(client3, tmp_path):
     """Lossguide one leaf a step, speculated 16 leaves a step on every worker (as on GPUs),
     rows sorted by a feature so that many leaves hold no row of some worker: the model of

@@ -99,6 +99,33 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
                                cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("chunks_on", ["cupyx", "scipy"])
+def test_csr_chunks_train_the_model_of_the_dense_array(cuda_client, data, chunks_on, tmp_path):
+    """Dask arrays of CSR chunks (cupyx on the GPUs, or scipy moved there): the model of one
+    GPU trained on the dense array with NaN, byte for byte."""
+    import cupy
+    import cupyx.scipy.sparse
+    import scipy.sparse
+
+    X, y, _ = data
+    X = X.copy()
+    X[np.random.default_rng(2).random(X.shape) < 0.7] = np.nan
+    params = {"objective": "binary:logistic", "max_depth": 6, "subsample": 0.7, "device": "cuda"}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=6)
+    rows, columns = np.nonzero(~np.isnan(X))
+    csr = scipy.sparse.csr_matrix((X[rows, columns], (rows, columns)), shape=X.shape)
+    chunks = ((1, 9000, 4999, 6000), 12)
+    dX = da.from_array(csr, chunks=chunks, asarray=False)
+    if chunks_on == "cupyx":
+        dX = dX.map_blocks(cupyx.scipy.sparse.csr_matrix, dtype=np.float32)
+    dy = da.from_array(y, chunks=(chunks[0],))
+    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=6)
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+    predicted = dgboost.dask.predict(cuda_client, got, dX).compute()
+    np.testing.assert_allclose(cupy.asnumpy(predicted) if chunks_on == "cupyx" else predicted,
+                               cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
+
+
 def test_early_stopping_on_gpus(cuda_client, data):
     import cupy
 

@@ -197,11 +197,11 @@ def test_string_labels_are_refused_on_the_client(client, data, nothing_computed)
         _train(client, dX, dy.astype(str))
 
 
-def test_sparse_chunks_are_refused_on_the_client(client, data, nothing_computed):
+def test_sparse_chunks_other_than_csr_are_refused_on_the_client(client, data, nothing_computed):
     sparse = pytest.importorskip("scipy.sparse")
     X, y = data
-    dX = _chunked(X).map_blocks(sparse.csr_matrix, meta=sparse.csr_matrix((0, 0), dtype=np.float32))
-    with pytest.raises(TypeError, match="X's chunks is a sparse matrix.*not supported yet"):
+    dX = _chunked(X).map_blocks(sparse.csc_matrix, meta=sparse.csc_matrix((0, 0), dtype=np.float32))
+    with pytest.raises(TypeError, match="X's chunks are sparse CSC matrices .* dgboost takes CSR chunks"):
         _train(client, dX, _chunked(y))
 
 

@@ -122,10 +122,10 @@ def test_one_dimensional_X_says_reshape():
         dgboost.train(PARAMS, np.zeros(5), np.zeros(5))
 
 
-def test_sparse_input_says_toarray():
+def test_a_sparse_matrix_with_too_few_labels_is_named():
     scipy_sparse = pytest.importorskip("scipy.sparse")
-    with pytest.raises(TypeError, match="toarray"):
-        dgboost.train(PARAMS, scipy_sparse.csr_matrix(np.eye(3)), np.zeros(3))
+    with pytest.raises(ValueError, match="y has 2 rows but X has 3"):
+        dgboost.train(PARAMS, scipy_sparse.csr_matrix(np.eye(3)), np.zeros(2))
 
 
 def test_object_array_is_refused():

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dgboost.data import sketch
+from dgboost.data import sketch, sparse
 from dgboost.data.sketch import Sample, compute_cuts, draw_sample
 
 
@@ -87,20 +87,25 @@ def test_sample_does_not_depend_on_partitioning(monkeypatch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 40), st.integers(1, 5), st.integers(0, 2**40))
-def test_a_sample_travels_as_bytes_bit_for_bit(m, n_features, seed):
-    """One collective carries a rank's sample rows: index, weight and values (NaN too) come back the same."""
+@given(st.integers(0, 40), st.integers(1, 5), st.integers(0, 2**40), st.booleans())
+def test_a_sample_travels_as_bytes_bit_for_bit(m, n_features, seed, as_csr):
+    """One collective carries a rank's sample rows: index, weight and values (NaN too, or a
+    CSR matrix's entries) come back the same."""
     rng = np.random.default_rng(seed)
     values = rng.standard_normal((m, n_features)).astype(np.float32)
     values[rng.random(values.shape) < 0.3] = np.nan
+    if as_csr:
+        values = sparse.from_dense(values)
     sample = Sample(np.sort(rng.choice(2**40, m, replace=False)), values, rng.random(m).astype(np.float32))
     packed = sample.to_bytes()
-    assert packed.dtype == np.uint8 and packed.shape == (m, 12 + 4 * n_features)
+    assert packed.dtype == np.uint8 and packed.ndim == 1
     back = Sample.from_bytes(packed, n_features)
-    for got, expected in zip((back.global_index, back.values, back.weights),
-                             (sample.global_index, sample.values, sample.weights)):
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        assert got.tobytes() == expected.tobytes()
+    assert back.is_sparse == as_csr
+    parts = (lambda s: (s.global_index, s.weights) + ((s.values.indptr, s.values.indices, s.values.data)
+                                                      if as_csr else (s.values,)))
+    for got, expected in zip(parts(back), parts(sample)):
+        assert got.shape == expected.shape
+        assert got.astype(expected.dtype).tobytes() == expected.tobytes()
 
 
 def test_cuts_do_not_depend_on_how_many_features_are_sorted_at_once(monkeypatch):

@@ -283,7 +283,7 @@ def test_get_score(binary_data):
 def test_verbosity_2_reports_the_compressed_matrix(binary_data, caplog):
     X, y = binary_data
     dgboost.train({"verbosity": 2}, X, y, num_boost_round=1)
-    assert "compressed matrix: 600 rows x 5 features, 8 bits a cell, 8 bytes a row" in caplog.messages
+    assert "compressed matrix: 600 rows x 5 features, dense, 8 bits a cell, 8 bytes a row" in caplog.messages
     caplog.clear()
     dgboost.train({"verbosity": 0}, X, y, num_boost_round=1)
     assert caplog.messages == []

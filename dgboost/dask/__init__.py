@@ -38,11 +38,12 @@ import dask
 import distributed
 import numpy as np
 
-from ..backend import to_numpy
+from ..backend import get_xp, to_numpy
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
 from ..data.inputs import check_feature_names
+from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
 from ..training import Options, eval_entries
 from . import _shards
@@ -200,6 +201,8 @@ def predict(client, booster: Booster, X, *, output_margin: bool = False):
     k = booster.n_outputs
     if _shards.is_dask_array(X):
         meta = X._meta.astype(np.float32)  # numpy or cupy, as X's chunks
+        if is_sparse(meta):  # predictions of sparse chunks are dense, on their device
+            meta = get_xp(meta).zeros((0, 0), dtype=np.float32)
         if k == 1:
             return X.map_blocks(_predict_block, model, output_margin, drop_axis=1, meta=meta.reshape(0),
                                 token="dgboost-predict")

@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from ..backend import get_xp
-from ..data.inputs import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_not_sparse, is_numeric_dtype
+from ..data import sparse
+from ..data.inputs import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_sparse_chunks, is_numeric_dtype
 from ..objectives import make_objective
 from ..training import checked_dataset
 
@@ -148,7 +149,7 @@ def check_collection(value, name: str, *, features: bool, like=None, numeric: bo
             raise ValueError(f"{name} is empty (shape {value.shape}): give at least one row and one feature")
         if numeric and not np.issubdtype(value.dtype, np.number) and value.dtype != np.bool_:
             raise TypeError(f"{name} has dtype {value.dtype}; dgboost needs numbers")
-        check_not_sparse(value._meta, f"{name}'s chunks")
+        check_sparse_chunks(value._meta, f"{name}'s chunks")
     elif is_dask_frame(value):
         if features and not _is_frame(value):
             raise TypeError(f"{name} must be a dask DataFrame (or a 2-D dask array), got a dask Series")
@@ -239,7 +240,7 @@ class Rejected:
 
 def make_bundle(X, y, weight, base_margin, part: int, what: str, params):
     """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected."""
-    n_rows = len(X) if hasattr(X, "__len__") else 0
+    n_rows = int(X.shape[0]) if hasattr(X, "shape") else len(X) if hasattr(X, "__len__") else 0
     try:
         for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
             if value is not None and len(value) != n_rows:
@@ -268,7 +269,7 @@ def summarise(bundle) -> Summary:
     if isinstance(bundle, Rejected):
         return Summary(bundle.n_rows, bundle.error)
     X, _, weight, _, _ = bundle
-    return Summary(len(X), some_weight=weight is None or bool((weight > 0).any()))
+    return Summary(int(X.shape[0]), some_weight=weight is None or bool((weight > 0).any()))
 
 
 def check_summaries(summaries: list[Summary]) -> None:
@@ -296,5 +297,6 @@ def concat_bundles(bundles) -> Dataset:
     if len(bundles) == 1:
         return Dataset(*bundles[0])
     xp = get_xp(bundles[0][0])
-    columns = [None if bundles[0][k] is None else xp.concatenate([b[k] for b in bundles]) for k in range(4)]
+    join = lambda parts: sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)  # noqa: E731
+    columns = [None if bundles[0][k] is None else join([b[k] for b in bundles]) for k in range(4)]
     return Dataset(*columns, feature_names=bundles[0][4])

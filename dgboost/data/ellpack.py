@@ -1,20 +1,23 @@
-"""The compressed bin matrix: per-feature bin ids, bit-packed, row-major.
+"""The compressed bin matrix: bin ids, bit-packed, row-major, in dense or sparse rows.
 
-Each cell holds a feature's local bin id, or the matrix-wide missing symbol
-(one past the largest bin count). All cells of a matrix use the same width,
-``bits = ceil(log2(symbols))``, and a cell never straddles a 32-bit word::
+A dense row has one cell a feature, holding the feature's local bin id or the
+matrix-wide missing symbol (one past the largest bin count). A sparse row (the
+multi-GPU paper's sparse ELLPACK) has ``row_stride`` cells, the most present
+values of any row: its entries' global bin ids (feature offset + bin), ascending
+as their features are, then the null symbol (the total of bins) to the row's
+end. All cells of a matrix use the same width, ``bits = ceil(log2(symbols))``,
+and a cell never straddles a 32-bit word::
 
     row r:  word 0                          word 1
-            [ f3 | f2 | f1 | f0 ]           [ f7 | f6 | f5 | f4 ]     (bits = 8)
+            [ c3 | c2 | c1 | c0 ]           [ c7 | c6 | c5 | c4 ]     (bits = 8)
             high bits        low bits
 
-At the default max_bin of 256 a cell is one byte, so a dense matrix costs one
-byte per value (a quarter of float32). A thread reading a row reads whole words.
-
-Room is left for what later work adds: sparse rows (a row stride below
-n_features with feature ids beside the bins) and pages of rows for out-of-core
-training both fit behind ``EllpackMatrix`` without changing the kernels' contract
-of "packed words in, bin ids out".
+At the default max_bin of 256 a dense cell is one byte, so a dense matrix costs
+one byte per value (a quarter of float32). A thread reading a row reads whole
+words. ``build_ellpack`` picks the smaller of the two for the rows it is given
+(dense on a tie), so data with most values missing, given as a dense array with
+NaN or as a sparse matrix, is packed the same way; the model does not depend on
+the choice (the histograms are the same integers).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import numpy as np
 
 from .._dtypes import BIN_OFFSET_DTYPE
 from ..backend import asarray, get_xp
-from ..kernels import quantise_and_pack, unpack
+from ..kernels import most_present, quantise_and_pack, quantise_sparse, unpack
+from . import sparse
 from .sketch import Cuts
 
 WORD_BITS = 32
@@ -34,17 +38,39 @@ WORD_BITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class EllpackLayout:
-    """How cells sit in words; identical on every rank of a job."""
+    """How cells sit in words.
+
+    ``missing_symbol``: a dense row's missing cell, a sparse row's null cell.
+    ``row_stride``: cells a row (``n_features`` where dense).
+    """
 
     n_features: int
     bits: int
     missing_symbol: int
+    row_stride: int
+    is_sparse: bool = False
 
     @classmethod
     def for_cuts(cls, cuts: Cuts) -> "EllpackLayout":
+        """Dense rows."""
         missing_symbol = int(cuts.n_bins.max())
-        bits = max(1, math.ceil(math.log2(missing_symbol + 1)))
-        return cls(cuts.n_features, bits, missing_symbol)
+        return cls(cuts.n_features, _bits(missing_symbol), missing_symbol, cuts.n_features)
+
+    @classmethod
+    def sparse_for_cuts(cls, cuts: Cuts, row_stride: int) -> "EllpackLayout":
+        """Sparse rows of ``row_stride`` cells (one at the least)."""
+        null_symbol = int(cuts.bin_offsets[-1])
+        return cls(cuts.n_features, _bits(null_symbol), null_symbol, max(1, int(row_stride)), is_sparse=True)
+
+    @classmethod
+    def smaller(cls, cuts: Cuts, row_stride: int) -> "EllpackLayout":
+        """Dense or sparse rows for rows of at most ``row_stride`` present values: the fewer
+        bytes a row, dense on a tie (a dense cell is found without a search)."""
+        dense = cls.for_cuts(cuts)
+        if row_stride >= cuts.n_features:
+            return dense
+        sparse_rows = cls.sparse_for_cuts(cuts, row_stride)
+        return sparse_rows if sparse_rows.bytes_per_row < dense.bytes_per_row else dense
 
     @property
     def cells_per_word(self) -> int:
@@ -52,11 +78,15 @@ class EllpackLayout:
 
     @property
     def n_words(self) -> int:
-        return -(-self.n_features // self.cells_per_word)
+        return -(-self.row_stride // self.cells_per_word)
 
     @property
     def bytes_per_row(self) -> int:
         return self.n_words * (WORD_BITS // 8)
+
+
+def _bits(largest_symbol: int) -> int:
+    return max(1, math.ceil(math.log2(largest_symbol + 1)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,19 +119,58 @@ class EllpackMatrix:
     def nbytes(self) -> int:
         return int(self.packed.nbytes)
 
+    @property
+    def feature_bins(self):
+        """What partition and route kernels take to find a feature's cell: None for dense rows,
+        the device's bin offsets for sparse ones."""
+        return self.bin_offsets if self.layout.is_sparse else None
+
+    def describe(self) -> str:
+        """A line of the log: the layout chosen and its cost."""
+        layout = self.layout
+        kind = f"sparse ({layout.row_stride} cells a row)" if layout.is_sparse else "dense"
+        return (f"compressed matrix: {self.n_rows} rows x {layout.n_features} features, {kind}, "
+                f"{layout.bits} bits a cell, {layout.bytes_per_row} bytes a row")
+
     def unpack(self, rows=None):
-        """Bin ids of ``rows`` (all by default): (n, n_features) int32; missing = layout.missing_symbol."""
+        """Cells of ``rows`` (all by default): (n, row_stride) int32, as stored (dense: local
+        bins, missing = layout.missing_symbol; sparse: global bins, then null)."""
         packed = self.packed if rows is None else self.packed[rows]
-        return unpack(packed, self.layout.bits, self.layout.cells_per_word, self.layout.n_features)
+        return unpack(packed, self.layout.bits, self.layout.cells_per_word, self.layout.row_stride)
+
+    def feature_bins_of_rows(self, rows=None):
+        """Local bin ids of ``rows`` by feature, whatever the layout: (n, n_features) int32,
+        missing = the dense layout's missing symbol (tests compare layouts with it)."""
+        cells = self.unpack(rows)
+        if not self.layout.is_sparse:
+            return cells
+        xp = get_xp(cells)
+        offsets = self.bin_offsets
+        missing = int((self.host_bin_offsets[1:] - self.host_bin_offsets[:-1]).max())
+        dense = xp.full((cells.shape[0], self.layout.n_features), missing, dtype=cells.dtype)
+        row, cell = xp.nonzero(cells != self.layout.missing_symbol)
+        global_bin = cells[row, cell]
+        feature = xp.searchsorted(offsets, global_bin, side="right") - 1
+        dense[row, feature] = global_bin - offsets[feature]
+        return dense
 
 
 def build_ellpack(X, cuts: Cuts) -> EllpackMatrix:
-    """Quantise and bit-pack ``X`` (float32, NaN = missing) with ``cuts``, on X's device."""
+    """Quantise and bit-pack ``X`` (float32, NaN = missing; or a CSR matrix, absent entries
+    missing) with ``cuts``, on X's device, in dense or sparse rows, whichever is smaller."""
     if X.shape[1] != cuts.n_features:
         raise ValueError(f"X has {X.shape[1]} features but the cuts were made for {cuts.n_features}")
     xp = get_xp(X)
-    layout = EllpackLayout.for_cuts(cuts)
-    packed = quantise_and_pack(X, asarray(xp, cuts.values), cuts.offsets.tolist(), layout.bits,
-                               layout.cells_per_word, layout.n_words, layout.missing_symbol)
+    is_csr = sparse.is_sparse(X)
+    layout = EllpackLayout.smaller(cuts, sparse.row_stride(X) if is_csr else most_present(X))
     host_bin_offsets = np.asarray(cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE)
+    cut_values = asarray(xp, cuts.values)
+    if layout.is_sparse or is_csr:
+        rows = X if is_csr else sparse.from_dense(X)
+        packed = quantise_sparse(rows.data, rows.indices, rows.indptr, cut_values, cuts.offsets.tolist(),
+                                 host_bin_offsets.tolist(), layout.bits, layout.cells_per_word, layout.n_words,
+                                 layout.missing_symbol, layout.is_sparse)
+    else:
+        packed = quantise_and_pack(X, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
+                                   layout.n_words, layout.missing_symbol)
     return EllpackMatrix(packed, layout, asarray(xp, host_bin_offsets), host_bin_offsets)

@@ -1,4 +1,4 @@
-"""Input adapters and validation: numpy, cupy, pandas, lists.
+"""Input adapters and validation: numpy, cupy, pandas, lists, scipy and cupyx sparse matrices.
 
 Everything a user passes is checked here, before any training work, and turned
 into a ``Dataset``: float32 features with NaN for missing, float32 labels,
@@ -18,6 +18,7 @@ import numpy as np
 from .._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
 from ..backend import asarray, get_xp, is_cupy_array
 from ..kernels import first_infinite
+from . import sparse
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,8 @@ class Dataset:
 
     Attributes
     ----------
-    X : array of shape (n_rows, n_features), float32, C-contiguous; NaN is missing
+    X : array of shape (n_rows, n_features), float32, C-contiguous; NaN is missing. Or a
+        CSR matrix of that shape (data/sparse.py): an absent entry is missing
     label : array of shape (n_rows,), float32, or None
     weight : array of shape (n_rows,), float32, or None (every row weighs 1)
     base_margin : array of shape (n_rows, n_outputs), float32, or None
@@ -85,7 +87,8 @@ class Dataset:
         if get_xp(self.X) is xp:
             return self
         move = lambda a: None if a is None else asarray(xp, a)  # noqa: E731
-        return dataclasses.replace(self, X=move(self.X), label=move(self.label),
+        X = sparse.to_device(self.X, xp) if sparse.is_sparse(self.X) else move(self.X)
+        return dataclasses.replace(self, X=X, label=move(self.label),
                                    weight=move(self.weight), base_margin=move(self.base_margin))
 
 
@@ -114,15 +117,20 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
 
 def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True,
              allow_empty: bool = False):
-    """``X`` as a C-contiguous float32 array (NaN = missing) and its feature names.
+    """``X`` as a C-contiguous float32 array (NaN = missing), or a sparse matrix as
+    dgboost's CSR copy (``sparse.canonical``: absent entries missing), and its feature names.
 
     Returns
     -------
-    (array of shape (n_rows, n_features), float32, on X's device; tuple of str or None)
+    (array of shape (n_rows, n_features), float32, or a CSR matrix of that shape, on X's
+    device; tuple of str or None)
     """
     name = f"{where}X"
     feature_names = None
-    check_not_sparse(X, name)
+    if sparse.is_sparse(X):
+        X = sparse.canonical(X, missing, name)
+        _check_shape(X, name, allow_empty)
+        return X, feature_names
     if _is_dataframe(X):
         X, feature_names = _dataframe_to_numpy(X, name)
     elif isinstance(X, (list, tuple)):
@@ -134,10 +142,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
         fix = f"; for one feature use {name}.reshape(-1, 1)" if X.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_rows, n_features), got shape {X.shape}{fix}")
     _check_numeric_dtype(X.dtype, name)
-    if X.shape[0] == 0 and not allow_empty:
-        raise ValueError(f"{name} has no rows: training and prediction need at least one")
-    if X.shape[1] == 0:
-        raise ValueError(f"{name} has no features (shape {X.shape}): give at least one column")
+    _check_shape(X, name, allow_empty)
     xp = get_xp(X)
     X = xp.ascontiguousarray(X, dtype=FEATURE_DTYPE)
     if not math.isnan(missing):
@@ -145,6 +150,13 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     if check_finite:
         _check_no_inf(X, name, feature_names)
     return X, feature_names
+
+
+def _check_shape(X, name: str, allow_empty: bool) -> None:
+    if X.shape[0] == 0 and not allow_empty:
+        raise ValueError(f"{name} has no rows: training and prediction need at least one")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} has no features (shape {X.shape}): give at least one column")
 
 
 def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
@@ -256,10 +268,6 @@ def _is_cudf(obj) -> bool:
     return type(obj).__module__.startswith("cudf")
 
 
-def _is_sparse(obj) -> bool:
-    return type(obj).__module__.startswith(("scipy.sparse", "cupyx.scipy.sparse"))
-
-
 def check_columns(columns, dtypes, name: str) -> tuple[str, ...]:
     """The feature names of a frame's ``columns``: unique, each of a numeric ``dtype``.
 
@@ -287,11 +295,13 @@ def is_numeric_dtype(dtype) -> bool:
     return pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
 
 
-def check_not_sparse(value, name: str) -> None:
-    """Sparse matrices are refused by name (a sparse chunk type too, before any work)."""
-    if _is_sparse(value):
-        raise TypeError(f"{name} is a sparse matrix ({type(value).__name__}); sparse input is not "
-                        f"supported yet: pass {name}.toarray(), a dense array")
+def check_sparse_chunks(meta, name: str) -> None:
+    """A dask array's chunks, told by its ``meta``: dense, or sparse in CSR (rows are what
+    a worker slices and stacks), before any work."""
+    if sparse.is_sparse(meta) and not sparse.is_csr(meta):
+        raise TypeError(f"{name} are sparse {meta.format.upper()} matrices ({type(meta).__name__}); "
+                        f"dgboost takes CSR chunks: map them to CSR first, e.g. "
+                        f"X.map_blocks(lambda block: block.tocsr())")
 
 
 def _dataframe_to_numpy(frame, name):

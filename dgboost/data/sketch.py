@@ -17,11 +17,12 @@ import dataclasses
 
 import numpy as np
 
-from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE,
-                      STAT_DTYPE, WEIGHT_DTYPE)
+from .._dtypes import (BIN_OFFSET_DTYPE, COLUMN_INDEX_DTYPE, CUT_DTYPE, EXACT_SUM_DTYPE, FEATURE_DTYPE,
+                      ROW_INDEX_DTYPE, ROW_POINTER_DTYPE, STAT_DTYPE, WEIGHT_DTYPE)
 from .._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
-from ..backend import get_xp, to_numpy_many
+from ..backend import asarray, get_xp, to_numpy, to_numpy_many
 from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
+from . import sparse
 
 #: Expected rows in the cut sample. With 2**18 rows a quantile's rank error is
 #: about 1/sqrt(2**18) = 0.2%, half the width of a bin at max_bin 256; data sets
@@ -76,39 +77,71 @@ class Sample:
     """Sampled rows of one rank, on its data's device, in ascending global index order."""
 
     global_index: object  # (m,), int64
-    values: object  # (m, n_features), float32, NaN = missing
+    values: object  # (m, n_features): float32, NaN = missing; or a CSR matrix (data/sparse.py)
     weights: object  # (m,), float32
 
+    @property
+    def is_sparse(self) -> bool:
+        return sparse.is_sparse(self.values)
+
     def to_bytes(self):
-        """The rows as one (m, 12 + 4 * n_features) uint8 array: global index, weight,
-        values (one collective carries them, bit for bit)."""
-        xp = get_xp(self.values)
-        m, n_features = self.values.shape
-        columns = [(self.global_index, np.int64, 8), (self.weights, WEIGHT_DTYPE, 4),
-                   (self.values, FEATURE_DTYPE, 4 * n_features)]
-        return xp.concatenate([xp.ascontiguousarray(a, dtype=dtype).view(np.uint8).reshape(m, width)
-                               for a, dtype, width in columns], axis=1)
+        """The sample as one uint8 array, which one collective carries bit for bit: a header
+        of three int64 (1 if sparse, rows, stored entries), then each row's global index
+        and weight and, dense, its values (a row of 12 + 4 n_features bytes), or, sparse,
+        the CSR matrix's ``indptr``, ``indices`` and ``data``."""
+        xp = get_xp(self.global_index)
+        m = self.global_index.shape[0]
+        as_bytes = lambda a, dtype: xp.ascontiguousarray(a, dtype=dtype).view(np.uint8).reshape(-1)  # noqa: E731
+        rows = [self.global_index.astype(ROW_INDEX_DTYPE).view(np.uint8).reshape(m, 8),
+                xp.ascontiguousarray(self.weights, dtype=WEIGHT_DTYPE).view(np.uint8).reshape(m, 4)]
+        if self.is_sparse:
+            X = self.values
+            header = [1, m, int(X.nnz)]
+            body = [xp.concatenate(rows, axis=1).reshape(-1), as_bytes(X.indptr, ROW_POINTER_DTYPE),
+                    as_bytes(X.indices, COLUMN_INDEX_DTYPE), as_bytes(X.data, FEATURE_DTYPE)]
+        else:
+            n_features = self.values.shape[1]
+            header = [0, m, m * n_features]
+            values = xp.ascontiguousarray(self.values, dtype=FEATURE_DTYPE).view(np.uint8).reshape(m, 4 * n_features)
+            body = [xp.concatenate(rows + [values], axis=1).reshape(-1)]
+        return xp.concatenate([asarray(xp, np.array(header, dtype=np.int64)).view(np.uint8)] + body)
 
     @staticmethod
-    def from_bytes(rows, n_features: int) -> "Sample":
+    def from_bytes(packed, n_features: int) -> "Sample":
         """The Sample ``to_bytes`` packed."""
-        xp = get_xp(rows)
-        m = rows.shape[0]
-        index, weights, values = rows[:, :8], rows[:, 8:12], rows[:, 12:]
-        return Sample(global_index=xp.ascontiguousarray(index).view(np.int64).reshape(m),
-                      values=xp.ascontiguousarray(values).view(FEATURE_DTYPE).reshape(m, n_features),
-                      weights=xp.ascontiguousarray(weights).view(WEIGHT_DTYPE).reshape(m))
+        xp = get_xp(packed)
+        is_sparse_, m, nnz = (int(v) for v in to_numpy(packed[:_HEADER_BYTES]).view(np.int64))
+        body = packed[_HEADER_BYTES:]
+        width = 12 + (0 if is_sparse_ else 4 * n_features)
+        rows, body = body[:m * width].reshape(m, width), body[m * width:]
+        global_index = xp.ascontiguousarray(rows[:, :8]).view(ROW_INDEX_DTYPE).reshape(m)
+        weights = xp.ascontiguousarray(rows[:, 8:12]).view(WEIGHT_DTYPE).reshape(m)
+        if not is_sparse_:
+            values = xp.ascontiguousarray(rows[:, 12:]).view(FEATURE_DTYPE).reshape(m, n_features)
+            return Sample(global_index, values, weights)
+        sizes = np.cumsum([0, 8 * (m + 1), 4 * nnz, 4 * nnz])
+        indptr, indices, data = (xp.ascontiguousarray(body[a:b]).view(dtype) for a, b, dtype in
+                                 zip(sizes[:-1], sizes[1:], (ROW_POINTER_DTYPE, COLUMN_INDEX_DTYPE, FEATURE_DTYPE)))
+        return Sample(global_index, sparse.from_arrays(data, indices, indptr, n_features), weights)
 
     @staticmethod
     def merge(samples: list["Sample"]) -> "Sample":
-        """All ranks' samples as one, ordered by global index whatever the rank order."""
+        """All ranks' samples as one, ordered by global index whatever the rank order (sparse
+        where any is: a dense rank's values join as CSR)."""
         if len(samples) == 1:
             return samples[0]  # draw_sample's rows are already in order
-        xp = get_xp(samples[0].values)
+        xp = get_xp(samples[0].global_index)
         index = xp.concatenate([s.global_index for s in samples])
         order = xp.argsort(index)  # global indices are unique: no tie to break
-        return Sample(index[order], xp.concatenate([s.values for s in samples])[order],
-                      xp.concatenate([s.weights for s in samples])[order])
+        weights = xp.concatenate([s.weights for s in samples])[order]
+        if not any(s.is_sparse for s in samples):
+            return Sample(index[order], xp.concatenate([s.values for s in samples])[order], weights)
+        values = sparse.stack([s.values if s.is_sparse else sparse.from_dense(s.values) for s in samples])
+        return Sample(index[order], sparse.take_rows(values, order), weights)
+
+
+#: Bytes of Sample.to_bytes's header.
+_HEADER_BYTES = 24
 
 
 def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
@@ -116,7 +149,7 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
 
     Parameters
     ----------
-    X : array of shape (n_rows, n_features), float32, on any device
+    X : array of shape (n_rows, n_features), float32, or a CSR matrix (data/sparse.py), on any device
     weight : array of shape (n_rows,), float32, or None
     global_index : array of shape (n_rows,), int64, ascending, on X's device
         Each row's index in the whole data set (data.RowSpans.global_index).
@@ -134,10 +167,11 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
     if keep is not None:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
         chosen = xp.flatnonzero(keep)
-        global_index, X = global_index[chosen], X[chosen]
+        global_index = global_index[chosen]
+        X = sparse.take_rows(X, chosen) if sparse.is_sparse(X) else X[chosen]
         weight = None if weight is None else weight[chosen]
     weights = xp.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else weight
-    return Sample(global_index, X.astype(FEATURE_DTYPE, copy=False), weights)
+    return Sample(global_index, X if sparse.is_sparse(X) else X.astype(FEATURE_DTYPE, copy=False), weights)
 
 
 def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
@@ -154,7 +188,7 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
     sort in any order and every device finds the same cuts. Returns the cuts on the
     host.
     """
-    xp = get_xp(sample.values)
+    xp = get_xp(sample.weights)
     n_rows, n_features = sample.values.shape
     if not n_features:
         return Cuts(np.zeros(0, CUT_DTYPE), np.zeros(1, BIN_OFFSET_DTYPE))
@@ -162,19 +196,38 @@ def compute_cuts(sample: Sample, max_bin: int) -> Cuts:
     weights = _fixed_weights(sample.weights, n_value_bins)
     from ..kernels.loops import on_host_threads, threads
 
+    if sample.is_sparse:  # each feature's entries together; a feature's first entry (one read)
+        columns = sample.values.tocsc()
+        cells_before = to_numpy(columns.indptr).astype(np.int64)
+        cells = lambda begin, end: _sparse_cells(columns, cells_before, begin, end, weights)  # noqa: E731
+    else:
+        cells_before = np.arange(n_features + 1, dtype=np.int64) * n_rows
+        cells = lambda begin, end: _dense_cells(sample.values[:, begin:end], weights)  # noqa: E731
+    n_cells = int(cells_before[-1])
     n_threads = 1  # on a GPU: the caller's thread, where its device is current
     if xp is np:
-        n_threads = min(threads(), n_features, max(1, n_rows * n_features // _CELLS_PER_THREAD))
+        n_threads = min(threads(), n_features, max(1, n_cells // _CELLS_PER_THREAD))
     # The threads' chunks together hold _SORT_CELLS cells (one feature each at the least).
-    step = max(1, min(_SORT_CELLS // max(n_rows * n_threads, 1), -(-n_features // n_threads)))
-    begins = range(0, n_features, step)
+    chunks = _feature_chunks(cells_before, max(1, min(_SORT_CELLS // n_threads, -(-n_cells // n_threads))))
     values, counts = zip(*on_host_threads(
-        lambda index: _chunk_cuts(sample.values[:, begins[index]:begins[index] + step], weights, n_value_bins),
-        len(begins), n_threads))
+        lambda index: _cuts_of_sorted(*cells(*chunks[index]), chunks[index][1] - chunks[index][0], n_value_bins),
+        len(chunks), n_threads))
     # One read of both (float32 values travel exactly as float64).
     values, counts = to_numpy_many([xp.concatenate(values).astype(STAT_DTYPE), xp.concatenate(counts)])
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(BIN_OFFSET_DTYPE)
     return Cuts(values.astype(CUT_DTYPE), offsets)
+
+
+def _feature_chunks(cells_before, cells_per_chunk: int) -> list[tuple[int, int]]:
+    """The features cut into ranges ``(begin, end)``, in order, of about ``cells_per_chunk``
+    cells each (one feature at the least); feature ``f``'s cells start at ``cells_before[f]``."""
+    n_features = len(cells_before) - 1
+    bounds = [0]
+    while bounds[-1] < n_features:
+        begin = bounds[-1]
+        end = int(np.searchsorted(cells_before, cells_before[begin] + cells_per_chunk, side="right")) - 1
+        bounds.append(min(n_features, max(begin + 1, end)))
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 #: Cells of the sample sorted at a time by compute_cuts (over all its threads): bounds
@@ -195,8 +248,9 @@ def _fixed_weights(weights, n_value_bins: int):
     return to_fixed(weights, scale[0])
 
 
-def _chunk_cuts(columns, weights, n_value_bins: int):
-    """Cut values (ascending per feature, features in order) and counts of a few features.
+def _dense_cells(columns, weights):
+    """The present cells of a few dense features, sorted by (feature, value): their features
+    (``0 .. f - 1``), values and fixed-point weights (see _cuts_of_sorted).
 
     Parameters
     ----------
@@ -204,27 +258,65 @@ def _chunk_cuts(columns, weights, n_value_bins: int):
     weights : array of shape (m,), int64 fixed point
     """
     xp = get_xp(columns)
-    m, f = columns.shape
-    keys = columns.T
+    keys = columns.T + FEATURE_DTYPE(0)  # a copy, -0.0 made 0.0: one value, whichever sorts first
     keys = xp.where(xp.isnan(keys), xp.inf, keys)  # missing last (X holds no infinity)
     order = xp.argsort(keys, axis=1)
     keys = xp.take_along_axis(keys, order, axis=1)
     present = keys < xp.inf
-    weight = xp.where(present, weights[order], 0)
-    # The first position of each distinct value, row-major: features in order.
-    new_value = xp.concatenate([xp.ones((f, 1), dtype=bool), keys[:, 1:] != keys[:, :-1]], axis=1)
-    starts = xp.flatnonzero(present & new_value)
-    feature = starts // m
-    first_of_feature = xp.concatenate([xp.ones(min(1, starts.size), dtype=bool), feature[1:] != feature[:-1]])
-    # Weight below each distinct value: exact, whatever the order of tied values.
-    below = (xp.cumsum(weight, axis=1) - weight).reshape(-1)[starts]
-    total = weight.sum(axis=1)
+    feature = xp.broadcast_to(xp.arange(keys.shape[0])[:, None], keys.shape)
+    return feature[present], keys[present], weights[order][present]
+
+
+def _sparse_cells(columns, cells_before, begin: int, end: int, weights):
+    """The stored cells of features ``begin`` to ``end`` of a CSC matrix, as _dense_cells
+    gives a dense chunk's: sorted by (feature, value) with one key of both."""
+    xp = get_xp(weights)
+    first, stop = int(cells_before[begin]), int(cells_before[end])
+    values = columns.data[first:stop] + FEATURE_DTYPE(0)
+    starts = asarray(xp, cells_before[begin:end + 1] - first)
+    feature = xp.searchsorted(starts, xp.arange(stop - first), side="right") - 1
+    order = xp.argsort((feature.astype(np.uint64) << np.uint64(32)) | _ordered_bits(values))
+    return feature[order], values[order], weights[columns.indices[first:stop][order]]
+
+
+def _ordered_bits(values):
+    """float32 values (no NaN) as uint32 whose order is theirs: the sign bit flipped for
+    values >= 0, every bit for the others."""
+    xp = get_xp(values)
+    bits = values.view(np.uint32)
+    return (bits ^ xp.where(bits >> np.uint32(31), np.uint32(0xFFFFFFFF), np.uint32(0x80000000))).astype(np.uint64)
+
+
+def _cuts_of_sorted(feature, keys, weight, n_features: int, n_value_bins: int):
+    """Cut values (ascending per feature, features in order) and counts of ``n_features``
+    features from their present cells sorted by (feature, value).
+
+    Parameters
+    ----------
+    feature : array of shape (c,), int: each cell's feature, ascending
+    keys : array of shape (c,), float32: the values, ascending within a feature
+    weight : array of shape (c,), int64 fixed point: each cell's row's weight
+    """
+    xp = get_xp(keys)
+    # The first cell of each distinct value of each feature.
+    new_value = xp.ones(keys.shape[0], dtype=bool)
+    new_value[1:] = (keys[1:] != keys[:-1]) | (feature[1:] != feature[:-1])
+    starts = xp.flatnonzero(new_value)
+    value_feature = feature[starts]
+    first_of_feature = xp.concatenate([xp.ones(min(1, starts.size), dtype=bool),
+                                       value_feature[1:] != value_feature[:-1]])
+    # Weight before each cell, over the chunk: it may pass int64's range and wrap, but the
+    # differences below are a feature's sums, which fit, so they come out exact.
+    before = xp.concatenate([xp.zeros(1, dtype=weight.dtype), xp.cumsum(weight)])
+    feature_start = xp.searchsorted(feature, xp.arange(n_features + 1, dtype=feature.dtype))
+    below = before[starts] - before[feature_start[value_feature]]  # exact, whatever the order of ties
+    total = before[feature_start[1:]] - before[feature_start[:-1]]
     # Quantile targets total * k / n (k = 1 .. n - 1) at or below `below`, in integers.
-    reached = xp.minimum(below * n_value_bins // xp.maximum(total[feature], 1), n_value_bins - 1)
+    reached = xp.minimum(below * n_value_bins // xp.maximum(total[value_feature], 1), n_value_bins - 1)
     reached_before = xp.concatenate([xp.zeros(min(1, starts.size), dtype=reached.dtype), reached[:-1]])
-    exact = _counts(feature, f) <= n_value_bins
-    is_cut = ~first_of_feature & (exact[feature] | (reached > reached_before))
-    return keys.reshape(-1)[starts[is_cut]], _counts(feature[is_cut], f).astype(BIN_OFFSET_DTYPE)
+    exact = _counts(value_feature, n_features) <= n_value_bins
+    is_cut = ~first_of_feature & (exact[value_feature] | (reached > reached_before))
+    return keys[starts[is_cut]], _counts(value_feature[is_cut], n_features).astype(BIN_OFFSET_DTYPE)
 
 
 def _counts(sorted_ids, n: int):

@@ -31,17 +31,20 @@ add_leaf_values = _dispatch(cpu.add_leaf_values)
 bucket_counts = _dispatch(cpu.bucket_counts)
 child_bounds = _dispatch(cpu.child_bounds)
 build_histograms = _dispatch(cpu.build_histograms)
+build_sparse_histograms = _dispatch(cpu.build_sparse_histograms)
 evaluate_level_split = _dispatch(cpu.evaluate_level_split)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
 gradient_bounds = _dispatch(cpu.gradient_bounds)
 gradient_sums = _dispatch(cpu.gradient_sums)
+most_present = _dispatch(cpu.most_present)
 next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
 partition_rows = _dispatch(cpu.partition_rows)
 predict_margins = _dispatch(cpu.predict_margins)
 predict_oblivious = _dispatch(cpu.predict_oblivious)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
+quantise_sparse = _dispatch(cpu.quantise_sparse)
 route_rows = _dispatch(cpu.route_rows)
 sibling_histograms = _dispatch(cpu.sibling_histograms)
 tree_record = _dispatch(cpu.tree_record)
@@ -55,11 +58,13 @@ __all__ = [
     "bucket_counts",
     "child_bounds",
     "build_histograms",
+    "build_sparse_histograms",
     "evaluate_level_split",
     "evaluate_splits",
     "first_infinite",
     "gradient_bounds",
     "gradient_sums",
+    "most_present",
     "next_frontier",
     "node_gains",
     "node_weights",
@@ -68,6 +73,7 @@ __all__ = [
     "predict_margins",
     "predict_oblivious",
     "quantise_and_pack",
+    "quantise_sparse",
     "route_rows",
     "sibling_histograms",
     "tree_record",

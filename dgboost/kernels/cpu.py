@@ -19,8 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
-                       INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, COLUMN_INDEX_DTYPE, CUT_DTYPE, GAIN_DTYPE,
+                       GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE,
+                       POSITION_DTYPE, ROW_POINTER_DTYPE)
 from ..backend import get_xp
 from . import loops, split_loops
 
@@ -109,6 +110,53 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
     return packed
 
 
+def quantise_sparse(data, indices, indptr, cut_values, cut_offsets, bin_offsets, bits, cells_per_word, n_words,
+                    symbol, global_bins):
+    """Bin ids of a CSR matrix's entries, bit-packed in dense or sparse rows.
+
+    Dense rows (``global_bins`` False): cell ``f`` of a row holds feature ``f``'s bin
+    (as quantise_and_pack's), ``symbol`` (missing) where the row has no entry of it.
+    Sparse rows (``global_bins`` True): cell ``k`` holds the row's ``k``-th entry's
+    global bin, ``bin_offsets[f] + bin``, ascending as the entries' features are,
+    then ``symbol`` (null, the total of bins) to the row's last cell.
+
+    Parameters
+    ----------
+    data : array of shape (nnz,), float32: no NaN                        # IN
+    indices : array of shape (nnz,), int: each entry's feature, ascending within a row   # IN
+    indptr : array of shape (n_rows + 1,), int                             # IN
+    cut_values : array of shape (n_cuts_total,), float32, on data's device   # IN
+    cut_offsets, bin_offsets : sequences of n_features + 1 ints, on the host   # IN
+    bits, cells_per_word, n_words, symbol : int
+    global_bins : bool
+
+    Returns
+    -------
+    packed : array of shape (n_rows, n_words), uint32, on data's device
+    """
+    n_rows = int(indptr.shape[0]) - 1
+    packed = np.empty((n_rows, n_words), dtype=PACKED_WORD_DTYPE)
+    if n_rows:
+        loops.quantise_rows(_threads_for(n_rows), np.ascontiguousarray(data, dtype=CUT_DTYPE),
+                            np.ascontiguousarray(indices, dtype=COLUMN_INDEX_DTYPE),
+                            np.ascontiguousarray(indptr, dtype=ROW_POINTER_DTYPE),
+                            np.ascontiguousarray(cut_values, dtype=CUT_DTYPE),
+                            np.asarray(cut_offsets, dtype=BIN_OFFSET_DTYPE), np.asarray(bin_offsets, dtype=BIN_OFFSET_DTYPE),
+                            bits, cells_per_word, symbol, bool(global_bins), packed)
+    return packed
+
+
+def most_present(X):
+    """The most present (not NaN) values of any row of the dense ``X`` (n_rows, n_features), float32: int."""
+    n_rows = int(X.shape[0])
+    if not n_rows:
+        return 0
+    n_runs = _threads_for(n_rows)
+    most = np.zeros(n_runs, dtype=INDEX_DTYPE)
+    loops.most_present(n_runs, np.ascontiguousarray(X, dtype=CUT_DTYPE), most)
+    return int(most.max())
+
+
 #: Cells first_infinite looks at a time: bounds its temporary mask.
 _INFINITE_CHUNK_CELLS = 1 << 24
 
@@ -148,7 +196,7 @@ def unpack(packed, bits, cells_per_word, n_features):
 
 def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, bin_offsets,
                      gpair, scales, ridx, seg_begin, seg_end):
-    """Fixed-point gradient histograms of the rows of each slot.
+    """Fixed-point gradient histograms of the rows of each slot, from dense rows.
 
     Slot ``s`` holds the rows ``ridx[seg_begin[s]:seg_end[s]]``:
     ``hist[s, bin_offsets[f] + bin(r, f)] += to_fixed(gpair[r], scales)`` for each of
@@ -186,6 +234,30 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
     n_shares = max(1, min(loops.threads(), n_runs * n_bins_total // _PARTIAL_COLUMNS_PER_THREAD))
     loops.add_partials(n_shares, partials.reshape(partials.shape[0], -1), *plan, hist.reshape(n_slots, -1))
     return hist
+
+
+def build_sparse_histograms(packed, bits, cells_per_word, row_stride, n_bins_total, gpair, scales, ridx, seg_begin,
+                            seg_end):
+    """build_histograms of sparse rows: each cell of a row holds a global bin (the null
+    symbol, ``n_bins_total``, past its entries), so
+    ``hist[s, cell] += to_fixed(gpair[r], scales)`` for every cell of each of slot ``s``'s
+    rows that is not null. The same loops as dense rows', every cell's bins starting at 0.
+
+    Parameters
+    ----------
+    packed : array of shape (n_rows, n_words), uint32                 # IN
+    row_stride : int: cells a row                                      # IN
+    n_bins_total : int: bins of all features (the null symbol)        # IN
+    gpair, scales, ridx, seg_begin, seg_end : as build_histograms      # IN
+
+    Returns
+    -------
+    hist : array of shape (n_slots, n_bins_total, 2), int64        # OUT
+    """
+    cell_offsets = np.zeros(row_stride + 1, dtype=BIN_OFFSET_DTYPE)
+    cell_offsets[-1] = n_bins_total
+    return build_histograms(packed, bits, cells_per_word, row_stride, n_bins_total, cell_offsets, gpair, scales, ridx,
+                            seg_begin, seg_end)
 
 
 def run_plan(seg_begin, seg_end, n_runs):
@@ -660,7 +732,7 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None):
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
     The rows of slot ``s`` are ``ridx[seg_begin[s]:seg_end[s]]``; the ranges come in slot
@@ -685,6 +757,9 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     Parameters
     ----------
     packed : array of shape (n_rows, n_words), uint32                 # IN
+    feature_bins : None for dense rows; for sparse rows (cells of global bins, ascending,
+        then the null symbol ``missing_symbol``), each feature's first global bin and the
+        total last: array of shape (n_features + 1,), int64, on packed's device   # IN
     ridx : array of shape (n_places,), int32: the rows grouped by node, all of them or a
         sample (the rows left out at position -1)                      # IN
     positions : array of shape (n_rows,), int32: each row's node id   # IN/OUT, updated in place
@@ -717,7 +792,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     first_pass, n_items = ((loops.partition_positions_by_places, ridx.shape[0]) if 4 * ridx.shape[0] < positions.shape[0]
                            else (loops.partition_positions, positions.shape[0]))
     first_pass(_threads_for(int(n_items)), _cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
-               positions, int(level_start), *splits, ridx, new_ridx)
+               _feature_bins(feature_bins), positions, int(level_start), *splits, ridx, new_ridx)
     goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
     loops.partition_sides(n_threads, ridx, positions, seg_begin, *plan, left_child, goes_left, lefts)
     loops.partition_scatter(n_threads, ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)
@@ -742,7 +817,7 @@ def _by_node_id(ridx, positions, seg_begin, seg_end, splits):
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth):
+               left_child, depth, feature_bins=None):
     """The leaf each row of a packed matrix reaches in one tree.
 
     Each row walks from node 0 down at most ``depth`` levels, stopping at a node
@@ -758,6 +833,7 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
         ``left_child`` is -1 where a node does not split; its right child is ``left_child + 1``.
     default_left : array of shape (n_nodes,), bool                    # IN
     depth : int, the tree's depth
+    feature_bins : None, or sparse rows' feature bins, as partition_rows    # IN
 
     Returns
     -------
@@ -767,13 +843,27 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
     leaf = np.zeros(n_rows, dtype=POSITION_DTYPE)
     n_threads = _threads_for(n_rows)
     if n_rows:
-        arguments = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
+        arguments = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, _feature_bins(feature_bins),
                      np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(default_left, dtype=bool),
                      np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
         loops.route(n_threads, *arguments, leaf)
     return leaf
+
+
+def _feature_bins(feature_bins):
+    return None if feature_bins is None else np.ascontiguousarray(feature_bins, dtype=BIN_OFFSET_DTYPE)
+
+
+def feature_rows(X):
+    """The arguments a compiled loop takes for rows of raw values (loops._value): the dense
+    ``X`` and three Nones, or None and a CSR matrix's data, indices and indptr."""
+    if hasattr(X, "indptr"):
+        return (None, np.ascontiguousarray(X.data, dtype=CUT_DTYPE),
+                np.ascontiguousarray(X.indices, dtype=COLUMN_INDEX_DTYPE),
+                np.ascontiguousarray(X.indptr, dtype=ROW_POINTER_DTYPE))
+    return np.ascontiguousarray(X, dtype=CUT_DTYPE), None, None, None
 
 
 def predict_oblivious(X, level_feature, level_threshold, level_default_left, leaf_value, outputs, depth, margins):
@@ -783,7 +873,7 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lea
 
     Parameters
     ----------
-    X : array of shape (n_rows, n_features), float32; NaN is missing     # IN
+    X : array of shape (n_rows, n_features), float32; NaN is missing; or a CSR matrix   # IN
     level_feature : array of shape (n_trees, depth), int32               # IN
     level_threshold : array of shape (n_trees, depth), float32: left where x < threshold   # IN
     level_default_left : array of shape (n_trees, depth), bool           # IN
@@ -797,7 +887,7 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lea
     """
     if level_feature.shape[0] == 0 or X.shape[0] == 0:
         return margins
-    loops.predict_oblivious(_threads_for(X.shape[0]), np.ascontiguousarray(X, dtype=CUT_DTYPE),
+    loops.predict_oblivious(_threads_for(X.shape[0]), *feature_rows(X),
                             np.ascontiguousarray(level_feature, dtype=POSITION_DTYPE),
                             np.ascontiguousarray(level_threshold, dtype=CUT_DTYPE),
                             np.ascontiguousarray(level_default_left, dtype=bool),
@@ -840,7 +930,7 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
 
     Parameters
     ----------
-    X : array of shape (n_rows, n_features), float32; NaN is missing     # IN
+    X : array of shape (n_rows, n_features), float32; NaN is missing; or a CSR matrix   # IN
     left, right, feature, threshold, default_left, roots, depth : as predict_leaves   # IN
     value : array of shape (n_nodes_total,), float32: node values         # IN
     outputs : array of shape (n_trees,), int32: each tree's margin column # IN
@@ -853,7 +943,7 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     if roots.shape[0] == 0 or X.shape[0] == 0:
         return margins
     node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
-    arguments = (np.ascontiguousarray(X, dtype=CUT_DTYPE), node(left), node(right), node(feature),
+    arguments = (*feature_rows(X), node(left), node(right), node(feature),
                  np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
     loops.predict(_threads_for(X.shape[0]), *arguments, margins)

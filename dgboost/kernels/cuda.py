@@ -19,8 +19,9 @@ import pathlib
 
 import numpy as np
 
-from .._dtypes import (BIN_OFFSET_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE,
-                       MARGIN_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE)
+from .._dtypes import (BIN_OFFSET_DTYPE, COLUMN_INDEX_DTYPE, CUT_DTYPE, GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE,
+                       INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE, POSITION_DTYPE,
+                       ROW_POINTER_DTYPE)
 from .cpu import MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation
 
 _RECORD_WIDTH = len(RECORD_COLUMNS)
@@ -108,6 +109,38 @@ def quantise_and_pack(X, cut_values, cut_offsets, bits, cells_per_word, n_words,
              offsets, np.int32(bits), np.int32(cells_per_word), np.int32(n_words), np.int32(missing_symbol),
              packed))
     return packed
+
+
+def quantise_sparse(data, indices, indptr, cut_values, cut_offsets, bin_offsets, bits, cells_per_word, n_words,
+                    symbol, global_bins):
+    import cupy
+
+    n_rows = int(indptr.shape[0]) - 1
+    packed = cupy.empty((n_rows, n_words), dtype=PACKED_WORD_DTYPE)
+    if n_rows and n_words:
+        host_offsets = lambda a: cupy.asarray(np.asarray(a, dtype=BIN_OFFSET_DTYPE))  # noqa: E731
+        _kernel("quantise.cu", "quantise_sparse")(
+            (_blocks(n_rows),), (_BLOCK,),
+            (cupy.ascontiguousarray(data, dtype=CUT_DTYPE), cupy.ascontiguousarray(indices, dtype=COLUMN_INDEX_DTYPE),
+             cupy.ascontiguousarray(indptr, dtype=ROW_POINTER_DTYPE), np.int64(n_rows), np.int32(len(cut_offsets) - 1),
+             cupy.ascontiguousarray(cut_values, dtype=CUT_DTYPE), host_offsets(cut_offsets), host_offsets(bin_offsets),
+             np.int32(bits), np.int32(cells_per_word), np.int32(n_words), np.int32(symbol), np.int32(bool(global_bins)),
+             packed))
+    return packed
+
+
+def most_present(X):
+    import cupy
+
+    from ..backend import to_numpy
+
+    X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
+    n_rows, n_features = (int(n) for n in X.shape)
+    most = cupy.zeros(1, dtype=np.int32)
+    if n_rows:
+        _kernel("quantise.cu", "most_present")((_blocks(n_rows),), (_BLOCK,),
+                                               (X, np.int64(n_rows), np.int32(n_features), most))
+    return int(to_numpy(most)[0])
 
 
 def first_infinite(X):
@@ -224,6 +257,36 @@ def build_histograms(packed, bits, cells_per_word, n_features, missing_symbol, b
          cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), _int32(ridx), _int32(seg_begin), seg_cum,
          np.int32(n_slots), np.int32(plan.shared > 0), hist, np.int64(n_bins_total)),
         shared_mem=plan.shared)
+    return hist
+
+
+def build_sparse_histograms(packed, bits, cells_per_word, row_stride, n_bins_total, gpair, scales, ridx, seg_begin,
+                            seg_end):
+    import cupy
+
+    device = cupy.cuda.Device().id
+    n_slots = int(seg_begin.shape[0])
+    n_rows, n_words = packed.shape
+    hist = cupy.zeros((n_slots, n_bins_total, 2), dtype=HIST_DTYPE)
+    if n_rows == 0 or n_slots == 0 or n_bins_total == 0:
+        return hist
+    kernel = _kernel("histogram.cu", "build_sparse_histograms")
+    budget = _shared_budget(device)
+    shared = 2 * n_bins_total * np.dtype(HIST_DTYPE).itemsize
+    shared = shared if shared <= budget else 0  # else every block adds into global memory
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = budget
+    wave = _resident_blocks(kernel, _HISTOGRAM_BLOCK, shared, device)
+    n_blocks = max(1, min(wave, -(-n_rows * row_stride // _MIN_CELLS_PER_HISTOGRAM_BLOCK)))
+    seg_cum = cupy.empty(n_slots + 1, dtype=INDEX_DTYPE)
+    _kernel("histogram.cu", "segment_offsets")((1,), (_OFFSET_THREADS,),
+                                               (_int32(seg_begin), _int32(seg_end), np.int32(n_slots), seg_cum))
+    kernel((n_blocks,), (_HISTOGRAM_BLOCK,),
+           (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word),
+            cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+            _int32(ridx), _int32(seg_begin), seg_cum, np.int32(n_slots), np.int32(shared > 0), hist,
+            np.int64(n_bins_total)),
+           shared_mem=shared)
     return hist
 
 
@@ -430,7 +493,7 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None):
     import cupy
 
     n_words = int(packed.shape[1])
@@ -443,7 +506,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     _kernel("partition.cu", "partition_flags")(
         (_blocks(n_places),), (_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-         _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
+         _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
          _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
          left_before))
     if n_places:
@@ -460,7 +523,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth):
+               left_child, depth, feature_bins=None):
     import cupy
 
     n_rows, n_words = packed.shape
@@ -469,8 +532,9 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
         _kernel("partition.cu", "route_rows")(
             (_blocks(n_rows),), (_BLOCK,),
             (packed, np.int32(n_rows), np.int32(n_words), np.int32(bits), np.int32(cells_per_word),
-             np.int32(missing_symbol), _int32(split_feature), _int32(split_bin),
-             cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), np.int32(depth), leaf))
+             np.int32(missing_symbol), _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(split_feature),
+             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), np.int32(depth),
+             leaf))
     return leaf
 
 
@@ -513,9 +577,17 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lea
 
 def _predict_rows(kernel, X, forest):
     """Launch predict.cu's ``kernel`` over the rows of X: its ``_staged`` form, which copies a
-    block's rows into shared memory first, where they fit there, else the plain one."""
+    block's rows into shared memory first, where they fit there, else the plain one; its
+    ``_csr`` form for a cupyx CSR matrix."""
     import cupy
 
+    if hasattr(X, "indptr"):
+        n_rows = int(X.shape[0])
+        _kernel("predict.cu", f"{kernel}_csr")(
+            (_blocks(n_rows),), (_BLOCK,),
+            (cupy.ascontiguousarray(X.data, dtype=CUT_DTYPE), cupy.ascontiguousarray(X.indices, dtype=COLUMN_INDEX_DTYPE),
+             cupy.ascontiguousarray(X.indptr, dtype=ROW_POINTER_DTYPE), np.int64(n_rows), *forest))
+        return
     X = cupy.ascontiguousarray(X, dtype=CUT_DTYPE)
     n_rows, n_features = (int(n) for n in X.shape)
     stride = n_features | 1  # odd: a warp's rows start in distinct shared-memory banks

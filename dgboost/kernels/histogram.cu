@@ -1,4 +1,5 @@
-// Fixed-point gradient histograms of a level's nodes (twin: cpu.build_histograms).
+// Fixed-point gradient histograms of a level's nodes (twin: cpu.build_histograms), of dense
+// rows, and of sparse ones (build_sparse_histograms).
 //
 // The rows of node s are ridx[seg_begin[s] : seg_begin[s] + length(s)]. The
 // row's words are cut into feature groups whose bins fit a block's shared
@@ -79,6 +80,67 @@ extern "C" __global__ void build_histograms(
         if (use_shared) {
             __syncthreads();
             for (i64 i = threadIdx.x; i < 2 * n_group_bins; i += blockDim.x) {
+                const i64 v = shared_hist[i];
+                if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
+            }
+            __syncthreads();
+        }
+        pos = piece_stop;
+    }
+}
+
+// Histograms of sparse rows (twin: cpu.build_sparse_histograms): each cell holds a global bin,
+// null (n_bins_total) past the row's entries. The blocks split the slots' rows, laid end to
+// end, into equal ranges, as build_histograms's blocks of one group; a block sums each node's
+// piece in shared memory where every bin fits there (use_shared), else straight into the
+// node's histogram in global memory.
+extern "C" __global__ void build_sparse_histograms(
+    const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
+    const float* __restrict__ gpair, const double* __restrict__ scales, const int* __restrict__ ridx,
+    const int* __restrict__ seg_begin, const i64* __restrict__ seg_cum, const int n_slots,
+    const int use_shared, i64* __restrict__ hist, const i64 n_bins_total)
+{
+    extern __shared__ i64 shared_hist[];
+    const i64 total = seg_cum[n_slots];
+    i64 pos = total * blockIdx.x / gridDim.x;
+    const i64 stop = total * (blockIdx.x + 1) / gridDim.x;
+    if (pos >= stop) return;
+    const double scale_g = scales[0], scale_h = scales[1];
+    int lo = 0, hi = n_slots;  // the last node whose rows start at or before pos
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (seg_cum[mid] <= pos) lo = mid; else hi = mid;
+    }
+    int seg = lo;
+    while (pos < stop) {
+        while (seg_cum[seg + 1] <= pos) ++seg;  // skip nodes without rows
+        const i64 piece_stop = min(stop, seg_cum[seg + 1]);
+        i64* node_hist = hist + (i64)seg * n_bins_total * 2;
+        i64* acc = use_shared ? shared_hist : node_hist;
+        if (use_shared) {
+            for (i64 i = threadIdx.x; i < 2 * n_bins_total; i += blockDim.x) shared_hist[i] = 0;
+            __syncthreads();
+        }
+        const i64 first = (i64)seg_begin[seg] + (pos - seg_cum[seg]);
+        const i64 n_items = (piece_stop - pos) * n_words;
+        for (i64 item = threadIdx.x; item < n_items; item += blockDim.x) {
+            const i64 r = item / n_words;
+            const int word_index = (int)(item - r * n_words);
+            const i64 row = ridx[first + r];
+            const u32 word = packed[row * n_words + word_index];
+            const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
+            const u64 g = (u64)(i64)rint((double)pair.x * scale_g);
+            const u64 h = (u64)(i64)rint((double)pair.y * scale_h);
+            for (int cell = 0; cell < cells_per_word; ++cell) {
+                const int bin = cell_bin(word, cell, bits);
+                if (bin >= n_bins_total) break;  // null: the row's entries are done
+                atomicAdd((u64*)&acc[2 * bin], g);
+                atomicAdd((u64*)&acc[2 * bin + 1], h);
+            }
+        }
+        if (use_shared) {
+            __syncthreads();
+            for (i64 i = threadIdx.x; i < 2 * n_bins_total; i += blockDim.x) {
                 const i64 v = shared_hist[i];
                 if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
             }

@@ -222,13 +222,37 @@ def _launch(machine_code, args):
 
 
 @compiled
-def _bin(cells, packed, row, feature, bits, cells_per_word):
-    """The bin of ``feature`` in ``row``: read directly where cells are whole bytes
-    (``cells``, a uint8 or uint16 view of the words), else shifted out of its word."""
+def _cell(cells, packed, row, cell, bits, cells_per_word):
+    """Cell ``cell`` of ``row``: read directly where cells are whole bytes (``cells``, a
+    uint8 or uint16 view of the words), else shifted out of its word."""
     if cells is not None:
-        return np.int64(cells[row, feature])
+        return np.int64(cells[row, cell])
     mask = np.uint32((1 << bits) - 1)
-    return np.int64((packed[row, feature // cells_per_word] >> np.uint32((feature % cells_per_word) * bits)) & mask)
+    return np.int64((packed[row, cell // cells_per_word] >> np.uint32((cell % cells_per_word) * bits)) & mask)
+
+
+@compiled
+def _bin(cells, packed, row, feature, bits, cells_per_word, feature_bins):
+    """The bin of ``feature`` in ``row``. A dense row's cell ``feature`` holds it; a sparse
+    row (``feature_bins`` given: each feature's first global bin, the total last) holds
+    its entries' global bins in ascending order, then null cells (the total): the bin is
+    the one cell in ``[feature_bins[feature], feature_bins[feature + 1])``, found by a
+    binary search, less the feature's first, or the null symbol where the row has none."""
+    if feature_bins is None:
+        return _cell(cells, packed, row, feature, bits, cells_per_word)
+    first, stop = feature_bins[feature], feature_bins[feature + 1]
+    lo, hi = np.int64(0), np.int64(packed.shape[1] * cells_per_word)
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if _cell(cells, packed, row, middle, bits, cells_per_word) < first:
+            lo = middle + 1
+        else:
+            hi = middle
+    if lo < packed.shape[1] * cells_per_word:
+        found = _cell(cells, packed, row, lo, bits, cells_per_word)
+        if found < stop:
+            return found - first
+    return np.int64(feature_bins[feature_bins.shape[0] - 1])
 
 
 @compiled
@@ -327,8 +351,8 @@ def histograms(run, n_runs, cells, packed, bits, cells_per_word, n_features, mis
             other_hessian = np.int64(np.rint(np.float64(gpair[other, 1]) * scales[1])) if paired else np.int64(0)
             for feature in range(n_features):
                 offset = bin_offsets[feature]
-                bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
-                other_bin = _bin(cells, packed, other, feature, bits, cells_per_word)
+                bin_id = _cell(cells, packed, row, feature, bits, cells_per_word)
+                other_bin = _cell(cells, packed, other, feature, bits, cells_per_word)
                 if bin_id != missing_symbol:
                     column = 2 * (offset + bin_id)  # rows flattened: a tenth faster than [bin, 0]
                     slot_hist[column] += gradient
@@ -409,22 +433,91 @@ def quantise(run, n_runs, X, cut_values, cut_offsets, bits, cells_per_word, miss
             packed[row, word_index] = word
 
 
+@over_runs
+def quantise_rows(run, n_runs, data, indices, indptr, cut_values, cut_offsets, bin_offsets, bits, cells_per_word,
+                  symbol, global_bins, packed):
+    """Bin and pack run ``run`` of ``n_runs`` equal runs of the rows of a CSR matrix (``data``,
+    ``indices`` ascending within a row, ``indptr``) into ``packed`` (see
+    cpu.quantise_sparse). Dense rows (``global_bins`` False): cell ``f`` holds feature
+    ``f``'s bin, ``symbol`` (missing) where the row has no entry of it. Sparse rows: cell
+    ``k`` holds the row's ``k``-th entry's global bin (``bin_offsets[f]`` plus its bin), in
+    ascending order as the entries' features are, then ``symbol`` (null) to the row's end.
+    Dense rows' cells past the last feature hold 0, as quantise's."""
+    n_rows = indptr.shape[0] - 1
+    n_features = cut_offsets.shape[0] - 1
+    mask = np.uint32((1 << bits) - 1)
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        for word_index in range(packed.shape[1]):
+            word = np.uint32(0)
+            for cell in range(cells_per_word):
+                if global_bins or word_index * cells_per_word + cell < n_features:
+                    word |= np.uint32(symbol) << np.uint32(cell * bits)
+            packed[row, word_index] = word
+        first = indptr[row]
+        for entry in range(first, indptr[row + 1]):
+            feature = indices[entry]
+            bin_id = _cuts_at_or_below(cut_values, cut_offsets[feature], cut_offsets[feature + 1], data[entry])
+            cell = entry - first if global_bins else np.int64(feature)
+            if global_bins:
+                bin_id += bin_offsets[feature]
+            word_index, shift = cell // cells_per_word, np.uint32((cell % cells_per_word) * bits)
+            packed[row, word_index] = (packed[row, word_index] & ~(mask << shift)) | (np.uint32(bin_id) << shift)
+
+
+@over_runs
+def most_present(run, n_runs, X, most):
+    """``most[run]``: the most present (not NaN) values of any row of run ``run`` of ``n_runs``
+    equal runs of the rows of the dense ``X``."""
+    n_rows, n_features = X.shape
+    best = np.int64(0)
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        count = np.int64(0)
+        for feature in range(n_features):
+            count += np.int64(not np.isnan(X[row, feature]))
+        best = max(best, count)
+    most[run] = best
+
+
+@compiled
+def _value(X, data, indices, indptr, row, feature):
+    """The value of ``feature`` in ``row``, NaN where missing: of the dense ``X``, or, where
+    ``data`` is given (``X`` None), of a CSR matrix's row, by a binary search of its
+    ascending ``indices``. (numba drops a branch on ``x is not None`` where ``x`` is None,
+    which both branches' tests here rely on.)"""
+    if X is not None:
+        return X[row, feature]
+    if data is not None:
+        lo, hi = indptr[row], indptr[row + 1]
+        stop = hi
+        while lo < hi:
+            middle = (lo + hi) // 2
+            if indices[middle] < feature:
+                lo = middle + 1
+            else:
+                hi = middle
+        if lo < stop and indices[lo] == feature:
+            return data[lo]
+    return np.float32(np.nan)
+
+
 #: Rows predicted together, tree by tree: the tree's nodes stay in cache across the block,
 #: and the rows' walks, independent, overlap their memory reads.
 _PREDICT_BLOCK = 64
 
 
 @over_runs
-def predict(run, n_runs, X, left, right, feature, threshold, default_left, value, roots, outputs, depth, margins):
+def predict(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, value, roots, outputs,
+            depth, margins):
     """Add every tree's leaf value to each row of ``margins``, the row's trees in model
     order: its float32 additions are the NumPy twin's, in its order (see
     cpu.predict_margins). The blocks of rows cut into ``n_runs`` runs.
 
     Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
     time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
-    right is ``left + 1``, as every tree numbers its nodes.
+    right is ``left + 1``, as every tree numbers its nodes. The rows: the dense ``X``, or a
+    CSR matrix's ``data``, ``indices`` and ``indptr`` (see _value).
     """
-    n_rows = X.shape[0]
+    n_rows = margins.shape[0]
     n_blocks = (n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
     nodes = np.empty(_PREDICT_BLOCK, np.int32)
     for block_index in range(n_blocks * run // n_runs, n_blocks * (run + 1) // n_runs):
@@ -436,7 +529,7 @@ def predict(run, n_runs, X, left, right, feature, threshold, default_left, value
                 for index in range(size):
                     node = nodes[index]
                     child = left[node]
-                    x = X[block + index, feature[node]]
+                    x = _value(X, data, indices, indptr, block + index, feature[node])
                     go_right = not default_left[node] if np.isnan(x) else not x < threshold[node]
                     nodes[index] = child + np.int32(go_right) if child >= 0 else node
             output = outputs[tree]
@@ -445,12 +538,13 @@ def predict(run, n_runs, X, left, right, feature, threshold, default_left, value
 
 
 @over_runs
-def predict_oblivious(run, n_runs, X, level_feature, level_threshold, level_default_left, leaf_value, outputs,
-                      depth, margins):
+def predict_oblivious(run, n_runs, X, data, indices, indptr, level_feature, level_threshold, level_default_left,
+                      leaf_value, outputs, depth, margins):
     """Add every oblivious tree's leaf value to each row of ``margins``, in model order (see
     cpu.predict_oblivious): a row's leaf is the bits of its sides, one a level, the first
-    level's the highest. The blocks of rows cut into ``n_runs`` runs, tree by tree a block."""
-    n_rows = X.shape[0]
+    level's the highest. The blocks of rows cut into ``n_runs`` runs, tree by tree a block.
+    The rows as for ``predict``."""
+    n_rows = margins.shape[0]
     n_blocks = (n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
     leaves = np.empty(_PREDICT_BLOCK, np.int64)
     for block_index in range(n_blocks * run // n_runs, n_blocks * (run + 1) // n_runs):
@@ -463,7 +557,7 @@ def predict_oblivious(run, n_runs, X, level_feature, level_threshold, level_defa
                 threshold = level_threshold[tree, level]
                 missing_right = not level_default_left[tree, level]
                 for index in range(size):
-                    x = X[block + index, feature]
+                    x = _value(X, data, indices, indptr, block + index, feature)
                     right = missing_right if np.isnan(x) else not x < threshold
                     leaves[index] = 2 * leaves[index] + np.int64(right)
             output = outputs[tree]
@@ -472,8 +566,8 @@ def predict_oblivious(run, n_runs, X, level_feature, level_threshold, level_defa
 
 
 @over_runs
-def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, positions, level_start,
-                        split_feature, split_bin, default_left, left_child, ridx, new_ridx):
+def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, positions,
+                        level_start, split_feature, split_bin, default_left, left_child, ridx, new_ridx):
     """Partition's first pass, over the rows in row order, run ``run`` of ``n_runs`` equal runs
     of them: each row of a splitting slot (``positions`` in the level) moves to its child,
     left where its bin of the slot's feature is at most the slot's bin (or is missing and
@@ -482,7 +576,7 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
     cache lines). Each run also copies its share of ``ridx`` into ``new_ridx``, whose
     places of splitting slots partition_scatter then overwrites (``ridx`` may hold fewer
     rows than ``positions``: a sample of them, the others at position -1). ``cells`` as
-    for ``histograms``."""
+    for ``histograms``; ``feature_bins`` as for ``_bin`` (None: dense rows)."""
     n_slots = left_child.shape[0]
     n_rows = positions.shape[0]
     n_places = ridx.shape[0]
@@ -492,23 +586,25 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
-        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot,
-                                                        split_feature, split_bin, default_left)
+        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
+                                                        feature_bins, row, slot, split_feature, split_bin,
+                                                        default_left)
 
 
 @compiled
-def _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot, split_feature, split_bin,
+def _child_slot(cells, packed, bits, cells_per_word, missing_symbol, feature_bins, row, slot, split_feature, split_bin,
                 default_left):
     """0 where ``row`` goes to the left child of its node (level slot ``slot``), 1 right: left
     where its bin is at most the split's, or missing and the default is left."""
-    bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word)
+    bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word, feature_bins)
     left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
     return 1 - left
 
 
 @over_runs
-def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, positions,
-                                  level_start, split_feature, split_bin, default_left, left_child, ridx, new_ridx):
+def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins,
+                                  positions, level_start, split_feature, split_bin, default_left, left_child, ridx,
+                                  new_ridx):
     """partition_positions over ``ridx``'s places rather than every row, run ``run`` of
     ``n_runs`` equal runs of them: the same moves, for a ``ridx`` of few rows (a node's,
     or a sample's), whose rows' positions are written where they lie."""
@@ -520,8 +616,9 @@ def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_wo
         slot = np.int64(positions[row]) - level_start
         if slot < 0 or slot >= n_slots or left_child[slot] < 0:
             continue
-        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol, row, slot,
-                                                        split_feature, split_bin, default_left)
+        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
+                                                        feature_bins, row, slot, split_feature, split_bin,
+                                                        default_left)
 
 
 @over_runs
@@ -574,10 +671,10 @@ def partition_scatter(run, n_runs, ridx, seg_begin, starts, touches, first_slots
 
 
 @over_runs
-def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-          left_child, depth, leaf):
+def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, split_feature, split_bin,
+          default_left, left_child, depth, leaf):
     """Walk every row of run ``run`` of ``n_runs`` equal runs from the root to its leaf (see
-    cpu.route_rows); ``cells`` as for ``histograms``."""
+    cpu.route_rows); ``cells`` as for ``histograms``, ``feature_bins`` for ``_bin``."""
     n_rows = leaf.shape[0]
     for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         node = 0
@@ -586,7 +683,7 @@ def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, spli
             if child < 0:
                 break
             feature = split_feature[node]
-            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word)
+            bin_id = _bin(cells, packed, row, feature, bits, cells_per_word, feature_bins)
             left = default_left[node] if bin_id == missing_symbol else bin_id <= split_bin[node]
             node = child if left else child + 1
         leaf[row] = node
@@ -723,7 +820,8 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
 
 
 @over_runs
-def shap(run, n_runs, X, left, right, feature, threshold, default_left, value, cover, depth, phi):
+def shap(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, value, cover, depth,
+         phi):
     """Add one tree's exact TreeSHAP contributions of each row of run ``run`` of ``n_runs``
     equal runs of ``X``'s rows into ``phi`` (n_rows, n_features + 1) float64 (see
     explain.py).
@@ -733,8 +831,8 @@ def shap(run, n_runs, X, left, right, feature, threshold, default_left, value, c
     the path of the node being visited at that depth, made from its parent's path at
     ``level - 1``, which stays as it was for the node's sibling. Every node is visited for
     every row (a cold branch with one fraction 0), in the order and with the float
-    operations of the array program it replaced."""
-    n_rows = X.shape[0]
+    operations of the array program it replaced. The rows as for ``predict``."""
+    n_rows = phi.shape[0]
     levels = depth + 2
     path_feature = np.empty((levels, levels), np.int64)
     path_zero = np.empty((levels, levels), np.float64)
@@ -768,7 +866,7 @@ def shap(run, n_runs, X, left, right, feature, threshold, default_left, value, c
                     phi[row, path_feature[level, i]] += weight * (path_one[level, i] - path_zero[level, i]) * leaf_value
                 continue
             split = feature[node]
-            x = X[row, split]
+            x = _value(X, data, indices, indptr, row, split)
             goes_left = default_left[node] if np.isnan(x) else x < threshold[node]
             incoming_zero, incoming_one = 1.0, 1.0
             for k in range(1, length[level]):

@@ -22,10 +22,11 @@ __device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
 }
 
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
-// Also starts the scan's output: left_before[0] = 0.
+// Also starts the scan's output: left_before[0] = 0. feature_bins: null for dense rows (see
+// row_bin).
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
-    const int missing_symbol, const int* __restrict__ ridx, const int n_places, const int level_size,
+    const int missing_symbol, const i64* __restrict__ feature_bins, const int* __restrict__ ridx, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, int* __restrict__ flags, int* __restrict__ left_before)
@@ -36,7 +37,8 @@ extern "C" __global__ void partition_flags(
     const int slot = slot_of(i, seg_begin, seg_end, level_size);
     int left = 0;
     if (slot >= 0 && left_child[slot] >= 0) {
-        const int bin = read_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word);
+        const int bin = row_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word, feature_bins,
+                                missing_symbol);
         left = goes_left(bin, missing_symbol, split_bin[slot], default_left[slot]);
     }
     flags[i] = left;
@@ -73,11 +75,12 @@ extern "C" __global__ void segment_lefts(
     if (s < level_size) n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]];
 }
 
-// Leaf id of every row of a packed matrix in one tree (node arrays by node id).
+// Leaf id of every row of a packed matrix in one tree (node arrays by node id); feature_bins
+// as for partition_flags.
 extern "C" __global__ void route_rows(
     const u32* __restrict__ packed, const int n_rows, const int n_words, const int bits,
-    const int cells_per_word, const int missing_symbol, const int* __restrict__ split_feature,
-    const int* __restrict__ split_bin, const bool* __restrict__ default_left,
+    const int cells_per_word, const int missing_symbol, const i64* __restrict__ feature_bins,
+    const int* __restrict__ split_feature, const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, const int depth, int* __restrict__ leaf)
 {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,7 +89,8 @@ extern "C" __global__ void route_rows(
     for (int d = 0; d < depth; ++d) {
         const int child = left_child[node];
         if (child < 0) break;
-        const int bin = read_bin(packed, row, n_words, split_feature[node], bits, cells_per_word);
+        const int bin = row_bin(packed, row, n_words, split_feature[node], bits, cells_per_word, feature_bins,
+                                missing_symbol);
         node = child + (goes_left(bin, missing_symbol, split_bin[node], default_left[node]) ? 0 : 1);
     }
     leaf[row] = node;

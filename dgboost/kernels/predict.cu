@@ -9,7 +9,8 @@
 // A row's features are read once per level of every tree. The _staged kernels
 // first copy their block's rows into shared memory with coalesced loads (row
 // stride `stride`, odd, so that the threads of a warp read distinct banks); the
-// plain ones read them from global memory, for rows too wide to stage.
+// plain ones read them from global memory, for rows too wide to stage; the _csr ones read a
+// CSR matrix's rows.
 #include "common.cuh"
 
 // The block's rows copied into shared memory `rows` (row stride `stride`) with coalesced
@@ -28,8 +29,26 @@ __device__ __forceinline__ const float* stage_rows(
     return threadIdx.x < n_here ? rows + threadIdx.x * stride : nullptr;
 }
 
+// A row of a CSR matrix (indices ascending within a row): a feature's value by a binary
+// search of the row's entries, NaN where it has none (twin: loops._value).
+struct SparseRow {
+    const float* __restrict__ data;
+    const int* __restrict__ indices;
+    i64 begin, end;
+
+    __device__ __forceinline__ float operator[](const int feature) const {
+        i64 lo = begin, hi = end;
+        while (lo < hi) {
+            const i64 mid = (lo + hi) / 2;
+            if (indices[mid] < feature) lo = mid + 1; else hi = mid;
+        }
+        return lo < end && indices[lo] == feature ? data[lo] : __int_as_float(0x7fc00000);
+    }
+};
+
+template <class Row>
 __device__ __forceinline__ void predict_row(
-    const float* x, const int4* __restrict__ nodes, const int* __restrict__ roots,
+    const Row& x, const int4* __restrict__ nodes, const int* __restrict__ roots,
     const int* __restrict__ outputs, const int n_trees, const int n_outputs, float* margin)
 {
     float single = n_outputs == 1 ? margin[0] : 0.0f;
@@ -72,8 +91,9 @@ extern "C" __global__ void predict_margins_staged(
 // of one split each, {feature | default_left << 31, threshold bits}, and a row's leaf the
 // bits of its sides, the first level's the highest. The comparisons do not wait on one
 // another, as a walk's node reads do.
+template <class Row>
 __device__ __forceinline__ void predict_oblivious_row(
-    const float* x, const int2* __restrict__ levels, const float* __restrict__ leaf_value,
+    const Row& x, const int2* __restrict__ levels, const float* __restrict__ leaf_value,
     const int* __restrict__ outputs, const int n_trees, const int depth, const int n_outputs, float* margin)
 {
     float single = n_outputs == 1 ? margin[0] : 0.0f;
@@ -113,4 +133,28 @@ extern "C" __global__ void predict_oblivious(
     if (row >= n_rows) return;
     predict_oblivious_row(X + row * n_features, levels, leaf_value, outputs, n_trees, depth, n_outputs,
                           margins + row * n_outputs);
+}
+
+// The rows of a CSR matrix, one thread a row (no staging: a row's entries are searched).
+extern "C" __global__ void predict_margins_csr(
+    const float* __restrict__ data, const int* __restrict__ indices, const i64* __restrict__ indptr,
+    const i64 n_rows, const int4* __restrict__ nodes, const int* __restrict__ roots, const int* __restrict__ outputs,
+    const int n_trees, const int n_outputs, float* __restrict__ margins)
+{
+    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;
+    const SparseRow x{data, indices, indptr[row], indptr[row + 1]};
+    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
+}
+
+extern "C" __global__ void predict_oblivious_csr(
+    const float* __restrict__ data, const int* __restrict__ indices, const i64* __restrict__ indptr,
+    const i64 n_rows, const int2* __restrict__ levels, const float* __restrict__ leaf_value,
+    const int* __restrict__ outputs, const int n_trees, const int depth, const int n_outputs,
+    float* __restrict__ margins)
+{
+    const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;
+    const SparseRow x{data, indices, indptr[row], indptr[row + 1]};
+    predict_oblivious_row(x, levels, leaf_value, outputs, n_trees, depth, n_outputs, margins + row * n_outputs);
 }

@@ -13,7 +13,7 @@ exact in fixed point::
 from __future__ import annotations
 
 from ..data.ellpack import EllpackMatrix
-from ..kernels import build_histograms, sibling_histograms
+from ..kernels import build_histograms, build_sparse_histograms, sibling_histograms
 
 
 def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
@@ -31,6 +31,9 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
     """
     layout = matrix.layout
+    if layout.is_sparse:
+        return build_sparse_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.row_stride,
+                                       matrix.n_bins_total, gpair, scales, ridx, seg_begin, seg_end)
     return build_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.n_features,
                             layout.missing_symbol, matrix.host_bin_offsets, gpair, scales, ridx, seg_begin, seg_end)
 

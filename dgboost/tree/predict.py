@@ -20,6 +20,7 @@ import numpy as np
 from .._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
 from ..backend import asarray, get_xp
 from .. import kernels
+from ..data.sparse import is_sparse, take_rows, to_dense
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +178,16 @@ def predict_leaf_ids(forest: Forest, X):
     -------
     array of shape (n_rows, n_trees), int32, on X's device
     """
+    if is_sparse(X):  # densified a block of rows at a time
+        xp = get_xp(X)
+        step = max(1, _LEAF_BLOCK_CELLS // max(X.shape[1], 1))
+        blocks = [predict_leaf_ids(forest, to_dense(take_rows(X, xp.arange(begin, min(begin + step, X.shape[0])))))
+                  for begin in range(0, X.shape[0], step)]
+        return xp.concatenate(blocks) if blocks else xp.zeros((0, forest.n_trees), dtype=NODE_INDEX_DTYPE)
     leaves = kernels.cpu.predict_leaves(X, forest.left, forest.right, forest.feature, forest.threshold,
                                         forest.default_left, forest.roots, forest.depth)
     return (leaves - forest.roots[None, :]).astype(NODE_INDEX_DTYPE)
+
+
+#: Cells of a sparse X densified at a time by predict_leaf_ids.
+_LEAF_BLOCK_CELLS = 1 << 22
