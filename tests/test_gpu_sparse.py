@@ -145,3 +145,34 @@ def test_cupyx_csr_trains_the_model_of_the_dense_array_and_of_the_cpu(params, tm
     np.testing.assert_array_equal(on_device.get(), models["cpu dense"].predict(X))
     np.testing.assert_array_equal(gpu.predict(cupyx_sparse.csr_matrix(host_csr[:100]), pred_leaf=True).get(),
                                   models["cpu dense"].predict(X[:100], pred_leaf=True))
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_split_evaluation_of_many_few_bin_features_equals_its_twin(constrained):
+    """A warp a feature (one-hot columns: one or two bins; one of 70 bins, past a warp's width)
+    and a block a node to choose among them: the twin's split table, bit for bit."""
+    from dgboost import kernels
+
+    rng = np.random.default_rng(5)
+    n_features, n_nodes = 3000, 5
+    n_bins = rng.choice([1, 1, 2, 3], n_features)
+    n_bins[17] = 70
+    bin_offsets = np.concatenate([[0], np.cumsum(n_bins)]).astype(np.int64)
+    feature_of_bin = np.repeat(np.arange(n_features), n_bins).astype(np.int32)
+    hist = np.stack([rng.integers(-2**20, 2**20, (n_nodes, bin_offsets[-1])),
+                     rng.integers(0, 2**20, (n_nodes, bin_offsets[-1]))], axis=-1)
+    node_sums = hist.sum(axis=1) // 50 + rng.integers(0, 2**24, size=(n_nodes, 2))  # missing mass
+    active = np.array([True, True, False, True, True])
+    scales = np.array([2.0**20, 2.0**21])
+    extra = {}
+    if constrained:
+        extra = {"allowed": rng.random((n_nodes, n_features)) < 0.7,
+                 "monotone": rng.integers(-1, 2, n_features).astype(np.int8),
+                 "bounds": np.array([[-np.inf, np.inf], [-0.5, 0.5], [0.0, np.inf], [-1.0, 0.1], [-np.inf, 0.0]])}
+    for rules in (kernels.Regularisation(1.0, 0.0, 1.0, 0.0, 0.0), kernels.Regularisation(0.5, 2.0, 0.0, 0.7, 0.1)):
+        table = cpu.evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, **extra)
+        table_gpu = cuda.evaluate_splits(cp.asarray(hist), cp.asarray(node_sums), cp.asarray(active),
+                                         cp.asarray(feature_of_bin), cp.asarray(bin_offsets), cp.asarray(scales),
+                                         rules, **{k: cp.asarray(v) for k, v in extra.items()})
+        np.testing.assert_array_equal(table_gpu.get(), table, err_msg=str(rules))
+        assert table[:, 0].sum() >= 2  # splits were found

@@ -49,8 +49,11 @@ _NUMBER_THREADS = 1024
 _OFFSET_THREADS = 256
 #: Blocks of the grid-stride reductions of gradients.cu: enough to fill the GPU.
 _REDUCE_BLOCKS = 1024
-#: Nodes whose split tables one block of choose_node_splits writes (a warp each).
-_NODES_PER_BLOCK = 8
+#: Threads per block of split.cu's kernels (BLOCK there).
+_SPLIT_BLOCK = 256
+#: The most bins a feature has on average where split evaluation takes a warp a feature
+#: rather than a block (a sparse matrix's one-hot columns have one or two).
+_WARP_BINS = 32
 
 
 @functools.lru_cache(maxsize=None)
@@ -313,15 +316,21 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
     allowed = _optional(allowed, bool)
     if n_features:
-        _kernel("split.cu", "evaluate_feature_splits")(
-            (n_features, n_nodes), (256,),
-            (cupy.ascontiguousarray(hist), node_sums, offsets, np.int64(n_bins_total),
-             cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.float64(rules.reg_lambda),
-             np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
-             allowed, _optional(monotone, MONOTONE_DTYPE),
-             _optional(None if monotone is None else bounds, GAIN_DTYPE), gain, candidate, left))
+        rest = (cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.float64(rules.reg_lambda),
+                np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
+                allowed, _optional(monotone, MONOTONE_DTYPE),
+                _optional(None if monotone is None else bounds, GAIN_DTYPE), gain, candidate, left)
+        if n_bins_total <= _WARP_BINS * n_features:  # few bins a feature: a warp each
+            _kernel("split.cu", "evaluate_feature_splits_by_warp")(
+                (_blocks(n_features, _SPLIT_BLOCK // 32), n_nodes), (_SPLIT_BLOCK,),
+                (cupy.ascontiguousarray(hist), node_sums, offsets, np.int64(n_bins_total), np.int32(n_features),
+                 *rest))
+        else:
+            _kernel("split.cu", "evaluate_feature_splits")(
+                (n_features, n_nodes), (_SPLIT_BLOCK,),
+                (cupy.ascontiguousarray(hist), node_sums, offsets, np.int64(n_bins_total), *rest))
     _kernel("split.cu", "choose_node_splits")(
-        (_blocks(n_nodes, _NODES_PER_BLOCK),), (32 * _NODES_PER_BLOCK,),
+        (n_nodes,), (_SPLIT_BLOCK,),
         (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), allowed, offsets,
          np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table

@@ -90,6 +90,84 @@ __device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_
     __syncthreads();
 }
 
+// Scoring one feature's candidates in one node: what every candidate shares.
+struct FeatureScore {
+    Rules rules;
+    int constraint;  // the feature's monotone direction
+    bool monotone;  // scored at clipped weights (monotone constraints in force)
+    double lower, upper;  // the node's weight bounds
+    i64 missing_g, missing_h;  // the node's rows without the feature
+    double inverse_g, inverse_h, least_hessian, total_gd, total_hd, parent_gain;
+};
+
+__device__ __forceinline__ FeatureScore feature_score(
+    const Rules& rules, const signed char* __restrict__ monotone, const double* __restrict__ bounds,
+    const double* __restrict__ scales, const i64* __restrict__ node_sums, const int node, const int feature,
+    const i64 present_g, const i64 present_h)
+{
+    FeatureScore s;
+    s.rules = rules;
+    s.monotone = monotone != nullptr;
+    s.constraint = monotone ? monotone[feature] : 0;
+    s.lower = bounds ? bounds[2 * node] : -positive_infinity();
+    s.upper = bounds ? bounds[2 * node + 1] : positive_infinity();
+    const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
+    s.missing_g = node_g - present_g;
+    s.missing_h = node_h - present_h;
+    s.inverse_g = 1.0 / scales[0];
+    s.inverse_h = 1.0 / scales[1];
+    s.least_hessian = fmax(s.inverse_h, rules.min_child_weight);
+    s.total_gd = (double)node_g * s.inverse_g;
+    s.total_hd = (double)node_h * s.inverse_h;
+    s.parent_gain = s.monotone ? bounded_gain(s.total_gd, s.total_hd, s.lower, s.upper, rules)
+                               : node_gain(s.total_gd, s.total_hd, rules);
+    return s;
+}
+
+// The best candidate a thread has seen: its gain, index (bin * 2 + missing left) and left sums.
+struct Best {
+    double gain;
+    int cand;
+    i64 g, h;
+};
+
+__device__ __forceinline__ Best no_candidate() { return Best{-positive_infinity(), 0x7fffffff, 0, 0}; }
+
+// `best` updated with the two candidates after bin `bin` (g, h: the sums of the bins up to it),
+// missing right, then left.
+__device__ __forceinline__ void consider_bin(const FeatureScore& s, const i64 g, const i64 h, const i64 bin,
+                                             Best& best)
+{
+    for (int direction = 0; direction < 2; ++direction) {
+        const i64 left_g = direction ? g + s.missing_g : g;
+        const i64 left_h = direction ? h + s.missing_h : h;
+        const double gl = (double)left_g * s.inverse_g, hl = (double)left_h * s.inverse_h;
+        const double gr = s.total_gd - gl, hr = s.total_hd - hl;
+        double gain = -positive_infinity();
+        if (hl >= s.least_hessian && hr >= s.least_hessian) {
+            if (!s.monotone) {
+                gain = (candidate_gain(gl, hl, s.rules) + candidate_gain(gr, hr, s.rules)) - s.parent_gain;
+            } else {
+                const double wl = clip(node_weight(gl, hl, s.rules), s.lower, s.upper);
+                const double wr = clip(node_weight(gr, hr, s.rules), s.lower, s.upper);
+                if (!((s.constraint > 0 && wl > wr) || (s.constraint < 0 && wl < wr)))
+                    gain = (gain_at(gl, hl, wl, s.rules) + gain_at(gr, hr, wr, s.rules)) - s.parent_gain;
+            }
+        }
+        const int cand = (int)(bin * 2 + direction);
+        if (better(gain, cand, best.gain, best.cand)) best = Best{gain, cand, left_g, left_h};
+    }
+}
+
+__device__ __forceinline__ void write_best(const Best& best, const i64 out, double* __restrict__ best_gain,
+                                           int* __restrict__ best_candidate, i64* __restrict__ best_left)
+{
+    best_gain[out] = best.gain;
+    best_candidate[out] = best.cand;
+    best_left[2 * out] = best.g;
+    best_left[2 * out + 1] = best.h;
+}
+
 // Block (feature, node): the best candidate of one feature of one node. `allowed` (n_nodes x
 // n_features, or null: all) skips a feature, as choose_node_splits does; with `monotone` (by
 // feature, or null) candidates are scored at the children's weights clipped to the node's
@@ -103,17 +181,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
 {
     const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
     __shared__ i64 warp_g[WARPS], warp_h[WARPS];
-    __shared__ double red_gain[BLOCK];
-    __shared__ int red_cand[BLOCK];
-    __shared__ i64 red_g[BLOCK], red_h[BLOCK];
+    __shared__ Best reduced[BLOCK];
     const int feature = blockIdx.x, node = blockIdx.y, n_features = gridDim.x;
     if (allowed && !allowed[(i64)node * n_features + feature]) return;  // the whole block: no barrier passed
-    const int constraint = monotone ? monotone[feature] : 0;
-    const double lower = bounds ? bounds[2 * node] : -positive_infinity();
-    const double upper = bounds ? bounds[2 * node + 1] : positive_infinity();
     const i64 first_bin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - first_bin;
     const i64* h_node = hist + ((i64)node * n_bins_total + first_bin) * 2;
-    const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
 
     // This feature's total over its bins: the node's rows with the feature present.
     i64 present_g = 0, present_h = 0;
@@ -123,16 +195,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
         scan_pairs(present_g, present_h, warp_g, warp_h, total_g, total_h);
         present_g = total_g; present_h = total_h;
     }
-    const i64 missing_g = node_g - present_g, missing_h = node_h - present_h;
-    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
-    const double least_hessian = fmax(inverse_h, rules.min_child_weight);
-    const double total_gd = (double)node_g * inverse_g, total_hd = (double)node_h * inverse_h;
-    const double parent_gain = monotone ? bounded_gain(total_gd, total_hd, lower, upper, rules)
-                                        : node_gain(total_gd, total_hd, rules);
-
-    double my_gain = -positive_infinity();
-    int my_cand = 0x7fffffff;
-    i64 my_g = 0, my_h = 0;
+    const FeatureScore score = feature_score(rules, monotone, bounds, scales, node_sums, node, feature, present_g,
+                                             present_h);
+    Best best = no_candidate();
     i64 carry_g = 0, carry_h = 0;
     for (i64 base = 0; base < n_bins; base += BLOCK) {
         const i64 bin = base + threadIdx.x;
@@ -142,62 +207,89 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits(
         scan_pairs(g, h, warp_g, warp_h, chunk_g, chunk_h);
         g += carry_g; h += carry_h;
         carry_g += chunk_g; carry_h += chunk_h;
-        if (bin >= n_bins) continue;
-        for (int direction = 0; direction < 2; ++direction) {  // missing right, then left
-            const i64 left_g = direction ? g + missing_g : g;
-            const i64 left_h = direction ? h + missing_h : h;
-            const double gl = (double)left_g * inverse_g, hl = (double)left_h * inverse_h;
-            const double gr = total_gd - gl, hr = total_hd - hl;
-            double gain = -positive_infinity();
-            if (hl >= least_hessian && hr >= least_hessian) {
-                if (!monotone) {
-                    gain = (candidate_gain(gl, hl, rules) + candidate_gain(gr, hr, rules)) - parent_gain;
-                } else {
-                    const double wl = clip(node_weight(gl, hl, rules), lower, upper);
-                    const double wr = clip(node_weight(gr, hr, rules), lower, upper);
-                    if (!((constraint > 0 && wl > wr) || (constraint < 0 && wl < wr)))
-                        gain = (gain_at(gl, hl, wl, rules) + gain_at(gr, hr, wr, rules)) - parent_gain;
-                }
-            }
-            const int cand = (int)(bin * 2 + direction);
-            if (better(gain, cand, my_gain, my_cand)) { my_gain = gain; my_cand = cand; my_g = left_g; my_h = left_h; }
-        }
+        if (bin < n_bins) consider_bin(score, g, h, bin, best);
     }
-    red_gain[threadIdx.x] = my_gain; red_cand[threadIdx.x] = my_cand;
-    red_g[threadIdx.x] = my_g; red_h[threadIdx.x] = my_h;
+    reduced[threadIdx.x] = best;
     __syncthreads();
     for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
         if (threadIdx.x < stride) {
-            const int other = threadIdx.x + stride;
-            if (better(red_gain[other], red_cand[other], red_gain[threadIdx.x], red_cand[threadIdx.x])) {
-                red_gain[threadIdx.x] = red_gain[other]; red_cand[threadIdx.x] = red_cand[other];
-                red_g[threadIdx.x] = red_g[other]; red_h[threadIdx.x] = red_h[other];
-            }
+            const Best other = reduced[threadIdx.x + stride];
+            if (better(other.gain, other.cand, reduced[threadIdx.x].gain, reduced[threadIdx.x].cand))
+                reduced[threadIdx.x] = other;
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        const i64 out = (i64)node * n_features + feature;
-        best_gain[out] = red_gain[0];
-        best_candidate[out] = red_cand[0];
-        best_left[2 * out] = red_g[0];
-        best_left[2 * out + 1] = red_h[0];
-    }
+    if (threadIdx.x == 0) write_best(reduced[0], (i64)node * n_features + feature, best_gain, best_candidate,
+                                     best_left);
 }
 
-// One warp per node: the best allowed feature (ties: the lowest), written as a split-table row.
-extern "C" __global__ void choose_node_splits(
+// evaluate_feature_splits for features of few bins (a sparse matrix's one-hot columns): a warp
+// a feature, WARPS features a block (blockIdx.x) of one node (blockIdx.y). The same candidates,
+// scored by the same expressions, and the same best (ties: the lower candidate).
+extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits_by_warp(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
+    const i64 n_bins_total, const int n_features, const double* __restrict__ scales, const double reg_lambda,
+    const double alpha, const double min_child_weight, const double max_delta_step,
+    const bool* __restrict__ allowed, const signed char* __restrict__ monotone, const double* __restrict__ bounds,
+    double* __restrict__ best_gain, int* __restrict__ best_candidate, i64* __restrict__ best_left)
+{
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    const int lane = threadIdx.x & 31;
+    const int feature = blockIdx.x * WARPS + (threadIdx.x >> 5), node = blockIdx.y;
+    if (feature >= n_features || (allowed && !allowed[(i64)node * n_features + feature])) return;  // the warp
+    const i64 first_bin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - first_bin;
+    const i64* h_node = hist + ((i64)node * n_bins_total + first_bin) * 2;
+
+    i64 present_g = 0, present_h = 0;
+    for (i64 bin = lane; bin < n_bins; bin += 32) { present_g += h_node[2 * bin]; present_h += h_node[2 * bin + 1]; }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        present_g += __shfl_xor_sync(0xffffffffu, present_g, offset);
+        present_h += __shfl_xor_sync(0xffffffffu, present_h, offset);
+    }
+    const FeatureScore score = feature_score(rules, monotone, bounds, scales, node_sums, node, feature, present_g,
+                                             present_h);
+    Best best = no_candidate();
+    i64 carry_g = 0, carry_h = 0;
+    for (i64 base = 0; base < n_bins; base += 32) {
+        const i64 bin = base + lane;
+        i64 g = 0, h = 0;
+        if (bin < n_bins) { g = h_node[2 * bin]; h = h_node[2 * bin + 1]; }
+        for (int offset = 1; offset < 32; offset <<= 1) {  // inclusive scan of the warp's bins
+            const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
+            const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
+            if (lane >= offset) { g += up_g; h += up_h; }
+        }
+        g += carry_g; h += carry_h;
+        carry_g = __shfl_sync(0xffffffffu, g, 31);
+        carry_h = __shfl_sync(0xffffffffu, h, 31);
+        if (bin < n_bins) consider_bin(score, g, h, bin, best);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        Best other;
+        other.gain = __shfl_down_sync(0xffffffffu, best.gain, offset);
+        other.cand = __shfl_down_sync(0xffffffffu, best.cand, offset);
+        other.g = __shfl_down_sync(0xffffffffu, best.g, offset);
+        other.h = __shfl_down_sync(0xffffffffu, best.h, offset);
+        if (better(other.gain, other.cand, best.gain, best.cand)) best = other;
+    }
+    if (lane == 0) write_best(best, (i64)node * n_features + feature, best_gain, best_candidate, best_left);
+}
+
+// One block per node: the best allowed feature (ties: the lowest), written as a split-table row
+// (a block, not a warp: a sparse matrix brings a hundred thousand features).
+extern "C" __global__ void __launch_bounds__(BLOCK) choose_node_splits(
     const double* __restrict__ feature_gain, const int* __restrict__ feature_candidate,
     const i64* __restrict__ feature_left, const i64* __restrict__ node_sums, const bool* __restrict__ active,
     const bool* __restrict__ allowed, const i64* __restrict__ bin_offsets, const int n_features,
     const int n_nodes, const double gamma, const double min_split_gain, i64* __restrict__ table)
 {
-    const int node = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (node >= n_nodes) return;
+    __shared__ double warp_gain[WARPS];
+    __shared__ int warp_feature[WARPS];
+    const int node = blockIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     double gain = -positive_infinity();
     int feature = 0x7fffffff;
-    for (int f = lane; f < n_features; f += 32) {
+    for (int f = threadIdx.x; f < n_features; f += BLOCK) {
         if (bin_offsets[f + 1] == bin_offsets[f]) continue;  // no bins: no candidates
         if (allowed && !allowed[(i64)node * n_features + f]) continue;
         const double g = feature_gain[(i64)node * n_features + f];
@@ -208,7 +300,11 @@ extern "C" __global__ void choose_node_splits(
         const int other_feature = __shfl_down_sync(0xffffffffu, feature, offset);
         if (better(other_gain, other_feature, gain, feature)) { gain = other_gain; feature = other_feature; }
     }
-    if (lane != 0) return;
+    if (lane == 0) { warp_gain[warp] = gain; warp_feature[warp] = feature; }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int w = 1; w < WARPS; ++w)
+        if (better(warp_gain[w], warp_feature[w], gain, feature)) { gain = warp_gain[w]; feature = warp_feature[w]; }
     i64* row = table + (i64)node * TABLE_COLUMNS;
     if (feature == 0x7fffffff) {  // no allowed feature has bins
         for (int c = 0; c < TABLE_COLUMNS; ++c) row[c] = 0;
