@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, MARGIN_DTYPE
-from .backend import HostRead, asarray, cuda_device_count, get_xp, start_read, to_numpy, xp_for_device
+from .backend import HostRead, asarray, cuda_device_count, start_read, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
@@ -162,10 +162,10 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
 
 def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
            features) -> Booster:
-    xp = get_xp(training.X)
+    xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
-    matrix = build_ellpack(training.X, cuts)
+    matrix = build_ellpack(training.X, cuts, xp)
     logger.info(matrix.describe())
     if init_model is None:
         base_margin = objective.base_margin(training.label, training.weight, comm)
@@ -178,7 +178,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             booster.append(tree, output)
     margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
-              else _EvalState(e.name, build_ellpack(e.data.X, cuts), e.data,
+              else _EvalState(e.name, build_ellpack(e.data.X, cuts, xp), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = make_grower(matrix, params, n_total, comm, features)
@@ -303,7 +303,7 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     back to the host. Three collectives: the sample (each rank's rows packed as
     bytes), the cut offsets (their last entry sizes the values), the values.
     """
-    xp = get_xp(training.X)
+    xp = training.xp
     n_features = training.n_features
     sample = draw_sample(training.X, training.weight, rows.global_index(xp), n_total, seed)
     parts = comm.allgather(sample.to_bytes())

@@ -43,6 +43,12 @@ def test_sparse_kernels_equal_their_twins(n_rows, n_features, max_bin, missing):
         assert device.layout == host.layout and host.layout.is_sparse == (n_rows > 1)  # one row: one bit a cell
         np.testing.assert_array_equal(device.packed.get(), host.packed)
     assert cuda.most_present(cp.asarray(X)) == cpu.most_present(X)
+    from dgboost.data import ellpack
+
+    with pytest.MonkeyPatch.context() as patch:  # a host CSR matrix packed on the GPU, 1000 entries at a time
+        patch.setattr(ellpack, "_CHUNK_ENTRIES", 1000)
+        chunked = build_ellpack(sparse.from_dense(X), cuts, cp)
+    np.testing.assert_array_equal(chunked.packed.get(), host.packed)
     dense = EllpackLayout.for_cuts(cuts)  # dense rows from the CSR matrix's entries
     arguments = (cuts.values, cuts.offsets.tolist(), cuts.bin_offsets.tolist(), dense.bits, dense.cells_per_word,
                  dense.n_words, dense.missing_symbol, False)

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from .._dtypes import BIN_OFFSET_DTYPE
+from .._dtypes import BIN_OFFSET_DTYPE, PACKED_WORD_DTYPE
 from ..backend import asarray, get_xp
 from ..kernels import most_present, quantise_and_pack, quantise_sparse, unpack
 from . import sparse
@@ -155,22 +155,39 @@ class EllpackMatrix:
         return dense
 
 
-def build_ellpack(X, cuts: Cuts) -> EllpackMatrix:
+def build_ellpack(X, cuts: Cuts, xp=None) -> EllpackMatrix:
     """Quantise and bit-pack ``X`` (float32, NaN = missing; or a CSR matrix, absent entries
-    missing) with ``cuts``, on X's device, in dense or sparse rows, whichever is smaller."""
+    missing) with ``cuts``, in dense or sparse rows, whichever is smaller, on ``xp``'s device
+    (default X's). A CSR matrix on the host is packed on a GPU a chunk of rows at a time
+    (_CHUNK_ENTRIES entries), so the GPU never holds all of it."""
     if X.shape[1] != cuts.n_features:
         raise ValueError(f"X has {X.shape[1]} features but the cuts were made for {cuts.n_features}")
-    xp = get_xp(X)
+    xp = xp or get_xp(X)
     is_csr = sparse.is_sparse(X)
-    layout = EllpackLayout.smaller(cuts, sparse.row_stride(X) if is_csr else most_present(X))
+    row_stride = sparse.row_stride(X) if is_csr else most_present(X)
+    layout = EllpackLayout.smaller(cuts, row_stride)
     host_bin_offsets = np.asarray(cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE)
     cut_values = asarray(xp, cuts.values)
     if layout.is_sparse or is_csr:
-        rows = X if is_csr else sparse.from_dense(X)
-        packed = quantise_sparse(rows.data, rows.indices, rows.indptr, cut_values, cuts.offsets.tolist(),
-                                 host_bin_offsets.tolist(), layout.bits, layout.cells_per_word, layout.n_words,
-                                 layout.missing_symbol, layout.is_sparse)
+        def pack(rows):
+            return quantise_sparse(rows.data, rows.indices, rows.indptr, cut_values, cuts.offsets.tolist(),
+                                   host_bin_offsets.tolist(), layout.bits, layout.cells_per_word, layout.n_words,
+                                   layout.missing_symbol, layout.is_sparse)
+
+        if not is_csr:
+            packed = pack(sparse.from_dense(X))
+        elif get_xp(X.data) is xp:
+            packed = pack(X)
+        else:
+            packed = xp.empty((X.shape[0], layout.n_words), dtype=PACKED_WORD_DTYPE)
+            step = max(1, _CHUNK_ENTRIES // max(row_stride, 1))
+            for begin in range(0, X.shape[0], step):
+                packed[begin:begin + step] = pack(sparse.to_device(X[begin:begin + step], xp))
     else:
         packed = quantise_and_pack(X, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
                                    layout.n_words, layout.missing_symbol)
     return EllpackMatrix(packed, layout, asarray(xp, host_bin_offsets), host_bin_offsets)
+
+
+#: The most entries of a host CSR matrix copied to the device at a time by build_ellpack.
+_CHUNK_ENTRIES = 1 << 25

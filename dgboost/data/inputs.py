@@ -82,12 +82,23 @@ class Dataset:
     def n_features(self) -> int:
         return int(self.X.shape[1])
 
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of the device these rows train on (their labels', where given:
+        a sparse X on the host stays there, see ``to``)."""
+        return get_xp(self.X if self.label is None else self.label)
+
     def to(self, xp: ModuleType) -> "Dataset":
-        """This dataset with every array on ``xp``'s device."""
-        if get_xp(self.X) is xp:
+        """This dataset on ``xp``'s device; but a sparse X on the host stays there for a GPU:
+        the compressed matrix is built from it on the device a chunk of rows at a time
+        (ellpack.build_ellpack), so the device never holds the whole CSR matrix."""
+        if self.xp is xp:
             return self
         move = lambda a: None if a is None else asarray(xp, a)  # noqa: E731
-        X = sparse.to_device(self.X, xp) if sparse.is_sparse(self.X) else move(self.X)
+        if not sparse.is_sparse(self.X):
+            X = move(self.X)
+        else:
+            X = self.X if get_xp(self.X) is np else sparse.to_device(self.X, xp)
         return dataclasses.replace(self, X=X, label=move(self.label),
                                    weight=move(self.weight), base_margin=move(self.base_margin))
 

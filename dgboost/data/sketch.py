@@ -149,15 +149,18 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
 
     Parameters
     ----------
-    X : array of shape (n_rows, n_features), float32, or a CSR matrix (data/sparse.py), on any device
+    X : array of shape (n_rows, n_features), float32, or a CSR matrix (data/sparse.py), on
+        global_index's device, or (a CSR matrix) on the host
     weight : array of shape (n_rows,), float32, or None
-    global_index : array of shape (n_rows,), int64, ascending, on X's device
+    global_index : array of shape (n_rows,), int64, ascending, on the training device
         Each row's index in the whole data set (data.RowSpans.global_index).
     n_total : int
         Rows over all ranks.
     seed : int
+
+    Returns the sample on global_index's device.
     """
-    xp = get_xp(X)
+    xp = get_xp(global_index)
     probability = min(1.0, SKETCH_SAMPLE_ROWS / max(n_total, 1))
     keep = None
     if probability < 1.0:
@@ -168,10 +171,11 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
         chosen = xp.flatnonzero(keep)
         global_index = global_index[chosen]
-        X = sparse.take_rows(X, chosen) if sparse.is_sparse(X) else X[chosen]
+        X = sparse.take_rows(X, asarray(get_xp(X.data), chosen)) if sparse.is_sparse(X) else X[chosen]
         weight = None if weight is None else weight[chosen]
     weights = xp.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else weight
-    return Sample(global_index, X if sparse.is_sparse(X) else X.astype(FEATURE_DTYPE, copy=False), weights)
+    values = sparse.to_device(X, xp) if sparse.is_sparse(X) else X.astype(FEATURE_DTYPE, copy=False)
+    return Sample(global_index, values, weights)
 
 
 def compute_cuts(sample: Sample, max_bin: int) -> Cuts:

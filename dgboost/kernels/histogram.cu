@@ -93,7 +93,10 @@ extern "C" __global__ void build_histograms(
 // null (n_bins_total) past the row's entries. The blocks split the slots' rows, laid end to
 // end, into equal ranges, as build_histograms's blocks of one group; a block sums each node's
 // piece in shared memory where every bin fits there (use_shared), else straight into the
-// node's histogram in global memory.
+// node's histogram in global memory. A thread takes SPARSE_ITEM_WORDS words of a row at a
+// time: one read of the row's id and gradient pair for several cells.
+#define SPARSE_ITEM_WORDS 4
+
 extern "C" __global__ void build_sparse_histograms(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const float* __restrict__ gpair, const double* __restrict__ scales, const int* __restrict__ ridx,
@@ -122,20 +125,27 @@ extern "C" __global__ void build_sparse_histograms(
             __syncthreads();
         }
         const i64 first = (i64)seg_begin[seg] + (pos - seg_cum[seg]);
-        const i64 n_items = (piece_stop - pos) * n_words;
+        const int row_items = (n_words + SPARSE_ITEM_WORDS - 1) / SPARSE_ITEM_WORDS;
+        const i64 n_items = (piece_stop - pos) * row_items;
         for (i64 item = threadIdx.x; item < n_items; item += blockDim.x) {
-            const i64 r = item / n_words;
-            const int word_index = (int)(item - r * n_words);
+            const i64 r = item / row_items;
+            const int first_word = (int)(item - r * row_items) * SPARSE_ITEM_WORDS;
             const i64 row = ridx[first + r];
-            const u32 word = packed[row * n_words + word_index];
+            if (cell_bin(packed[row * n_words + first_word], 0, bits) >= n_bins_total) continue;  // past its entries
             const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
             const u64 g = (u64)(i64)rint((double)pair.x * scale_g);
             const u64 h = (u64)(i64)rint((double)pair.y * scale_h);
-            for (int cell = 0; cell < cells_per_word; ++cell) {
-                const int bin = cell_bin(word, cell, bits);
-                if (bin >= n_bins_total) break;  // null: the row's entries are done
-                atomicAdd((u64*)&acc[2 * bin], g);
-                atomicAdd((u64*)&acc[2 * bin + 1], h);
+            const int stop_word = min(first_word + SPARSE_ITEM_WORDS, n_words);
+            for (int word_index = first_word; word_index < stop_word; ++word_index) {
+                const u32 word = packed[row * n_words + word_index];
+                int cell = 0;
+                for (; cell < cells_per_word; ++cell) {
+                    const int bin = cell_bin(word, cell, bits);
+                    if (bin >= n_bins_total) break;  // null: the row's entries are done
+                    atomicAdd((u64*)&acc[2 * bin], g);
+                    atomicAdd((u64*)&acc[2 * bin + 1], h);
+                }
+                if (cell < cells_per_word) break;
             }
         }
         if (use_shared) {
