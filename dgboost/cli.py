@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                      "override the config's keys. Writes the model and, beside it, an evaluation JSON "
                      "(NAME.eval.json). Config keys: train, evals (a table of name = path), label_column, "
                      "weight_column, feature_columns, model, num_boost_round, early_stopping_rounds, "
-                     "verbose_eval, and any training parameter by its XGBoost name.",
+                     "verbose_eval, format (\"libsvm\" for libsvm text files; .svm, .libsvm and .svmlight "
+                     "files are read so anyway), and any training parameter by its XGBoost name.",
                      "  dgboost train job.toml\n  dgboost train job.toml max_depth=8 eta=0.05 device=cuda "
                      "--scheduler tcp://10.0.0.5:8786\n")
     train.add_argument("config", help="the TOML config file")
@@ -87,24 +88,34 @@ def _parser() -> argparse.ArgumentParser:
     train.set_defaults(run=_train)
 
     predict = _command(commands, "predict", "write a model's predictions for a table",
-                       "Predict every row of a CSV or Parquet table with a saved model and write the "
-                       "predictions, in row order, to a CSV or Parquet file (one column, or one a class).",
+                       "Predict every row of a CSV or Parquet table (or a libsvm text file) with a saved "
+                       "model and write the predictions, in row order, to a CSV or Parquet file (one "
+                       "column, or one a class).",
                        "  dgboost predict --model model.json --data test.parquet --out predictions.csv\n")
     predict.add_argument("--model", required=True, help="a model file written by dgboost train or save_model")
-    predict.add_argument("--data", required=True, help="the table to predict (CSV or Parquet path or URL)")
+    predict.add_argument("--data", required=True, help="the table to predict (CSV or Parquet path or URL, or a "
+                         "libsvm file)")
     predict.add_argument("--out", required=True, help="where to write the predictions (.csv or .parquet)")
+    _format_argument(predict)
     predict.set_defaults(run=_predict)
 
     evaluate = _command(commands, "evaluate", "a model's metrics on a labelled table",
                         "Print, as JSON, the model's metrics (its eval_metric, else the objective's "
-                        "default) on a labelled CSV or Parquet table.",
+                        "default) on a labelled CSV or Parquet table, or a libsvm text file (its labels "
+                        "first on each line).",
                         "  dgboost evaluate --model model.json --data valid.csv --label-column label\n")
     evaluate.add_argument("--model", required=True, help="a model file")
     evaluate.add_argument("--data", required=True, help="the labelled table")
-    evaluate.add_argument("--label-column", required=True, help="the labels' column")
+    evaluate.add_argument("--label-column", help="the labels' column (a table's; required there)")
     evaluate.add_argument("--weight-column", help="the weights' column, if any")
+    _format_argument(evaluate)
     evaluate.set_defaults(run=_evaluate)
     return parser
+
+
+def _format_argument(parser) -> None:
+    parser.add_argument("--format", choices=("table", "libsvm"), help="how to read --data (default: by its "
+                        "extension: .svm, .libsvm and .svmlight are libsvm text, others CSV or Parquet)")
 
 
 def _command(commands, name: str, summary: str, description: str, example: str):
@@ -174,7 +185,8 @@ def _predict(args) -> int:
     from .jobs import client_for, predict_job
 
     rows = predict_job(args.model, args.data, args.out,
-                       functools.partial(client_for, args.scheduler, args.scheduler_file, "cpu"), {})
+                       functools.partial(client_for, args.scheduler, args.scheduler_file, "cpu"),
+                       {"format": args.format} if args.format else {})
     print(f"wrote {rows} predictions to {args.out}")
     return 0
 
@@ -185,6 +197,8 @@ def _evaluate(args) -> int:
     from .jobs import client_for, evaluate_job
 
     config = {"label_column": args.label_column, "weight_column": args.weight_column}
+    if args.format:
+        config["format"] = args.format
     result = evaluate_job(args.model, args.data,
                           functools.partial(client_for, args.scheduler, args.scheduler_file, "cpu"), config)
     print(json.dumps(result, indent=2))

@@ -3,7 +3,9 @@
 A config file is TOML; command-line ``key=value`` pairs override its keys
 (values parse as TOML: ``max_depth=8``, ``eta=0.05``, ``device="cuda"``). Tables
 are CSV or Parquet files (or directories of Parquet parts), local paths or
-fsspec URLs, read with dask.dataframe.
+fsspec URLs, read with dask.dataframe; or libsvm (svmlight) text files, told by
+their extension or ``format = "libsvm"``, read whole by scikit-learn's reader into
+a sparse matrix that becomes a dask array of CSR chunks.
 
 Each job checks all of its input (the config's keys, the model file, the tables'
 first rows, that the outputs can be written) before it calls ``connect``, the
@@ -21,7 +23,7 @@ import time
 
 #: Config keys that are not training parameters.
 JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns", "model", "num_boost_round",
-            "early_stopping_rounds", "verbose_eval")
+            "early_stopping_rounds", "verbose_eval", "format")
 
 _TABLE_FIX = "give the path of a .csv or .parquet table (or a directory of Parquet parts)"
 _MODEL_FIX = "give a model file written by dgboost train or Booster.save_model"
@@ -118,6 +120,53 @@ def read_table(path: str, argument: str):
         return read(path)
     except (OSError, ValueError) as error:  # pandas' and pyarrow's parse errors are ValueErrors
         raise ValueError(f"{argument} {path} cannot be read as {kind} ({_reason(error)}): {_TABLE_FIX}") from None
+
+
+#: The extensions of libsvm (svmlight) text files, read as XGBoost's command line read them.
+LIBSVM_SUFFIXES = (".svm", ".libsvm", ".svmlight")
+
+#: Entries of a libsvm file's matrix a dask chunk holds (about): its rows cut by them.
+_LIBSVM_CHUNK_ENTRIES = 1 << 24
+
+
+def is_libsvm(path: str, config: dict) -> bool:
+    """Whether ``path`` is read as libsvm text: ``format = "libsvm"``, or its extension."""
+    fmt = config.get("format")
+    if fmt not in (None, "libsvm", "table"):
+        raise ValueError(f"format={fmt!r} must be \"libsvm\" (a libsvm text file) or \"table\" (CSV or Parquet), "
+                         "or left out: the path's extension tells")
+    return fmt == "libsvm" or (fmt is None and str(path).lower().endswith(LIBSVM_SUFFIXES))
+
+
+def read_libsvm(path: str, argument: str, n_features: int | None = None):
+    """``(X, y)`` of a libsvm text file (``label index:value ...`` a line): X a dask array of
+    scipy CSR chunks, an absent entry missing, y float32. Feature indices are taken as the
+    file gives them, from 0 (as XGBoost reads them: a file numbered from 1 has an empty
+    feature 0). ``n_features``: the columns X must have (a model's); the file may use fewer
+    but not more. Read whole, into the client's memory, by scikit-learn's reader."""
+    import dask.array as da
+    import numpy as np
+
+    try:
+        from sklearn.datasets import load_svmlight_file
+    except ImportError:
+        raise ValueError(f"reading the libsvm file {argument} {path} needs scikit-learn: "
+                         "pip install 'dgboost[sklearn]'") from None
+    if "://" not in str(path) and not os.path.exists(path):
+        raise ValueError(f"{argument} {path} does not exist: give the path of a libsvm text file")
+    try:
+        X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float32, zero_based=True)
+    except OSError as error:
+        raise ValueError(f"{argument} {path} {_os_problem(error)}: give the path of a libsvm text file") from None
+    except ValueError as error:
+        fix = (f"the model was trained on {n_features} features (indices 0 to {n_features - 1})"
+               if n_features is not None and "n_features" in str(error) else "give lines of `label index:value ...`")
+        raise ValueError(f"{argument} {path} cannot be read as libsvm ({_reason(error)}): {fix}") from None
+    X = X.tocsr()
+    stride = int(np.diff(X.indptr).max()) if X.shape[0] else 1
+    rows = max(1, _LIBSVM_CHUNK_ENTRIES // max(stride, 1))
+    return (da.from_array(X, chunks=(rows, X.shape[1]), asarray=False),
+            da.from_array(y.astype(np.float32), chunks=(rows,)))
 
 
 @contextlib.contextmanager
@@ -281,11 +330,19 @@ def train_job(config: dict, connect) -> dict:
     check_output(evaluation_path(model), "model's evaluation file")
     eval_paths = config.get("evals", {})
     tables = {"train": config["train"]} | {f"evals.{name}": path for name, path in eval_paths.items()}
-    X, y, weight = columns(read_table(config["train"], "train"), config, config["train"])
-    evals = []
-    for name, path in eval_paths.items():
-        eval_X, eval_y, _ = columns(read_table(path, f"evals.{name}"), config, path)
-        evals.append((eval_X, eval_y, name))
+    if is_libsvm(config["train"], config):
+        if config.get("weight_column"):
+            raise ValueError(f"weight_column={config['weight_column']!r}: a libsvm file has no columns; "
+                             "leave weight_column out")
+        X, y = read_libsvm(config["train"], "train")
+        weight = None
+        evals = [(*read_libsvm(path, f"evals.{name}", X.shape[1]), name) for name, path in eval_paths.items()]
+    else:
+        X, y, weight = columns(read_table(config["train"], "train"), config, config["train"])
+        evals = []
+        for name, path in eval_paths.items():
+            eval_X, eval_y, _ = columns(read_table(path, f"evals.{name}"), config, path)
+            evals.append((eval_X, eval_y, name))
     with connect() as client, _parsing(tables):
         booster = dgb_dask.train(client, params, X, y, sample_weight=weight, evals=evals, **options)
     booster.save_model(model)
@@ -317,15 +374,22 @@ def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
         raise ValueError(f"--out {out}: give a .csv or .parquet path")
     check_output(out, "--out", directory=not lowered.endswith(".csv"))
     booster = load_model(model, "--model")
-    frame = read_table(data, "--data")
-    features = config.get("feature_columns") or list(booster.feature_names or [])
-    if features:
-        missing = [c for c in features if c not in frame.columns]
-        if missing:
-            raise ValueError(f"--data {data} lacks the model's feature columns {missing}: give a table with "
-                             "the columns the model was trained on")
-        frame = frame[list(features)]
+    if is_libsvm(data, config):
+        frame, _ = read_libsvm(data, "--data", booster.num_features)
+    else:
+        frame = read_table(data, "--data")
+        features = config.get("feature_columns") or list(booster.feature_names or [])
+        if features:
+            missing = [c for c in features if c not in frame.columns]
+            if missing:
+                raise ValueError(f"--data {data} lacks the model's feature columns {missing}: give a table with "
+                                 "the columns the model was trained on")
+            frame = frame[list(features)]
     predicted = dgb_dask.predict(None, booster, frame)  # lazy: checked now, computed by the client below
+    if not hasattr(predicted, "columns") and not hasattr(predicted, "to_frame"):  # a dask array
+        import dask.dataframe as dd
+
+        predicted = dd.from_dask_array(predicted)
     table = predicted.to_frame() if hasattr(predicted, "to_frame") else predicted
     table.columns = [str(c) for c in table.columns]
     if lowered.endswith(".csv"):
@@ -351,11 +415,14 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
     from .objectives import make_objective
 
     booster = load_model(model, "--model")
-    frame = read_table(data, "--data")
-    config = dict(config)
-    if config.get("feature_columns") is None and booster.feature_names:
-        config["feature_columns"] = list(booster.feature_names)
-    X, y, weight = columns(frame, config, data)
+    if is_libsvm(data, config):
+        (X, y), weight = read_libsvm(data, "--data", booster.num_features), None
+    else:
+        frame = read_table(data, "--data")
+        config = dict(config)
+        if config.get("feature_columns") is None and booster.feature_names:
+            config["feature_columns"] = list(booster.feature_names)
+        X, y, weight = columns(frame, config, data)
     margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
     with connect() as client, _parsing({"--data": data}):  # one pass: the table is read once
         margins, labels, *weights = client.compute([margins, y] + ([] if weight is None else [weight]), sync=True)

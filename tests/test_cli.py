@@ -127,6 +127,52 @@ valid = "{tmp_path / 'valid.parquet'}"
     assert result["metrics"]["auc"] == pytest.approx(evaluation["evals_result"]["valid"]["auc"][-1], abs=1e-12)
 
 
+def test_libsvm_files_train_predict_and_evaluate(tmp_path, capsys):
+    """libsvm text, as XGBoost's command line read it: indices from 0 as written, absent
+    entries missing; the model of dgboost.train on the same sparse matrix."""
+    import numpy as np
+    import pandas as pd
+    import scipy.sparse
+    from sklearn.datasets import dump_svmlight_file
+
+    import dgboost
+
+    rng = np.random.default_rng(4)
+    dense = np.round(rng.standard_normal((1000, 12)), 3).astype(np.float32)
+    dense[rng.random(dense.shape) < 0.7] = 0.0
+    y = (dense[:, 0] + dense[:, 1] > 0).astype(np.float32)
+    X = scipy.sparse.csr_matrix(dense)  # zeros absent: missing
+    dump_svmlight_file(X[:800], y[:800], str(tmp_path / "train.svm"), zero_based=True)
+    dump_svmlight_file(X[800:, :10], y[800:], str(tmp_path / "valid.txt"), zero_based=True)  # fewer columns
+    dump_svmlight_file(scipy.sparse.hstack([X[:5], X[:5]]).tocsr(), y[:5], str(tmp_path / "wide.svm"), zero_based=True)
+    config = tmp_path / "job.toml"
+    config.write_text(f"""
+train = "{tmp_path / 'train.svm'}"
+model = "{tmp_path / 'model.json'}"
+num_boost_round = 5
+objective = "binary:logistic"
+eval_metric = ["auc"]
+max_depth = 3
+""")
+    assert main(["train", str(config), "--quiet"]) == 0
+    model = dgboost.Booster.load_model(tmp_path / "model.json")
+    expected = dgboost.train({"objective": "binary:logistic", "eval_metric": ["auc"], "max_depth": 3}, X[:800],
+                             y[:800], num_boost_round=5)
+    assert model.save_raw() == expected.save_raw()
+
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "valid.txt"),
+                 "--format", "libsvm", "--out", str(out)]) == 0
+    np.testing.assert_allclose(pd.read_csv(out).iloc[:, 0].to_numpy(), expected.predict(X[800:]), rtol=1e-6)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "valid.txt"),
+                 "--format", "libsvm"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 200
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "wide.svm"),
+                 "--out", str(out)]) == 2
+    assert "the model was trained on 12 features" in capsys.readouterr().err
+
+
 def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):
     _tables(tmp_path)
     config = tmp_path / "job.toml"

@@ -64,6 +64,16 @@ def test_an_infinite_stored_value_is_named_by_row_and_column():
         make_dataset(sp.csr_matrix(np.array([[1 + 2j]])))
 
 
+def test_indices_out_of_range_are_named_before_any_work():
+    """scipy builds a CSR matrix from its arrays without checking them."""
+    X = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 7, 1]), np.array([0, 1, 2, 3])), shape=(3, 4))
+    with pytest.raises(RowError, match=r"column index out of range \(7\) at row 1: X has 4 columns"):
+        dgboost.train({}, X, np.zeros(3))
+    broken = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 1, 1]), np.array([0, 2, 1, 3])), shape=(3, 4))
+    with pytest.raises(ValueError, match="indptr does not run from 0 up to its 3 entries"):
+        dgboost.train({}, broken, np.zeros(3))
+
+
 # ---- cuts and the matrix --------------------------------------------------------------------------
 
 @settings(max_examples=40, deadline=None)

@@ -54,6 +54,7 @@ def canonical(X, missing: float, name: str):
     if len(X.shape) != 2:
         raise ValueError(f"{name} must be 2-D (n_rows, n_features), got shape {X.shape}")
     X = module_of(X).csr_matrix(X, dtype=FEATURE_DTYPE, copy=True)  # sums a COO's duplicates
+    _check_indices(X, name)
     X.sum_duplicates()  # sorts each row's indices too (in our copy)
     xp = get_xp(X.data)
     data, indices, indptr = X.data, X.indices, X.indptr
@@ -72,6 +73,25 @@ def canonical(X, missing: float, name: str):
         indptr = xp.concatenate([xp.zeros(1, dtype=ROW_POINTER_DTYPE), xp.cumsum(counts)])
         data, indices = data[keep], indices[keep]
     return from_arrays(data, indices, indptr, X.shape[1])
+
+
+def _check_indices(X, name: str) -> None:
+    """A CSR matrix's index arrays, which scipy takes unchecked from (data, indices, indptr):
+    row pointers ascending from 0 to the entries' count, column indices within its columns."""
+    from .inputs import RowError
+
+    xp = get_xp(X.data)
+    indptr, indices = X.indptr, X.indices
+    if int(indptr[0]) != 0 or int(indptr[-1]) != X.data.shape[0] or bool((xp.diff(indptr) < 0).any()):
+        raise ValueError(f"{name} is a CSR matrix whose indptr does not run from 0 up to its {X.data.shape[0]} "
+                         f"entries: build it again, or check it with {name}.check_format(full_check=True)")
+    bad = (indices < 0) | (indices >= X.shape[1])
+    if bool(bad.any()):
+        entry = int(xp.argmax(bad))
+        row = int(xp.searchsorted(indptr, entry, side="right")) - 1
+        raise RowError(f"{name} has a column index out of range ({int(indices[entry])}) at row ", row,
+                       f": {name} has {X.shape[1]} columns, so indices run from 0 to {X.shape[1] - 1}; fix the "
+                       "indices or give the matrix more columns (its shape)")
 
 
 def from_arrays(data, indices, indptr, n_features: int):
