@@ -143,6 +143,9 @@ def row_stride(X) -> int:
 def take_rows(X, rows):
     """Rows ``rows`` (an integer array on X's device) of the CSR matrix ``X``, as CSR."""
     xp = get_xp(X.data)
+    if xp is np:  # scipy's own gather, compiled
+        picked = X[np.asarray(rows)]
+        return from_arrays(picked.data, picked.indices, picked.indptr, X.shape[1])
     indptr = X.indptr.astype(ROW_POINTER_DTYPE, copy=False)
     lengths = indptr[rows + 1] - indptr[rows]
     new_indptr = xp.concatenate([xp.zeros(1, dtype=ROW_POINTER_DTYPE), xp.cumsum(lengths)])
