@@ -18,6 +18,40 @@
 // int64: exact whatever order the atomics land in.
 #include "common.cuh"
 
+// The last slot whose rows start at or before `pos`, the slots' rows laid end to end.
+__device__ __forceinline__ int slot_at(const i64 pos, const i64* __restrict__ seg_cum, const int n_slots) {
+    int lo = 0, hi = n_slots;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (seg_cum[mid] <= pos) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Zero a block's shared histogram of n_bins (gradient, hessian) pairs; a barrier after.
+__device__ __forceinline__ void clear_shared(i64* shared_hist, const i64 n_bins) {
+    for (i64 i = threadIdx.x; i < 2 * n_bins; i += blockDim.x) shared_hist[i] = 0;
+    __syncthreads();
+}
+
+// Add a block's shared histogram into a node's in global memory; barriers before and after.
+__device__ __forceinline__ void flush_shared(const i64* shared_hist, i64* __restrict__ node_hist, const i64 n_bins) {
+    __syncthreads();
+    for (i64 i = threadIdx.x; i < 2 * n_bins; i += blockDim.x) {
+        const i64 v = shared_hist[i];
+        if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
+    }
+    __syncthreads();
+}
+
+// Row `row`'s gradient pair in fixed point, as fixed_point.to_fixed: rint((double)value * scale).
+__device__ __forceinline__ void fixed_pair(const float* __restrict__ gpair, const i64 row, const double scale_g,
+                                           const double scale_h, u64& g, u64& h) {
+    const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
+    g = (u64)(i64)rint((double)pair.x * scale_g);
+    h = (u64)(i64)rint((double)pair.y * scale_h);
+}
+
 extern "C" __global__ void build_histograms(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int n_features, const int missing_symbol, const i64* __restrict__ bin_offsets,
@@ -43,21 +77,13 @@ extern "C" __global__ void build_histograms(
     const i64 n_group_bins = bin_offsets[feature_hi] - bin_lo;
     const double scale_g = scales[0], scale_h = scales[1];
 
-    int lo = 0, hi = n_slots;  // the last node whose rows start at or before pos
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (seg_cum[mid] <= pos) lo = mid; else hi = mid;
-    }
-    int seg = lo;
+    int seg = slot_at(pos, seg_cum, n_slots);
     while (pos < stop) {
         while (seg_cum[seg + 1] <= pos) ++seg;  // skip nodes without rows
         const i64 piece_stop = min(stop, seg_cum[seg + 1]);
         i64* node_hist = hist + ((i64)seg * n_bins_total + bin_lo) * 2;
         i64* acc = use_shared ? shared_hist : node_hist;
-        if (use_shared) {
-            for (i64 i = threadIdx.x; i < 2 * n_group_bins; i += blockDim.x) shared_hist[i] = 0;
-            __syncthreads();
-        }
+        if (use_shared) clear_shared(shared_hist, n_group_bins);
         const i64 first = (i64)seg_begin[seg] + (pos - seg_cum[seg]);
         const i64 n_items = (piece_stop - pos) * n_group_words;
         for (i64 item = threadIdx.x; item < n_items; item += blockDim.x) {
@@ -65,9 +91,8 @@ extern "C" __global__ void build_histograms(
             const int word_index = word_lo + (int)(item - r * n_group_words);
             const i64 row = ridx[first + r];
             const u32 word = packed[row * n_words + word_index];
-            const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
-            const u64 g = (u64)(i64)rint((double)pair.x * scale_g);
-            const u64 h = (u64)(i64)rint((double)pair.y * scale_h);
+            u64 g, h;
+            fixed_pair(gpair, row, scale_g, scale_h, g, h);
             int feature = word_index * cells_per_word;
             for (int cell = 0; cell < cells_per_word && feature < n_features; ++cell, ++feature) {
                 const int bin = cell_bin(word, cell, bits);
@@ -77,14 +102,7 @@ extern "C" __global__ void build_histograms(
                 atomicAdd((u64*)&acc[2 * index + 1], h);
             }
         }
-        if (use_shared) {
-            __syncthreads();
-            for (i64 i = threadIdx.x; i < 2 * n_group_bins; i += blockDim.x) {
-                const i64 v = shared_hist[i];
-                if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
-            }
-            __syncthreads();
-        }
+        if (use_shared) flush_shared(shared_hist, node_hist, n_group_bins);
         pos = piece_stop;
     }
 }
@@ -109,21 +127,13 @@ extern "C" __global__ void build_sparse_histograms(
     const i64 stop = total * (blockIdx.x + 1) / gridDim.x;
     if (pos >= stop) return;
     const double scale_g = scales[0], scale_h = scales[1];
-    int lo = 0, hi = n_slots;  // the last node whose rows start at or before pos
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (seg_cum[mid] <= pos) lo = mid; else hi = mid;
-    }
-    int seg = lo;
+    int seg = slot_at(pos, seg_cum, n_slots);
     while (pos < stop) {
         while (seg_cum[seg + 1] <= pos) ++seg;  // skip nodes without rows
         const i64 piece_stop = min(stop, seg_cum[seg + 1]);
         i64* node_hist = hist + (i64)seg * n_bins_total * 2;
         i64* acc = use_shared ? shared_hist : node_hist;
-        if (use_shared) {
-            for (i64 i = threadIdx.x; i < 2 * n_bins_total; i += blockDim.x) shared_hist[i] = 0;
-            __syncthreads();
-        }
+        if (use_shared) clear_shared(shared_hist, n_bins_total);
         const i64 first = (i64)seg_begin[seg] + (pos - seg_cum[seg]);
         const int row_items = (n_words + SPARSE_ITEM_WORDS - 1) / SPARSE_ITEM_WORDS;
         const i64 n_items = (piece_stop - pos) * row_items;
@@ -132,9 +142,8 @@ extern "C" __global__ void build_sparse_histograms(
             const int first_word = (int)(item - r * row_items) * SPARSE_ITEM_WORDS;
             const i64 row = ridx[first + r];
             if (cell_bin(packed[row * n_words + first_word], 0, bits) >= n_bins_total) continue;  // past its entries
-            const float2 pair = reinterpret_cast<const float2*>(gpair)[row];
-            const u64 g = (u64)(i64)rint((double)pair.x * scale_g);
-            const u64 h = (u64)(i64)rint((double)pair.y * scale_h);
+            u64 g, h;
+            fixed_pair(gpair, row, scale_g, scale_h, g, h);
             const int stop_word = min(first_word + SPARSE_ITEM_WORDS, n_words);
             for (int word_index = first_word; word_index < stop_word; ++word_index) {
                 const u32 word = packed[row * n_words + word_index];
@@ -148,14 +157,7 @@ extern "C" __global__ void build_sparse_histograms(
                 if (cell < cells_per_word) break;
             }
         }
-        if (use_shared) {
-            __syncthreads();
-            for (i64 i = threadIdx.x; i < 2 * n_bins_total; i += blockDim.x) {
-                const i64 v = shared_hist[i];
-                if (v != 0) atomicAdd((u64*)&node_hist[i], (u64)v);
-            }
-            __syncthreads();
-        }
+        if (use_shared) flush_shared(shared_hist, node_hist, n_bins_total);
         pos = piece_stop;
     }
 }
