@@ -308,7 +308,8 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("device", "cpu", _check_device, "'cpu', 'cuda', 'cuda:N' ('gpu' means 'cuda')",
          "Where training runs. Data on another device is copied there."),
     Spec("missing", math.nan, _check_missing, "any number",
-         "The feature value that means 'missing'. NaN is always missing."),
+         "The feature value that means 'missing'. NaN is always missing; in a sparse matrix so is an "
+         "absent entry (a stored zero is 0)."),
     Spec("num_class", None, _check_optional(_CHECKS["num_class"][0]), _CHECKS["num_class"][1],
          "Number of classes, required by multi:softmax and multi:softprob."),
     Spec("grow_policy", "depthwise", *_CHECKS["grow_policy"],

@@ -87,6 +87,7 @@ class _DGBModel(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
         return tags
 
     def get_booster(self) -> Booster:
@@ -123,12 +124,14 @@ class _DGBModel(BaseEstimator):
         return params | extra
 
     def _check(self, X, y=None, *, reset: bool):
-        """(X, y) checked by scikit-learn (cupy arrays pass as they are, for the GPU)."""
+        """(X, y) checked by scikit-learn (cupy arrays and cupyx sparse matrices pass as they are,
+        for the GPU; a scipy sparse matrix comes back as CSR)."""
         if is_cupy_array(X):
             if reset:
                 self.n_features_in_ = int(X.shape[1])
             return X, y
-        kwargs = {"ensure_all_finite": "allow-nan", "dtype": [np.float32, np.float64], "reset": reset}
+        kwargs = {"ensure_all_finite": "allow-nan", "dtype": [np.float32, np.float64], "reset": reset,
+                  "accept_sparse": "csr"}
         if y is None:
             return _validate_data(self, X, **kwargs), None
         return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), **kwargs)

@@ -215,3 +215,12 @@ def test_prediction_takes_a_csr_matrix_with_fewer_columns_but_not_more(rng):
     wide = sp.hstack([_csr_of(X), sp.csr_matrix(np.ones((300, 1)))]).tocsr()
     with pytest.raises(ValueError, match="9 features but the model was trained on 8"):
         booster.predict(wide)
+
+
+def test_scikit_learn_estimators_take_sparse_matrices(rng):
+    pytest.importorskip("sklearn")
+    X, y = _missing_heavy(rng, 600, 10)
+    dense = dgboost.DGBClassifier(n_estimators=4, max_depth=3).fit(X, y)
+    csc = dgboost.DGBClassifier(n_estimators=4, max_depth=3).fit(_csr_of(X).tocsc(), y)
+    assert csc.get_booster().save_raw() == dense.get_booster().save_raw()
+    np.testing.assert_array_equal(csc.predict_proba(sp.coo_matrix(_csr_of(X))), dense.predict_proba(X))
