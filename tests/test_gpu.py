@@ -291,10 +291,12 @@ def test_prediction_kernel_equals_its_twin(extra_features, n_outputs):
     np.testing.assert_array_equal(got.get(), expected)
 
 
-def test_a_round_reads_the_device_once(monkeypatch):
+@pytest.mark.parametrize("sampling", [{"subsample": 0.9}, {"subsample": 0.3, "sampling_method": "gradient_based"},
+                                      {"sampling_method": "goss", "eta": 0.5}], ids=["uniform", "mvs", "goss"])
+def test_a_round_reads_the_device_once(monkeypatch, sampling):
     """Inside a round nothing synchronises but the one read of its trees and metrics
     (backend.start_read): cupyx.allow_synchronize(False) turns any other
-    synchronisation into an error."""
+    synchronisation into an error. Sampling's thresholds are found on the device."""
     import cupyx
 
     monkeypatch.setattr(backend, "read_guard", lambda: cupyx.allow_synchronize(True))
@@ -318,7 +320,7 @@ def test_a_round_reads_the_device_once(monkeypatch):
     X_valid, y_valid = make_higgs_like(10_000, seed=1)
     for evals in [(), [(cp.asarray(X_valid), cp.asarray(y_valid), "valid")]]:
         watch = Watch()
-        dgboost.train({"objective": "binary:logistic", "max_depth": 8, "device": "cuda", "subsample": 0.9,
+        dgboost.train({"objective": "binary:logistic", "max_depth": 8, "device": "cuda", **sampling,
                        "eval_metric": ["logloss", "auc", "error"]},
                       cp.asarray(X), cp.asarray(y), num_boost_round=5, evals=evals, callbacks=[watch])
         assert watch.reads == [1] * 5, watch.reads

@@ -27,10 +27,10 @@ def _sampler(n_rows, **params):
 
 def test_bucket_counts_by_hand():
     keys = np.array([0, 1, 1, 2048 + 5, 2048 * 3, 2048 + 7, 2**20], np.int64)
-    counts, sums = bucket_counts(keys, 11, 9, 0)  # bits [11, 20) of the keys below 2**20
+    counts, sums = bucket_counts(keys, 11, 9, np.zeros(3, np.int64))  # bits [11, 20) of the keys below 2**20
     assert counts[0] == 3 and counts[1] == 2 and counts[3] == 1 and counts.sum() == 6 and len(counts) == 512
     assert sums[0] == 2 and sums[1] == 2 * 2048 + 12 and sums[3] == 3 * 2048
-    counts, sums = bucket_counts(keys, 0, 11, 1)  # within bucket 1: by the low 11 bits
+    counts, sums = bucket_counts(keys, 0, 11, np.array([1, 0, 0]))  # within bucket 1: by the low 11 bits
     assert counts[5] == 1 and counts[7] == 1 and counts.sum() == 2 and sums[7] == 2048 + 7
 
 
@@ -55,18 +55,18 @@ def test_gradient_based_threshold_is_exact(rate):
     gpair[:100] = 0  # rows with nothing to give are never drawn
     sampler = _sampler(n_rows, subsample=rate, sampling_method="gradient_based")
     g, h = gpair[:, 0].astype(np.float64), gpair[:, 1].astype(np.float64)
-    keys = sampler._fixed(np.sqrt(g * g + 0.1 * (h * h)))
-    mu = sampler._mvs_threshold(keys)
+    keys, _ = sampler._fixed(np.sqrt(g * g + 0.1 * (h * h)))
+    mu = int(sampler._mvs_threshold(keys)[0])
     from fractions import Fraction
 
     def expected(m):  # exactly
         return sum(int(k) if k < m else m for k in keys.tolist()) / Fraction(m)
 
     assert expected(mu) >= Fraction(rate) * n_rows > expected(mu + 1)
-    scaled, drawn = sampler.draw(gpair, 0)  # the rows' indices
-    assert abs(len(drawn) - rate * n_rows) < 4 * np.sqrt(rate * n_rows)
-    assert drawn.dtype == np.int32 and drawn[0] >= 100  # rows with nothing to give are never drawn
-    np.testing.assert_array_equal(np.flatnonzero(scaled.any(axis=1)), drawn)
+    scaled, drawn = sampler.draw(gpair, 0)  # a mask of the rows drawn
+    assert drawn.dtype == bool and abs(drawn.sum() - rate * n_rows) < 4 * np.sqrt(rate * n_rows)
+    assert not drawn[:100].any()  # rows with nothing to give are never drawn
+    np.testing.assert_array_equal(scaled.any(axis=1), drawn)
 
 
 def test_gradient_based_pairs_are_unbiased():
@@ -85,6 +85,7 @@ def test_goss_keeps_the_largest_and_scales_the_rest():
     gpair = np.stack([rng.standard_normal(n_rows), rng.uniform(0.05, 0.25, n_rows)], axis=1).astype(np.float32)
     sampler = _sampler(n_rows, sampling_method="goss", top_rate=0.2, other_rate=0.1, eta=1.0)
     scaled, drawn = sampler.draw(gpair, tree_index=5)
+    drawn = np.flatnonzero(drawn)
     magnitude = np.abs(gpair[:, 0].astype(np.float64) * gpair[:, 1])
     top = np.argsort(-magnitude)[:2000]
     assert np.isin(top, drawn).all()
@@ -132,9 +133,37 @@ def test_bucket_counts_equal_their_twin():
     keys = np.random.default_rng(4).integers(0, 2**31, 300_000)
     keys[:1000] = keys[0]  # a crowded bucket
     for shift, bits, prefix in ((20, 11, 0), (9, 11, int(keys[0] >> 20)), (0, 9, int(keys[0] >> 9)), (0, 9, 5)):
-        for host, device in zip(cpu.bucket_counts(keys, shift, bits, prefix),
-                                cuda.bucket_counts(cp.asarray(keys), shift, bits, prefix)):
+        state = np.array([prefix, 0, 0])
+        for host, device in zip(cpu.bucket_counts(keys, shift, bits, state),
+                                cuda.bucket_counts(cp.asarray(keys), shift, bits, cp.asarray(state))):
             np.testing.assert_array_equal(device.get(), host)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_keys, rule", [
+    (300_000, (0, 1, 0, 3 * 300_000, 10)),  # subsample 0.3: (above t + below) 10 >= 3 n t
+    (2**32 - 1, (0, 1, (2**91 + 12345) >> 62, (2**91 + 12345) & (2**62 - 1), 2**60)),  # 128-bit products
+    (300_000, (1, 0, 0, 60_000, 1)),  # GOSS's count
+    (5, (0, 1, 0, 10**6, 1)),  # nothing holds: least - 1
+])
+def test_radix_search_steps_equal_their_twin(n_keys, rule):
+    """The search's steps on the device (choose_bucket, 128-bit where its products need it)
+    end where the twin's Python integers end, from the same all-reduced bucket totals."""
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cpu, cuda
+    from dgboost.tree.sampling import _RADIX_STEPS
+
+    rng = np.random.default_rng(n_keys % 1000)
+    keys = rng.integers(0, 2**31, min(n_keys, 300_000))
+    host_state, device_state = np.zeros(3, np.int64), cp.zeros(3, np.int64)
+    for shift, bits in _RADIX_STEPS:
+        totals = np.concatenate(cpu.bucket_counts(keys, shift, bits, host_state))
+        if n_keys > len(keys):  # as if every key stood for many: counts past 2**31, sums past 2**62
+            totals[:1 << bits] *= n_keys // len(keys)
+            totals[1 << bits:] = np.minimum(totals[1 << bits:] * (n_keys // len(keys)), 2**62 // (1 << bits))
+        cpu.choose_bucket(totals, host_state, shift, bits, rule)
+        cuda.choose_bucket(cp.asarray(totals), device_state, shift, bits, rule)
+        np.testing.assert_array_equal(device_state.get(), host_state)
 
 
 @pytest.mark.gpu

@@ -30,6 +30,7 @@ def _dispatch(reference):
 add_leaf_values = _dispatch(cpu.add_leaf_values)
 bucket_counts = _dispatch(cpu.bucket_counts)
 child_bounds = _dispatch(cpu.child_bounds)
+choose_bucket = _dispatch(cpu.choose_bucket)
 build_histograms = _dispatch(cpu.build_histograms)
 build_sparse_histograms = _dispatch(cpu.build_sparse_histograms)
 evaluate_level_split = _dispatch(cpu.evaluate_level_split)
@@ -57,6 +58,7 @@ __all__ = [
     "add_leaf_values",
     "bucket_counts",
     "child_bounds",
+    "choose_bucket",
     "build_histograms",
     "build_sparse_histograms",
     "evaluate_level_split",

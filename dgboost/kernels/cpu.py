@@ -600,17 +600,18 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
-def bucket_counts(keys, shift, bits, prefix):
+def bucket_counts(keys, shift, bits, state):
     """One step of a radix select over non-negative int64 ``keys`` (row sampling's thresholds).
 
-    Of the keys whose bits above ``shift + bits`` equal ``prefix``, bucketed by their bits
-    ``[shift, shift + bits)``: how many fall in each bucket and their exact sum.
+    Of the keys whose bits above ``shift + bits`` equal the prefix found so far
+    (``state[0]``, see choose_bucket), bucketed by their bits ``[shift, shift + bits)``:
+    how many fall in each bucket and their exact sum.
 
     Parameters
     ----------
     keys : array of shape (n,), int64, each below 2**31                 # IN
     shift, bits : int: the step's bits (bits at most 12)                # IN
-    prefix : int: the bits above them                                   # IN
+    state : array of shape (3,), int64: the search's state               # IN
 
     Returns
     -------
@@ -618,9 +619,71 @@ def bucket_counts(keys, shift, bits, prefix):
     """
     counts = np.zeros(1 << bits, dtype=INDEX_DTYPE)
     sums = np.zeros(1 << bits, dtype=INDEX_DTYPE)
-    loops.bucket_counts(np.ascontiguousarray(keys, dtype=INDEX_DTYPE), int(shift), int(bits), int(prefix), counts,
+    loops.bucket_counts(np.ascontiguousarray(keys, dtype=INDEX_DTYPE), int(shift), int(bits), int(state[0]), counts,
                         sums)
     return counts, sums
+
+
+#: A radix search's state (bucket_counts, choose_bucket): the bits of the answer found so far,
+#: how many keys lie above the range still searched, and the sum of the keys below it.
+SEARCH_STATE = ("prefix", "above", "below")
+
+
+def choose_bucket(totals, state, shift, bits, rule):
+    """One step of the radix search for the largest integer ``t >= least`` that holds a rule
+    (row sampling's thresholds), after bucket_counts and the all-reduce of its counts and
+    sums: the bucket of bits ``[shift, shift + bits)`` where ``t`` lies, appended to
+    ``state``'s prefix, and ``state``'s counts narrowed to it (in place). After the last
+    step (``shift`` 0) the prefix is ``t``, or ``least - 1`` where no value holds.
+
+    The rule holds for ``t`` up to some value and not after. ``above``: how many keys are
+    ``>= t``; ``below``: the sum of those ``< t``. Kind 0 (gradient-based sampling's):
+    ``(above * t + below) * denominator >= numerator * t`` (its expected sample at ``t``
+    reaches ``numerator / denominator``), in exact integers (128-bit on the GPU: exact for
+    fewer than 2**32 rows, ``numerator < 2**92``, ``denominator <= 2**60``). Kind 1: ``above
+    >= numerator`` (GOSS's count).
+
+    Parameters
+    ----------
+    totals : array of shape (2 * 2**bits,), int64: every rank's bucket counts, then sums   # IN
+    state : array of shape (3,), int64 (SEARCH_STATE), zero before the first step          # IN/OUT
+    shift, bits : int
+    rule : (kind, least, numerator >> 62, numerator & (2**62 - 1), denominator): ints
+    """
+    kind, least, high, low, denominator = (int(v) for v in rule)
+    numerator = (high << 62) + low
+    n_buckets = 1 << bits
+    counts, sums = np.asarray(totals[:n_buckets]).tolist(), np.asarray(totals[n_buckets:]).tolist()
+    prefix, above_range, below_range = (int(v) for v in state)
+    above = above_range + np.concatenate([np.cumsum(counts[::-1], dtype=object)[::-1], [0]])  # >= bucket start
+    below = below_range + np.concatenate([[0], np.cumsum(sums, dtype=object)])  # < bucket start
+
+    def holds(t, a, b):
+        return (a * t + b) * denominator >= numerator * t if kind == 0 else a >= numerator
+
+    start = prefix << (shift + bits)
+    first = 1 if start < least else 0  # bucket 0 of a range starting at 0 starts below least: its values next
+    bucket = _largest_holding(lambda b: holds(start + (b << shift), int(above[b]), int(below[b])), first, n_buckets)
+    if bucket < first:  # every candidate fails: the answer is in bucket 0, or below least
+        if shift == 0:
+            state[:] = [least - 1, 0, 0]
+            return state
+        bucket = 0
+    state[:] = [(prefix << bits) | bucket, int(above[bucket + 1]), int(below[bucket])]
+    return state
+
+
+def _largest_holding(predicate, first: int, stop: int) -> int:
+    """The largest i in [first, stop) with predicate(i), for a predicate true up to some i and
+    false after; first - 1 if none."""
+    low, high = first - 1, stop  # predicate(low) holds (or low = first - 1), predicate(high) fails
+    while high - low > 1:
+        middle = (low + high) // 2
+        if predicate(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def number_children(table, start, n_parents):

@@ -434,7 +434,7 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
-def bucket_counts(keys, shift, bits, prefix):
+def bucket_counts(keys, shift, bits, state):
     import cupy
 
     keys = cupy.ascontiguousarray(keys, dtype=INDEX_DTYPE)
@@ -443,9 +443,19 @@ def bucket_counts(keys, shift, bits, prefix):
     if n:
         _kernel("sampling.cu", "bucket_counts")(
             (min(_REDUCE_BLOCKS, _blocks(n)),), (_BLOCK,),
-            (keys, np.int64(n), np.int32(shift), np.int32(bits), np.int64(prefix), totals[:1 << bits],
-             totals[1 << bits:]), shared_mem=(2 << bits) * 8)
+            (keys, np.int64(n), np.int32(shift), np.int32(bits), state, totals[:1 << bits], totals[1 << bits:]),
+            shared_mem=(2 << bits) * 8)
     return totals[:1 << bits], totals[1 << bits:]
+
+
+def choose_bucket(totals, state, shift, bits, rule):
+    import cupy
+
+    kind, least, high, low, denominator = (int(v) for v in rule)
+    _kernel("sampling.cu", "choose_bucket")(
+        (1,), (32,), (cupy.ascontiguousarray(totals, dtype=INDEX_DTYPE), state, np.int32(shift), np.int32(bits),
+                      np.int32(kind), np.int64(least), np.int64(high), np.int64(low), np.int64(denominator)))
+    return state
 
 
 def number_children(table, start, n_parents):

@@ -19,17 +19,17 @@ follow the real ones).
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 
-from .._dtypes import GAIN_DTYPE, INDEX_DTYPE, POSITION_DTYPE, STAT_DTYPE
+from .._dtypes import EXPONENT_DTYPE, GAIN_DTYPE, INDEX_DTYPE, STAT_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
                         STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
-from ..backend import get_xp, to_numpy
+from ..backend import get_xp
 from ..data.inputs import RowSpans
-from ..kernels import bucket_counts
+from ..kernels import bucket_counts, choose_bucket
+from ..kernels.cpu import SEARCH_STATE
 
 
 class RowSampler:
@@ -38,12 +38,11 @@ class RowSampler:
 
     ``draw`` returns the tree's gradient pairs, zero for the rows left out and divided
     by their probability for the rows drawn (gradient-based sampling and GOSS), and which
-    rows were drawn: the grower reads those alone. Uniform draws come as a mask, with no
-    host read; the others, which read their thresholds anyway, as the rows' indices, so
-    that the grower's arrays are the sample's size. Every threshold is found over all
-    ranks' rows by a radix select of exact integer counts and sums, and every draw is
-    keyed by (seed, tree, global row index), so the sample does not depend on the
-    partitioning.
+    rows were drawn, a mask: the grower reads those alone. Every threshold is found over
+    all ranks' rows by a radix select of exact integer counts and sums whose buckets are
+    chosen on the device (kernels.choose_bucket), so a draw reads nothing back to the
+    host, and every draw is keyed by (seed, tree, global row index), so the sample does
+    not depend on the partitioning.
 
     - ``uniform``: each row with probability ``subsample`` (no host read).
     - ``gradient_based`` (XGBoost's, the minimal variance sampling of Ibragimov and
@@ -74,8 +73,7 @@ class RowSampler:
     def draw(self, gpair, tree_index: int):
         """``(gpair, drawn)`` for the tree ``tree_index`` (round * n_outputs + output):
         ``gpair`` (n_rows, 2) float32 as the tree sees it; ``drawn`` the rows drawn, a
-        (n_rows,) bool mask (uniform) or their indices (int32, ascending), or None for every
-        row."""
+        (n_rows,) bool mask, or None for every row."""
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
@@ -89,68 +87,62 @@ class RowSampler:
         else:
             magnitude = xp.abs(gradient * hessian)  # exact: a product of two float32
         del gradient, hessian
-        keys = self._fixed(magnitude)
-        if keys is None:  # every pair is zero: nothing to draw by
-            return gpair, None
+        keys, some = self._fixed(magnitude)
         if self.method == "gradient_based":
-            probability = xp.minimum(1.0, keys / float(self._mvs_threshold(keys)))
+            mu = xp.maximum(self._mvs_threshold(keys), 1).astype(STAT_DTYPE)
+            # Every pair zero (nothing to draw by): every row, as it is.
+            probability = xp.where(some, xp.minimum(1.0, keys / mu), 1.0)
             keep = draws < probability
             divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
             scaled = (gpair.astype(STAT_DTYPE) / divisor).astype(gpair.dtype)
-            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _indices(keep)
+            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
-        top = keys >= self._top_threshold(keys, top_k)
+        top = keys >= self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
         keep = top | (draws < other_k / max(1, self.n_total - top_k))
         weight = xp.where(top, 1.0, (self.n_total - top_k) / other_k)
         scaled = (gpair.astype(STAT_DTYPE) * weight[:, None]).astype(gpair.dtype)
-        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), _indices(keep)
+        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
 
     def _fixed(self, magnitude):
         """The magnitudes as int64 keys below 2**31, at a power-of-two scale every rank derives
-        from the largest (exact: the keys are integers); None if every magnitude is 0."""
+        from the largest (exact: the keys are integers), and whether any is above 0 (a (1,)
+        bool array): on the magnitudes' device, no host read."""
         xp = get_xp(magnitude)
         local = xp.max(magnitude, keepdims=True) if magnitude.size else xp.zeros(1, dtype=STAT_DTYPE)
-        largest = float(to_numpy(self.comm.allreduce(local, "max"))[0])
-        if not largest > 0:
-            return None
-        scale = math.ldexp(1.0, 31 - math.frexp(largest)[1])  # largest * scale < 2**31
-        return xp.rint(magnitude * scale).astype(INDEX_DTYPE)
+        largest = self.comm.allreduce(local, "max")
+        _, exponent = xp.frexp(largest)  # largest * scale < 2**31
+        scale = xp.ldexp(xp.ones_like(largest), (31 - exponent).astype(EXPONENT_DTYPE))
+        return xp.rint(magnitude * scale).astype(INDEX_DTYPE), largest > 0
 
-    def _mvs_threshold(self, keys) -> int:
+    def _mvs_threshold(self, keys):
         """The largest integer ``mu >= 1`` whose expected sample, ``#(key >= mu) + sum(key < mu) /
         mu`` over every rank's keys, is at least ``subsample`` of the rows (compared exactly);
-        1 where even mu = 1 draws too few (every nonzero row, then, with probability 1)."""
-        target = Fraction(self.rate) * self.n_total
-        return max(1, self._largest(keys, lambda mu, above, below: above * mu + below >= target * mu, least=1))
+        0 where even mu = 1 draws too few. A (1,) int64 array on the keys' device."""
+        # subsample * n_total as a fraction (exact for a subsample of 1/256 or more; nearest
+        # with a denominator of at most 2**60 below that), for choose_bucket's integers.
+        target = (Fraction(self.rate) * self.n_total).limit_denominator(1 << 60)
+        return self._threshold(keys, _MVS_RULE, least=1, numerator=target.numerator, denominator=target.denominator)
 
-    def _top_threshold(self, keys, top_k: int) -> int:
-        """The largest key value ``t`` with at least ``top_k`` of every rank's keys ``>= t``."""
-        return self._largest(keys, lambda t, above, below: above >= top_k, least=0)
-
-    def _largest(self, keys, holds, least: int) -> int:
-        """The largest integer ``t >= least`` for which ``holds(t, above, below)``, where
-        ``above`` is how many of every rank's keys are ``>= t`` and ``below`` the sum of those
-        ``< t`` (Python integers), for a rule true up to some ``t`` and false after; ``least -
-        1`` if none. Radix steps of _RADIX_STEPS bits, highest first: each one bucket
-        histogram over every rank (one allreduce) narrows ``t`` to a bucket."""
-        prefix = above_range = below_range = 0  # keys above the range; the sum of those below it
+    def _threshold(self, keys, kind: int, least: int, numerator: int, denominator: int = 1):
+        """The largest integer ``t >= least`` for which the rule (kernels.choose_bucket's
+        ``kind``) holds over every rank's keys, ``least - 1`` if none: a (1,) int64 array on
+        the keys' device. Radix steps of _RADIX_STEPS bits, highest first: each one bucket
+        histogram over every rank (one allreduce) narrows ``t`` to a bucket, chosen on the
+        device, so that a tree's sample costs no host read."""
+        if self.n_total >= 1 << 32:
+            raise ValueError(f"sampling_method={self.method!r} takes fewer than 2**32 rows, got {self.n_total}")
+        xp = get_xp(keys)
+        state = xp.zeros(len(SEARCH_STATE), dtype=INDEX_DTYPE)
+        rule = (kind, least, numerator >> 62, numerator & ((1 << 62) - 1), denominator)
         for shift, bits in _RADIX_STEPS:
-            counts, sums = bucket_counts(keys, shift, bits, prefix)
-            totals = to_numpy(self.comm.allreduce(get_xp(keys).concatenate([counts, sums])))
-            n_buckets = 1 << bits
-            above = above_range + np.concatenate([np.cumsum(totals[n_buckets - 1::-1])[::-1], [0]])  # >= bucket start
-            below = below_range + np.concatenate([[0], np.cumsum(totals[n_buckets:])])  # < bucket start
-            start = prefix << (shift + bits)
-            first = 1 if start < least else 0  # bucket 0 of a range starting at 0 starts below least: its values next
-            bucket = _largest(lambda b: holds(start + (b << shift), int(above[b]), int(below[b])), first, n_buckets)
-            if bucket < first:  # every candidate fails: the answer is in bucket 0, or below least
-                if shift == 0:
-                    return least - 1
-                bucket = 0
-            prefix = (prefix << bits) | bucket
-            above_range, below_range = int(above[bucket + 1]), int(below[bucket])
-        return prefix  # the last step's buckets are single values
+            counts, sums = bucket_counts(keys, shift, bits, state)
+            choose_bucket(self.comm.allreduce(xp.concatenate([counts, sums])), state, shift, bits, rule)
+        return state[:1]
+
+
+#: choose_bucket's rules: gradient-based sampling's expected sample, GOSS's count.
+_MVS_RULE, _COUNT_RULE = 0, 1
 
 
 #: The radix steps (shift, bits) of a threshold search over 31-bit keys: 2048 buckets at most,
@@ -159,24 +151,6 @@ _RADIX_STEPS = ((20, 11), (9, 11), (0, 9))
 
 #: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
 _MVS_LAMBDA = 0.1
-
-
-def _indices(keep):
-    """The rows of a mask, ascending, as int32 (a host read of their number, on a GPU)."""
-    return get_xp(keep).flatnonzero(keep).astype(POSITION_DTYPE)
-
-
-def _largest(predicate, first: int, stop: int) -> int:
-    """The largest i in [first, stop) with predicate(i), for a predicate true up to some i and
-    false after; first - 1 if none."""
-    low, high = first - 1, stop  # predicate(low) holds (or low = first - 1), predicate(high) fails
-    while high - low > 1:
-        middle = (low + high) // 2
-        if predicate(middle):
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 #: The least weight a feature is drawn with (XGBoost's kRtEps): a weight of 0 is drawn last.
