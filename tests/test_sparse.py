@@ -116,11 +116,29 @@ def test_the_smaller_layout_is_chosen_and_both_hold_the_same_bins(rng):
     expected = cpu.unpack(reference, EllpackLayout.for_cuts(cuts).bits, EllpackLayout.for_cuts(cuts).cells_per_word,
                           61)
     np.testing.assert_array_equal(from_csr.feature_bins_of_rows(), expected)
+    # A full row far down makes dense rows the smaller: the whole of X is counted, not its head.
+    X[300] = 1.0
+    assert not build_ellpack(X, cuts).layout.is_sparse
     # A CSR matrix with a full row gets dense rows, quantised from its entries.
     X[0] = 1.0
     full = build_ellpack(_csr_of(X), cuts)
     assert not full.layout.is_sparse
     np.testing.assert_array_equal(full.packed, build_ellpack(X, cuts).packed)
+
+
+@pytest.mark.parametrize("n_features, n_bins", [(1, 5), (28, 256), (61, 64), (968, 256), (100_000, 1), (3, 2)])
+def test_the_layout_is_the_one_of_fewer_bytes_a_row(n_features, n_bins):
+    from dgboost.data.sketch import Cuts
+
+    offsets = np.arange(n_features + 1, dtype=np.int64) * (n_bins - 1)
+    cuts = Cuts(np.zeros(int(offsets[-1]), np.float32), offsets)
+    dense = EllpackLayout.for_cuts(cuts)
+    for stride in sorted({0, 1, 2, 7, 45, n_features // 2, n_features - 1, n_features} - {-1}):
+        if stride > n_features:
+            continue
+        sparse_rows = EllpackLayout.sparse_for_cuts(cuts, stride)
+        smaller = sparse_rows if stride < n_features and sparse_rows.bytes_per_row < dense.bytes_per_row else dense
+        assert EllpackLayout.smaller(cuts, stride) == smaller, stride
 
 
 def _dense_words(cuts):

@@ -66,11 +66,17 @@ class EllpackLayout:
     def smaller(cls, cuts: Cuts, row_stride: int) -> "EllpackLayout":
         """Dense or sparse rows for rows of at most ``row_stride`` present values: the fewer
         bytes a row, dense on a tie (a dense cell is found without a search)."""
-        dense = cls.for_cuts(cuts)
-        if row_stride >= cuts.n_features:
-            return dense
-        sparse_rows = cls.sparse_for_cuts(cuts, row_stride)
-        return sparse_rows if sparse_rows.bytes_per_row < dense.bytes_per_row else dense
+        limit = cls.sparse_limit(cuts)
+        if limit < 1 or row_stride > limit:  # a sparse row has one cell at the least
+            return cls.for_cuts(cuts)
+        return cls.sparse_for_cuts(cuts, row_stride)
+
+    @classmethod
+    def sparse_limit(cls, cuts: Cuts) -> int:
+        """The most present values a row may have for sparse rows to take fewer bytes than
+        dense ones (0: they never do), below the feature count."""
+        dense_words = cls.for_cuts(cuts).n_words
+        return min(cuts.n_features - 1, (dense_words - 1) * cls.sparse_for_cuts(cuts, 1).cells_per_word)
 
     @property
     def cells_per_word(self) -> int:
@@ -164,7 +170,7 @@ def build_ellpack(X, cuts: Cuts, xp=None) -> EllpackMatrix:
         raise ValueError(f"X has {X.shape[1]} features but the cuts were made for {cuts.n_features}")
     xp = xp or get_xp(X)
     is_csr = sparse.is_sparse(X)
-    row_stride = sparse.row_stride(X) if is_csr else most_present(X)
+    row_stride = sparse.row_stride(X) if is_csr else _most_present(X, EllpackLayout.sparse_limit(cuts))
     layout = EllpackLayout.smaller(cuts, row_stride)
     host_bin_offsets = np.asarray(cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE)
     cut_values = asarray(xp, cuts.values)
@@ -191,3 +197,16 @@ def build_ellpack(X, cuts: Cuts, xp=None) -> EllpackMatrix:
 
 #: The most entries of a host CSR matrix copied to the device at a time by build_ellpack.
 _CHUNK_ENTRIES = 1 << 25
+
+#: Rows of a dense X looked at first by _most_present.
+_HEAD_ROWS = 64
+
+
+def _most_present(X, limit: int) -> int:
+    """The most present values of a row of the dense ``X``, or, where sparse rows could not be
+    smaller (more than ``limit`` of them in one of its first rows: most dense data), the
+    feature count without a pass over every row."""
+    head = X[:_HEAD_ROWS]
+    if limit < 1 or (head.shape[0] and int((~get_xp(X).isnan(head)).sum(axis=1).max()) > limit):
+        return int(X.shape[1])
+    return most_present(X)
