@@ -54,8 +54,9 @@ def test_gradient_based_threshold_is_exact(rate):
                       rng.uniform(0.01, 0.25, n_rows)], axis=1).astype(np.float32)
     gpair[:100] = 0  # rows with nothing to give are never drawn
     sampler = _sampler(n_rows, subsample=rate, sampling_method="gradient_based")
-    g, h = gpair[:, 0].astype(np.float64), gpair[:, 1].astype(np.float64)
-    keys, _ = sampler._fixed(np.sqrt(g * g + 0.1 * (h * h)))
+    from dgboost.kernels import cpu
+
+    keys = cpu.sample_keys(gpair, cpu.MVS, cpu.sample_magnitude_max(gpair, cpu.MVS))
     mu = int(sampler._mvs_threshold(keys)[0])
     from fractions import Fraction
 
@@ -177,3 +178,36 @@ def test_sampled_model_file_is_identical_to_the_cpus(extra, tmp_path):
     dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
                   num_boost_round=12).save_model(tmp_path / "gpu.json")
     assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["mvs", "goss", "uniform", "zero"])
+def test_sampling_kernels_equal_their_twins(kind):
+    """The magnitudes' largest, the keys and the draw with its scaled pairs, bit for bit."""
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cpu, cuda
+
+    rng = np.random.default_rng(7)
+    n_rows = 100_003
+    gpair = np.stack([rng.standard_normal(n_rows) * rng.exponential(1, n_rows),
+                      rng.uniform(0.01, 0.25, n_rows)], axis=1).astype(np.float32)
+    if kind == "zero":
+        gpair[:] = 0  # nothing to draw by: every row
+    index = np.arange(5, n_rows + 5, dtype=np.int64) * 3  # global indices need not be contiguous
+    code = {"mvs": cpu.MVS, "goss": cpu.GOSS, "uniform": cpu.UNIFORM, "zero": cpu.MVS}[kind]
+    arguments, device_arguments = (None, None, None), (None, None, None)
+    if code != cpu.UNIFORM:
+        largest = cpu.sample_magnitude_max(gpair, code)
+        device_largest = cuda.sample_magnitude_max(cp.asarray(gpair), code)
+        np.testing.assert_array_equal(device_largest.get(), largest)
+        keys = cpu.sample_keys(gpair, code, largest)
+        device_keys = cuda.sample_keys(cp.asarray(gpair), code, device_largest)
+        np.testing.assert_array_equal(device_keys.get(), keys)
+        threshold = np.array([int(np.quantile(keys, 0.8))])
+        arguments, device_arguments = (keys, threshold, largest), (device_keys, cp.asarray(threshold), device_largest)
+    expected = cpu.sample_rows(gpair, index, 12345, code, *arguments, 0.3, 2.5)
+    got = cuda.sample_rows(cp.asarray(gpair), cp.asarray(index), 12345, code, *device_arguments, 0.3, 2.5)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g.get(), e)
+    assert 0 < expected[1].sum() <= n_rows and (expected[1].all() if kind == "zero" else not expected[1].all())

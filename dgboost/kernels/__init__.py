@@ -47,6 +47,9 @@ predict_oblivious = _dispatch(cpu.predict_oblivious)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 quantise_sparse = _dispatch(cpu.quantise_sparse)
 route_rows = _dispatch(cpu.route_rows)
+sample_keys = _dispatch(cpu.sample_keys)
+sample_magnitude_max = _dispatch(cpu.sample_magnitude_max)
+sample_rows = _dispatch(cpu.sample_rows)
 sibling_histograms = _dispatch(cpu.sibling_histograms)
 tree_record = _dispatch(cpu.tree_record)
 
@@ -77,6 +80,9 @@ __all__ = [
     "quantise_and_pack",
     "quantise_sparse",
     "route_rows",
+    "sample_keys",
+    "sample_magnitude_max",
+    "sample_rows",
     "sibling_histograms",
     "tree_record",
     "unpack",

@@ -600,6 +600,106 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
+#: Row sampling's methods, as sample_rows and sample_keys number them.
+MVS, GOSS, UNIFORM = 0, 1, 2
+
+#: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
+MVS_LAMBDA = 0.1
+
+
+def _magnitudes(gpair, kind):
+    """Each row's sampling magnitude, float64: ``sqrt(g^2 + 0.1 h^2)`` (MVS) or ``|g h|`` (GOSS,
+    exact: a product of two float32)."""
+    xp = get_xp(gpair)
+    gradient, hessian = gpair[:, 0].astype(GAIN_DTYPE), gpair[:, 1].astype(GAIN_DTYPE)
+    if kind == MVS:
+        return xp.sqrt(gradient * gradient + MVS_LAMBDA * (hessian * hessian))
+    return xp.abs(gradient * hessian)
+
+
+def sample_magnitude_max(gpair, kind):
+    """The largest of the rows' sampling magnitudes (see sample_keys), 0 without rows.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32                          # IN
+    kind : MVS or GOSS
+
+    Returns
+    -------
+    array of shape (1,), float64                                         # OUT
+    """
+    xp = get_xp(gpair)
+    if not gpair.shape[0]:
+        return xp.zeros(1, dtype=GAIN_DTYPE)
+    return xp.max(_magnitudes(gpair, kind), keepdims=True)
+
+
+def sample_keys(gpair, kind, largest):
+    """The rows' sampling magnitudes as int64 keys below 2**31: ``rint(magnitude * scale)``,
+    ``scale`` the power of two that puts ``largest`` (every rank's largest magnitude,
+    sample_magnitude_max all-reduced) below 2**31 (exact: the keys are integers).
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32                          # IN
+    kind : MVS or GOSS
+    largest : array of shape (1,), float64                               # IN
+
+    Returns
+    -------
+    array of shape (n_rows,), int64                                      # OUT
+    """
+    xp = get_xp(gpair)
+    _, exponent = xp.frexp(largest)  # largest * scale < 2**31
+    scale = xp.ldexp(xp.ones_like(largest), (31 - exponent).astype(np.int32))
+    return xp.rint(_magnitudes(gpair, kind) * scale).astype(INDEX_DTYPE)
+
+
+def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight):
+    """A tree's row sample: each row's draw ``u`` (``_hashing.uniform`` of its global index
+    under ``key``) decides, and the pairs of the rows drawn are scaled.
+
+    - UNIFORM: drawn where ``u < rate``; pairs as they are.
+    - MVS: drawn where ``u < p``, ``p = min(1, key / max(threshold, 1))`` (1 for every row
+      where ``largest`` is 0: nothing to draw by); pairs divided by ``p``.
+    - GOSS: the rows of ``key >= threshold`` (the top), and the others where ``u < rate``;
+      the others' pairs multiplied by ``weight``.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32                          # IN
+    global_index : array of shape (n_rows,), int64                       # IN
+    key : int: the tree's stream key (_hashing.stream_key)
+    kind : MVS, GOSS or UNIFORM
+    keys : array of shape (n_rows,), int64 (sample_keys), or None for UNIFORM   # IN
+    threshold, largest : arrays of shape (1,), int64 and float64, or None for UNIFORM   # IN
+    rate, weight : float
+
+    Returns
+    -------
+    (pairs, drawn): (n_rows, 2) float32, zero where not drawn; (n_rows,) bool   # OUT
+    """
+    from .._hashing import uniform
+
+    xp = get_xp(gpair)
+    draws = uniform(global_index, key)
+    zero = gpair.dtype.type(0)
+    if kind == UNIFORM:
+        keep = draws < rate
+        return xp.where(keep[:, None], gpair, zero), keep
+    if kind == MVS:
+        probability = xp.where(largest > 0, xp.minimum(1.0, keys / xp.maximum(threshold, 1).astype(GAIN_DTYPE)), 1.0)
+        keep = draws < probability
+        divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
+        scaled = (gpair.astype(GAIN_DTYPE) / divisor).astype(gpair.dtype)
+        return xp.where(keep[:, None], scaled, zero), keep
+    top = keys >= threshold
+    keep = top | (draws < rate)
+    scaled = (gpair.astype(GAIN_DTYPE) * xp.where(top, 1.0, weight)[:, None]).astype(gpair.dtype)
+    return xp.where(keep[:, None], scaled, zero), keep
+
+
 def bucket_counts(keys, shift, bits, state):
     """One step of a radix select over non-negative int64 ``keys`` (row sampling's thresholds).
 

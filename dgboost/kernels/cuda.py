@@ -30,7 +30,7 @@ _SOURCES = pathlib.Path(__file__).resolve().parent
 _HEADER = "common.cuh"
 #: Sources whose floating-point arithmetic is comparisons and single additions (nothing a
 #: fused multiply-add could round differently from the twin).
-_NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu", "sampling.cu"})
+_NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu"})
 
 #: Threads per block of the row-parallel kernels.
 _BLOCK = 256
@@ -432,6 +432,47 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ranks), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step), child))
     return child
+
+
+def sample_magnitude_max(gpair, kind):
+    import cupy
+
+    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    n = int(gpair.shape[0])
+    largest = cupy.zeros(1, dtype=GAIN_DTYPE)
+    if n:
+        _kernel("sampling.cu", "sample_magnitude_max")((min(_REDUCE_BLOCKS, _blocks(n)),), (_BLOCK,),
+                                                       (gpair, np.int64(n), np.int32(kind), largest))
+    return largest
+
+
+def sample_keys(gpair, kind, largest):
+    import cupy
+
+    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    n = int(gpair.shape[0])
+    keys = cupy.empty(n, dtype=INDEX_DTYPE)
+    if n:
+        _kernel("sampling.cu", "sample_keys")((_blocks(n),), (_BLOCK,),
+                                              (gpair, np.int64(n), np.int32(kind),
+                                               cupy.ascontiguousarray(largest, dtype=GAIN_DTYPE), keys))
+    return keys
+
+
+def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight):
+    import cupy
+
+    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
+    n = int(gpair.shape[0])
+    out = cupy.empty_like(gpair)
+    drawn = cupy.empty(n, dtype=bool)
+    if n:
+        _kernel("sampling.cu", "sample_rows")(
+            (_blocks(n),), (_BLOCK,),
+            (gpair, cupy.ascontiguousarray(global_index, dtype=INDEX_DTYPE), np.int64(n), np.uint64(key),
+             np.int32(kind), _optional(keys, INDEX_DTYPE), _optional(threshold, INDEX_DTYPE),
+             _optional(largest, GAIN_DTYPE), np.float64(rate), np.float64(weight), out, drawn))
+    return out, drawn
 
 
 def bucket_counts(keys, shift, bits, state):

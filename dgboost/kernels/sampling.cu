@@ -1,6 +1,92 @@
-// Row sampling's radix steps (twins: cpu.bucket_counts, cpu.choose_bucket), all on the device:
-// a threshold search reads nothing back to the host.
+// Row sampling (twins: cpu.sample_magnitude_max, cpu.sample_keys, cpu.sample_rows) and its
+// threshold's radix steps (cpu.bucket_counts, cpu.choose_bucket), all on the device: a tree's
+// sample reads nothing back to the host. Compiled with --fmad=false: every float64 operation
+// rounds as its twin's NumPy operation does.
 #include "common.cuh"
+
+#define MVS 0
+#define GOSS 1
+#define UNIFORM 2
+#define REDUCE_THREADS 256
+
+// A row's sampling magnitude (float64): sqrt(g^2 + 0.1 h^2) for MVS, |g h| for GOSS.
+__device__ __forceinline__ double magnitude(const float2 pair, const int kind) {
+    const double g = (double)pair.x, h = (double)pair.y;
+    return kind == MVS ? sqrt(g * g + 0.1 * (h * h)) : fabs(g * h);
+}
+
+// The largest magnitude: a block's maximum, then atomicMax on its bits (non-negative doubles
+// order as their bit patterns do) into `largest`, zeroed before.
+extern "C" __global__ void sample_magnitude_max(const float* __restrict__ gpair, const i64 n, const int kind,
+                                                u64* __restrict__ largest)
+{
+    __shared__ double block_max[REDUCE_THREADS];
+    double best = 0.0;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        best = fmax(best, magnitude(reinterpret_cast<const float2*>(gpair)[i], kind));
+    block_max[threadIdx.x] = best;
+    __syncthreads();
+    for (int stride = REDUCE_THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) block_max[threadIdx.x] = fmax(block_max[threadIdx.x], block_max[threadIdx.x + stride]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicMax((unsigned long long*)largest, (unsigned long long)__double_as_longlong(block_max[0]));
+}
+
+// keys[i] = rint(magnitude * scale), scale = 2**(31 - e) where largest = m 2**e, m in [0.5, 1).
+extern "C" __global__ void sample_keys(const float* __restrict__ gpair, const i64 n, const int kind,
+                                       const double* __restrict__ largest, i64* __restrict__ keys)
+{
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int exponent;
+    frexp(largest[0], &exponent);
+    const double scale = ldexp(1.0, 31 - exponent);
+    keys[i] = (i64)rint(magnitude(reinterpret_cast<const float2*>(gpair)[i], kind) * scale);
+}
+
+// _hashing.uniform: splitmix64 of (global index + key), its top 53 bits scaled by 2**-53.
+__device__ __forceinline__ double uniform_draw(const i64 global_index, const u64 key) {
+    u64 z = (u64)global_index + key;
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z = z ^ (z >> 31);
+    return (double)(z >> 11) * 1.1102230246251565e-16;  // 2**-53
+}
+
+// One thread a row (twin: cpu.sample_rows): its draw, whether it is drawn, its pair scaled.
+extern "C" __global__ void sample_rows(
+    const float* __restrict__ gpair, const i64* __restrict__ global_index, const i64 n, const u64 key,
+    const int kind, const i64* __restrict__ keys, const i64* __restrict__ threshold,
+    const double* __restrict__ largest, const double rate, const double weight, float* __restrict__ out,
+    bool* __restrict__ drawn)
+{
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double u = uniform_draw(global_index[i], key);
+    const float2 pair = reinterpret_cast<const float2*>(gpair)[i];
+    bool keep;
+    float g = pair.x, h = pair.y;
+    if (kind == UNIFORM) {
+        keep = u < rate;
+    } else if (kind == MVS) {
+        const double mu = (double)max(threshold[0], (i64)1);
+        const double probability = largest[0] > 0.0 ? fmin(1.0, (double)keys[i] / mu) : 1.0;
+        keep = u < probability;
+        g = (float)((double)pair.x / probability);
+        h = (float)((double)pair.y / probability);
+    } else {
+        const bool top = keys[i] >= threshold[0];
+        keep = top || u < rate;
+        const double w = top ? 1.0 : weight;
+        g = (float)((double)pair.x * w);
+        h = (float)((double)pair.y * w);
+    }
+    out[2 * i] = keep ? g : 0.0f;
+    out[2 * i + 1] = keep ? h : 0.0f;
+    drawn[i] = keep;
+}
 
 // Of the keys whose bits above shift + bits equal the prefix (state[0]), by bucket of their bits
 // [shift, shift + bits): how many (counts) and their sum (sums), added in. Each block

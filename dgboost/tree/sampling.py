@@ -23,13 +23,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._dtypes import EXPONENT_DTYPE, GAIN_DTYPE, INDEX_DTYPE, STAT_DTYPE
+from .._dtypes import GAIN_DTYPE, INDEX_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
                         STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
 from ..backend import get_xp
 from ..data.inputs import RowSpans
-from ..kernels import bucket_counts, choose_bucket
-from ..kernels.cpu import SEARCH_STATE
+from ..kernels import bucket_counts, choose_bucket, sample_keys, sample_magnitude_max, sample_rows
+from ..kernels.cpu import GOSS, MVS, SEARCH_STATE, UNIFORM
 
 
 class RowSampler:
@@ -65,6 +65,7 @@ class RowSampler:
         self.n_outputs = n_outputs
         self.rows = rows
         self.comm = comm
+        self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
 
     @property
     def active(self) -> bool:
@@ -77,43 +78,21 @@ class RowSampler:
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
-        draws = uniform(self.rows.global_index(xp), stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index))
+        if self._global_index is None or get_xp(self._global_index) is not xp:
+            self._global_index = self.rows.global_index(xp)
+        key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
         if self.method == "uniform":
-            keep = draws < self.rate
-            return xp.where(keep[:, None], gpair, gpair.dtype.type(0)), keep
-        gradient, hessian = gpair[:, 0].astype(STAT_DTYPE), gpair[:, 1].astype(STAT_DTYPE)
-        if self.method == "gradient_based":
-            magnitude = xp.sqrt(gradient * gradient + _MVS_LAMBDA * (hessian * hessian))
-        else:
-            magnitude = xp.abs(gradient * hessian)  # exact: a product of two float32
-        del gradient, hessian
-        keys, some = self._fixed(magnitude)
-        if self.method == "gradient_based":
-            mu = xp.maximum(self._mvs_threshold(keys), 1).astype(STAT_DTYPE)
-            # Every pair zero (nothing to draw by): every row, as it is.
-            probability = xp.where(some, xp.minimum(1.0, keys / mu), 1.0)
-            keep = draws < probability
-            divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
-            scaled = (gpair.astype(STAT_DTYPE) / divisor).astype(gpair.dtype)
-            return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
+            return sample_rows(gpair, self._global_index, key, UNIFORM, None, None, None, self.rate, 1.0)
+        kind = MVS if self.method == "gradient_based" else GOSS
+        largest = self.comm.allreduce(sample_magnitude_max(gpair, kind), "max")
+        keys = sample_keys(gpair, kind, largest)
+        if kind == MVS:
+            return sample_rows(gpair, self._global_index, key, MVS, keys, self._mvs_threshold(keys), largest, 1.0, 1.0)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
-        top = keys >= self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
-        keep = top | (draws < other_k / max(1, self.n_total - top_k))
-        weight = xp.where(top, 1.0, (self.n_total - top_k) / other_k)
-        scaled = (gpair.astype(STAT_DTYPE) * weight[:, None]).astype(gpair.dtype)
-        return xp.where(keep[:, None], scaled, gpair.dtype.type(0)), keep
-
-    def _fixed(self, magnitude):
-        """The magnitudes as int64 keys below 2**31, at a power-of-two scale every rank derives
-        from the largest (exact: the keys are integers), and whether any is above 0 (a (1,)
-        bool array): on the magnitudes' device, no host read."""
-        xp = get_xp(magnitude)
-        local = xp.max(magnitude, keepdims=True) if magnitude.size else xp.zeros(1, dtype=STAT_DTYPE)
-        largest = self.comm.allreduce(local, "max")
-        _, exponent = xp.frexp(largest)  # largest * scale < 2**31
-        scale = xp.ldexp(xp.ones_like(largest), (31 - exponent).astype(EXPONENT_DTYPE))
-        return xp.rint(magnitude * scale).astype(INDEX_DTYPE), largest > 0
+        top = self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
+        return sample_rows(gpair, self._global_index, key, GOSS, keys, top, largest,
+                           other_k / max(1, self.n_total - top_k), (self.n_total - top_k) / other_k)
 
     def _mvs_threshold(self, keys):
         """The largest integer ``mu >= 1`` whose expected sample, ``#(key >= mu) + sum(key < mu) /
@@ -149,8 +128,6 @@ _MVS_RULE, _COUNT_RULE = 0, 1
 #: so that each block of the CUDA twin counts into shared memory.
 _RADIX_STEPS = ((20, 11), (9, 11), (0, 9))
 
-#: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
-_MVS_LAMBDA = 0.1
 
 
 #: The least weight a feature is drawn with (XGBoost's kRtEps): a weight of 0 is drawn last.
