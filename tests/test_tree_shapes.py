@@ -199,6 +199,20 @@ def test_symmetric_kernels_equal_their_twins():
         got = cuda.evaluate_level_split(*(cp.asarray(a) for a in (hist, node_sums, active, feature_of_bin)), bin_offsets,
                                         cp.asarray(scales), rules, None if allowed is None else cp.asarray(allowed))
         np.testing.assert_array_equal(got.get(), expected)
+    # Features of 1 to 3 bins (a warp each) beside ones of 40 and 300 (a block each), in one level.
+    rng = np.random.default_rng(11)
+    n_bins = np.concatenate([rng.integers(1, 4, 200), [40, 300]])
+    bin_offsets = np.concatenate([[0], np.cumsum(n_bins)]).astype(np.int64)
+    feature_of_bin = np.repeat(np.arange(len(n_bins)), n_bins).astype(np.int32)
+    hist = np.stack([rng.integers(-50, 51, (7, bin_offsets[-1])), rng.integers(0, 51, (7, bin_offsets[-1]))], axis=-1)
+    node_sums = hist[:, :300].sum(axis=1) + rng.integers(0, 200, (7, 2))
+    active = np.array([True, True, False, True, True, True, False])
+    for allowed in (None, rng.random(len(n_bins)) < 0.6):
+        expected = cpu.evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, np.array([0.5, 2.0]),
+                                            NO_REG, allowed)
+        got = cuda.evaluate_level_split(*(cp.asarray(a) for a in (hist, node_sums, active, feature_of_bin)), bin_offsets,
+                                        cp.asarray([0.5, 2.0]), NO_REG, None if allowed is None else cp.asarray(allowed))
+        np.testing.assert_array_equal(got.get(), expected)
     # Wide features (bins past one block), and the prediction kernel.
     X, y = _data(np.random.default_rng(6), 30_000)
     booster = dgboost.train({"max_depth": 6, "grow_policy": "symmetric", "max_bin": 1024}, X, y, num_boost_round=8)

@@ -356,11 +356,17 @@ def evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, s
     regularisation = (np.float64(rules.reg_lambda), np.float64(rules.alpha), np.float64(rules.min_child_weight),
                       np.float64(rules.max_delta_step))
     widest = int(np.diff(host_offsets).max()) if n_features else 0
-    if n_features and widest:
+    by_warp = bool(n_features) and n_bins_total <= _WARP_BINS * n_features  # few bins a feature: a warp each
+    if by_warp:
+        _kernel("split.cu", "level_candidates_by_warp")(
+            (_blocks(n_features, _SPLIT_BLOCK // 32),), (_SPLIT_BLOCK,),
+            (hist, node_sums, active, offsets, np.int64(n_bins_total), np.int32(n_nodes), np.int32(n_features),
+             scales, *regularisation, _optional(allowed, bool), totals))
+    if n_features and widest > (32 if by_warp else 0):
         _kernel("split.cu", "level_candidates")(
             (n_features, _blocks(widest)), (_BLOCK,),
             (hist, node_sums, active, offsets, np.int64(n_bins_total), np.int32(n_nodes), scales, *regularisation,
-             _optional(allowed, bool), totals))
+             _optional(allowed, bool), np.int64(33 if by_warp else 0), totals))
     _kernel("split.cu", "level_table")(
         (1,), (_BLOCK,),
         (hist, node_sums, active, _int32(feature_of_bin), offsets, np.int64(n_bins_total), np.int32(n_nodes), scales,

@@ -395,18 +395,35 @@ extern "C" __global__ void child_bounds(
 // node's prefix at the bin (its sums of the bins before the chunk, then a block scan), and
 // the node's score for missing right and left added to the thread's two totals, from 0.0:
 // the twin's order. Features not `allowed` (by feature, or null: all) score -inf.
+// A bin's two scores at one node (missing right, then left), added to the bin's totals: g, h
+// the node's sums of the feature's bins up to it, present_g, present_h of all of them.
+__device__ __forceinline__ void add_level_scores(const i64 g, const i64 h, const i64 node_g, const i64 node_h,
+                                                 const i64 present_g, const i64 present_h, const double inverse_g,
+                                                 const double inverse_h, const Rules& rules, double& total0,
+                                                 double& total1) {
+    const double node_gd = (double)node_g * inverse_g, node_hd = (double)node_h * inverse_h;
+    const double parent = node_gain(node_gd, node_hd, rules);
+    for (int direction = 0; direction < 2; ++direction) {
+        const double gl = (double)(direction ? g + (node_g - present_g) : g) * inverse_g;
+        const double hl = (double)(direction ? h + (node_h - present_h) : h) * inverse_h;
+        const double score = (node_gain(gl, hl, rules) + node_gain(node_gd - gl, node_hd - hl, rules)) - parent;
+        if (direction) total1 += score; else total0 += score;
+    }
+}
+
+// Features of fewer than `least_bins` bins are level_candidates_by_warp's (0: none).
 extern "C" __global__ void __launch_bounds__(BLOCK) level_candidates(
     const i64* __restrict__ hist, const i64* __restrict__ node_sums, const bool* __restrict__ active,
     const i64* __restrict__ bin_offsets, const i64 n_bins_total, const int n_nodes, const double* __restrict__ scales,
     const double reg_lambda, const double alpha, const double min_child_weight, const double max_delta_step,
-    const bool* __restrict__ allowed, double* __restrict__ totals)
+    const bool* __restrict__ allowed, const i64 least_bins, double* __restrict__ totals)
 {
     const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
     __shared__ i64 warp_g[WARPS], warp_h[WARPS];
     const int feature = blockIdx.x;
     const i64 begin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - begin;
     const i64 chunk_start = (i64)blockIdx.y * BLOCK;
-    if (chunk_start >= n_bins) return;  // the whole block
+    if (chunk_start >= n_bins || n_bins < least_bins) return;  // the whole block
     const i64 local = chunk_start + threadIdx.x;
     const bool in_range = local < n_bins;
     if (allowed && !allowed[feature]) {
@@ -429,17 +446,52 @@ extern "C" __global__ void __launch_bounds__(BLOCK) level_candidates(
         i64 g = in_range ? h_node[2 * local] : 0, h = in_range ? h_node[2 * local + 1] : 0;
         scan_pairs(g, h, warp_g, warp_h, total_g, total_h);
         if (!in_range) continue;
-        g += before_g; h += before_h;
-        const double node_gd = (double)node_g * inverse_g, node_hd = (double)node_h * inverse_h;
-        const double parent = node_gain(node_gd, node_hd, rules);
-        for (int direction = 0; direction < 2; ++direction) {
-            const double gl = (double)(direction ? g + (node_g - present_g) : g) * inverse_g;
-            const double hl = (double)(direction ? h + (node_h - present_h) : h) * inverse_h;
-            const double score = (node_gain(gl, hl, rules) + node_gain(node_gd - gl, node_hd - hl, rules)) - parent;
-            if (direction) total1 += score; else total0 += score;
-        }
+        add_level_scores(g + before_g, h + before_h, node_g, node_h, present_g, present_h, inverse_g, inverse_h,
+                         rules, total0, total1);
     }
     if (in_range) { totals[2 * (begin + local)] = total0; totals[2 * (begin + local) + 1] = total1; }
+}
+
+// level_candidates for features of at most 32 bins (a sparse matrix's one-hot columns): a warp
+// a feature, a lane a bin, WARPS features a block; wider features are left to the block kernel.
+// The same scores, added over the nodes in the same order.
+extern "C" __global__ void __launch_bounds__(BLOCK) level_candidates_by_warp(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const bool* __restrict__ active,
+    const i64* __restrict__ bin_offsets, const i64 n_bins_total, const int n_nodes, const int n_features,
+    const double* __restrict__ scales, const double reg_lambda, const double alpha, const double min_child_weight,
+    const double max_delta_step, const bool* __restrict__ allowed, double* __restrict__ totals)
+{
+    const Rules rules = {reg_lambda, alpha, min_child_weight, max_delta_step};
+    const int lane = threadIdx.x & 31;
+    const int feature = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (feature >= n_features) return;  // the warp
+    const i64 begin = bin_offsets[feature], n_bins = bin_offsets[feature + 1] - begin;
+    if (n_bins > 32) return;
+    const bool in_range = lane < n_bins;
+    if (allowed && !allowed[feature]) {
+        if (in_range) totals[2 * (begin + lane)] = totals[2 * (begin + lane) + 1] = -positive_infinity();
+        return;
+    }
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    double total0 = 0.0, total1 = 0.0;
+    for (int node = 0; node < n_nodes; ++node) {
+        if (!active[node]) continue;  // the same for the whole warp
+        const i64* h_node = hist + ((i64)node * n_bins_total + begin) * 2;
+        i64 g = in_range ? h_node[2 * lane] : 0, h = in_range ? h_node[2 * lane + 1] : 0;
+        i64 present_g = g, present_h = h;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            present_g += __shfl_xor_sync(0xffffffffu, present_g, offset);
+            present_h += __shfl_xor_sync(0xffffffffu, present_h, offset);
+        }
+        for (int offset = 1; offset < 32; offset <<= 1) {  // inclusive scan of the feature's bins
+            const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
+            const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
+            if (lane >= offset) { g += up_g; h += up_h; }
+        }
+        if (in_range) add_level_scores(g, h, node_sums[2 * node], node_sums[2 * node + 1], present_g, present_h,
+                                       inverse_g, inverse_h, rules, total0, total1);
+    }
+    if (in_range) { totals[2 * (begin + lane)] = total0; totals[2 * (begin + lane) + 1] = total1; }
 }
 
 // The level's split table from level_candidates' totals (twin: split_loops.level_table), one
