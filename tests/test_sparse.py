@@ -115,7 +115,7 @@ def test_the_smaller_layout_is_chosen_and_both_hold_the_same_bins(rng):
     reference = cpu.quantise_and_pack(X, cuts.values, cuts.offsets.tolist(), *_dense_words(cuts))
     expected = cpu.unpack(reference, EllpackLayout.for_cuts(cuts).bits, EllpackLayout.for_cuts(cuts).cells_per_word,
                           61)
-    np.testing.assert_array_equal(from_csr.feature_bins_of_rows(), expected)
+    np.testing.assert_array_equal(_bins_by_feature(from_csr), expected)
     # A full row far down makes dense rows the smaller: the whole of X is counted, not its head.
     X[300] = 1.0
     assert not build_ellpack(X, cuts).layout.is_sparse
@@ -139,6 +139,18 @@ def test_the_layout_is_the_one_of_fewer_bytes_a_row(n_features, n_bins):
         sparse_rows = EllpackLayout.sparse_for_cuts(cuts, stride)
         smaller = sparse_rows if stride < n_features and sparse_rows.bytes_per_row < dense.bytes_per_row else dense
         assert EllpackLayout.smaller(cuts, stride) == smaller, stride
+
+
+def _bins_by_feature(matrix):
+    """Local bin ids of a sparse-rows matrix by feature, (n_rows, n_features), missing the dense
+    layout's missing symbol: what dense rows of the same data hold."""
+    cells, offsets = matrix.unpack(), matrix.host_bin_offsets
+    dense = np.full((cells.shape[0], matrix.layout.n_features), int(np.diff(offsets).max()), dtype=cells.dtype)
+    row, cell = np.nonzero(cells != matrix.layout.missing_symbol)
+    global_bin = cells[row, cell]
+    feature = np.searchsorted(offsets, global_bin, side="right") - 1
+    dense[row, feature] = global_bin - offsets[feature]
+    return dense
 
 
 def _dense_words(cuts):

@@ -144,22 +144,6 @@ class EllpackMatrix:
         packed = self.packed if rows is None else self.packed[rows]
         return unpack(packed, self.layout.bits, self.layout.cells_per_word, self.layout.row_stride)
 
-    def feature_bins_of_rows(self, rows=None):
-        """Local bin ids of ``rows`` by feature, whatever the layout: (n, n_features) int32,
-        missing = the dense layout's missing symbol (tests compare layouts with it)."""
-        cells = self.unpack(rows)
-        if not self.layout.is_sparse:
-            return cells
-        xp = get_xp(cells)
-        offsets = self.bin_offsets
-        missing = int((self.host_bin_offsets[1:] - self.host_bin_offsets[:-1]).max())
-        dense = xp.full((cells.shape[0], self.layout.n_features), missing, dtype=cells.dtype)
-        row, cell = xp.nonzero(cells != self.layout.missing_symbol)
-        global_bin = cells[row, cell]
-        feature = xp.searchsorted(offsets, global_bin, side="right") - 1
-        dense[row, feature] = global_bin - offsets[feature]
-        return dense
-
 
 def build_ellpack(X, cuts: Cuts, xp=None) -> EllpackMatrix:
     """Quantise and bit-pack ``X`` (float32, NaN = missing; or a CSR matrix, absent entries

@@ -72,14 +72,28 @@ __device__ __forceinline__ bool better(double gain_a, int cand_a, double gain_b,
     return gain_a > gain_b || (gain_a == gain_b && cand_a < cand_b);
 }
 
-// Block-wide inclusive scan of (g, h) pairs; returns this thread's prefix, `total` gets the block sum.
-__device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_g, i64& total_h) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+// Warp-wide inclusive scan of (g, h) pairs, lane by lane (every lane of the warp calls it).
+__device__ __forceinline__ void warp_scan_pairs(i64& g, i64& h) {
+    const int lane = threadIdx.x & 31;
     for (int offset = 1; offset < 32; offset <<= 1) {
         const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
         const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
         if (lane >= offset) { g += up_g; h += up_h; }
     }
+}
+
+// The sum of (g, h) pairs over a warp, on every lane (every lane of the warp calls it).
+__device__ __forceinline__ void warp_sum_pairs(i64& g, i64& h) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        g += __shfl_xor_sync(0xffffffffu, g, offset);
+        h += __shfl_xor_sync(0xffffffffu, h, offset);
+    }
+}
+
+// Block-wide inclusive scan of (g, h) pairs; returns this thread's prefix, `total` gets the block sum.
+__device__ void scan_pairs(i64& g, i64& h, i64* warp_g, i64* warp_h, i64& total_g, i64& total_h) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_scan_pairs(g, h);
     if (lane == 31) { warp_g[warp] = g; warp_h[warp] = h; }
     __syncthreads();
     i64 before_g = 0, before_h = 0;
@@ -242,10 +256,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits_by_w
 
     i64 present_g = 0, present_h = 0;
     for (i64 bin = lane; bin < n_bins; bin += 32) { present_g += h_node[2 * bin]; present_h += h_node[2 * bin + 1]; }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        present_g += __shfl_xor_sync(0xffffffffu, present_g, offset);
-        present_h += __shfl_xor_sync(0xffffffffu, present_h, offset);
-    }
+    warp_sum_pairs(present_g, present_h);
     const FeatureScore score = feature_score(rules, monotone, bounds, scales, node_sums, node, feature, present_g,
                                              present_h);
     Best best = no_candidate();
@@ -254,11 +265,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) evaluate_feature_splits_by_w
         const i64 bin = base + lane;
         i64 g = 0, h = 0;
         if (bin < n_bins) { g = h_node[2 * bin]; h = h_node[2 * bin + 1]; }
-        for (int offset = 1; offset < 32; offset <<= 1) {  // inclusive scan of the warp's bins
-            const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
-            const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
-            if (lane >= offset) { g += up_g; h += up_h; }
-        }
+        warp_scan_pairs(g, h);
         g += carry_g; h += carry_h;
         carry_g = __shfl_sync(0xffffffffu, g, 31);
         carry_h = __shfl_sync(0xffffffffu, h, 31);
@@ -479,15 +486,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) level_candidates_by_warp(
         const i64* h_node = hist + ((i64)node * n_bins_total + begin) * 2;
         i64 g = in_range ? h_node[2 * lane] : 0, h = in_range ? h_node[2 * lane + 1] : 0;
         i64 present_g = g, present_h = h;
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            present_g += __shfl_xor_sync(0xffffffffu, present_g, offset);
-            present_h += __shfl_xor_sync(0xffffffffu, present_h, offset);
-        }
-        for (int offset = 1; offset < 32; offset <<= 1) {  // inclusive scan of the feature's bins
-            const i64 up_g = __shfl_up_sync(0xffffffffu, g, offset);
-            const i64 up_h = __shfl_up_sync(0xffffffffu, h, offset);
-            if (lane >= offset) { g += up_g; h += up_h; }
-        }
+        warp_sum_pairs(present_g, present_h);
+        warp_scan_pairs(g, h);  // the feature's bins up to this lane's
         if (in_range) add_level_scores(g, h, node_sums[2 * node], node_sums[2 * node + 1], present_g, present_h,
                                        inverse_g, inverse_h, rules, total0, total1);
     }

@@ -66,6 +66,8 @@ class RowSampler:
         self.rows = rows
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
+        if self.method != "uniform" and self.active and n_total >= 1 << 32:  # choose_bucket's exact range
+            raise ValueError(f"sampling_method={self.method!r} takes fewer than 2**32 rows, got {n_total}")
 
     @property
     def active(self) -> bool:
@@ -109,8 +111,6 @@ class RowSampler:
         the keys' device. Radix steps of _RADIX_STEPS bits, highest first: each one bucket
         histogram over every rank (one allreduce) narrows ``t`` to a bucket, chosen on the
         device, so that a tree's sample costs no host read."""
-        if self.n_total >= 1 << 32:
-            raise ValueError(f"sampling_method={self.method!r} takes fewer than 2**32 rows, got {self.n_total}")
         xp = get_xp(keys)
         state = xp.zeros(len(SEARCH_STATE), dtype=INDEX_DTYPE)
         rule = (kind, least, numerator >> 62, numerator & ((1 << 62) - 1), denominator)
