@@ -15,6 +15,7 @@ from ._dtypes import MARGIN_DTYPE
 from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
+from .data.categories import Categories, known_codes
 from .data.inputs import check_feature_names, features, margins as margins_argument
 from .data.sparse import from_arrays as sparse_from_arrays, is_sparse
 from .kernels.loops import using_threads
@@ -27,7 +28,10 @@ from .tree.tree import Tree
 #: trained on a GPU and one trained on the CPU can be byte-identical.
 RUN_SETTINGS = ("device", "verbosity", "nthread")
 MODEL_FORMAT = "dgboost-model"
-MODEL_VERSION = 1
+#: The model file's format version: 2 where it holds categorical features (category sets, which
+#: a reader of version 1 would take for thresholds), else 1, which every dgboost reads.
+MODEL_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
 
@@ -52,8 +56,9 @@ class Booster:
     """
 
     def __init__(self, params: TrainParams | None = None, n_features: int = 0, feature_names=None,
-                 base_margin=None):
+                 base_margin=None, categories: Categories | None = None):
         params = TrainParams() if params is None else params
+        self.categories = categories  # the categorical features and their categories, or None
         self.params = params
         self._objective = make_objective(params)
         self.num_features = int(n_features)
@@ -153,7 +158,8 @@ class Booster:
             return self._predict(X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs)
 
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
-        X, names = features(X, missing=self.params.missing)
+        frame_values = None if self.categories is None else self.categories.values
+        X, names, _ = features(X, missing=self.params.missing, categories=frame_values)
         if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
             X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)
         if X.shape[1] != self.num_features:
@@ -161,6 +167,8 @@ class Booster:
             raise ValueError(f"X has {X.shape[1]} features but the model was trained on "
                              f"{self.num_features}{fix}")
         check_feature_names(self.feature_names, names, "X")
+        if self.categories is not None:
+            X = known_codes(X, self.categories, "X", self.feature_names)
         xp = get_xp(X)
         begin, end = self._round_range(iteration_range)
         if base_margin is None:
@@ -295,7 +303,7 @@ class Booster:
             best_score = None
         return {
             "format": MODEL_FORMAT,
-            "version": MODEL_VERSION,
+            "version": MODEL_VERSION if self.categories is not None else 1,
             "dgboost_version": __version__,
             "learner": {
                 "objective": self.params.objective,
@@ -308,6 +316,7 @@ class Booster:
                 "best_score": best_score,
                 "params": {k: v for k, v in self.params.to_dict().items() if k not in RUN_SETTINGS},
             },
+            **({} if self.categories is None else {"categorical": self.categories.to_dict()}),
             "trees": [tree.to_dict() for tree in self.trees],
             "tree_outputs": list(self.tree_outputs),
         }
@@ -333,7 +342,10 @@ class Booster:
         base_margin = _field(learner, "base_margin", list, path)
         if len(base_margin) != n_outputs or not all(_is_finite_number(v) for v in base_margin):
             raise ValueError(f"{path}: base_margin must be {n_outputs} finite numbers")
-        booster = cls(params, num_feature, names, base_margin)
+        categories = None
+        if "categorical" in document:
+            categories = Categories.from_dict(document["categorical"], num_feature, f"{path}: categorical")
+        booster = cls(params, num_feature, names, base_margin, categories)
         trees = _field(document, "trees", list, path)
         outputs = _field(document, "tree_outputs", list, path)
         if len(outputs) != len(trees) or any(o != i % n_outputs for i, o in enumerate(outputs)):
@@ -381,9 +393,10 @@ def _parse(text: str, path: str) -> dict:
             foreign = " It looks like an XGBoost model, which dgboost does not read."
         raise ValueError(f"{path} is not a dgboost model (no \"format\": \"{MODEL_FORMAT}\").{foreign}")
     version = document.get("version")
-    if version != MODEL_VERSION:
+    if version not in _READABLE_VERSIONS:
         raise ValueError(f"{path} has model format version {version!r}; this dgboost ({__version__}) "
-                         f"reads version {MODEL_VERSION}. Use the dgboost that wrote it, or a newer one.")
+                         f"reads versions {_READABLE_VERSIONS[0]} to {MODEL_VERSION}. Use the dgboost that wrote "
+                         "it, or a newer one.")
     stored = document.pop("checksum", None)
     expected = "sha256:" + hashlib.sha256(_canonical(document)).hexdigest()
     if stored != expected:

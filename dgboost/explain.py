@@ -47,6 +47,7 @@ def contributions(trees, tree_outputs, start: np.ndarray, X) -> np.ndarray:
             node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
             loops.shap(n_threads, *feature_rows(X), node(tree.left), node(tree.right), node(tree.feature),
                        np.ascontiguousarray(tree.threshold, dtype=CUT_DTYPE),
-                       np.ascontiguousarray(tree.default_left, dtype=bool), np.ascontiguousarray(tree.value),
+                       np.ascontiguousarray(tree.default_left, dtype=bool), *tree.category_table(),
+                       np.ascontiguousarray(tree.value),
                        cover, tree.depth, phi[output])
     return np.ascontiguousarray(phi.transpose(1, 0, 2), dtype=np.float32)

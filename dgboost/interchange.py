@@ -31,7 +31,7 @@ def xgboost_document(booster) -> dict:
         "learner": {
             "attributes": _attributes(booster),
             "feature_names": list(booster.feature_names or []),
-            "feature_types": ["float"] * booster.num_features if booster.feature_names else [],
+            "feature_types": _feature_types(booster),
             "gradient_booster": {
                 "name": "gbtree",
                 "model": {
@@ -52,6 +52,14 @@ def xgboost_document(booster) -> dict:
             "objective": _objective(params),
         },
     }
+
+
+def _feature_types(booster) -> list[str]:
+    """XGBoost's feature types: "c" for a categorical feature, "float" for others (listed with
+    feature names, or where a feature is categorical)."""
+    if booster.categories is not None:
+        return ["c" if c else "float" for c in booster.categories.categorical]
+    return ["float"] * booster.num_features if booster.feature_names else []
 
 
 def _base_score(booster) -> list[float]:
@@ -96,9 +104,13 @@ def _tree(tree, index: int, num_feature: int) -> dict:
     parents[tree.left[split]] = split
     parents[tree.right[split]] = split
     conditions = np.where(leaf, tree.value, tree.threshold).astype(np.float32)
+    split_type = np.zeros(n, dtype=int)
+    split_type[list(tree.categories)] = 1  # XGBoost's categorical split: the set's categories go right
+    sets = tree.to_dict()
     return {
         "base_weights": tree.value.astype(np.float32).tolist(),
-        "categories": [], "categories_nodes": [], "categories_segments": [], "categories_sizes": [],
+        **{key: sets.get(key, []) for key in ("categories", "categories_nodes", "categories_segments",
+                                               "categories_sizes")},
         "default_left": tree.default_left.astype(int).tolist(),
         "id": index,
         "left_children": tree.left.astype(int).tolist(),
@@ -107,7 +119,7 @@ def _tree(tree, index: int, num_feature: int) -> dict:
         "right_children": tree.right.astype(int).tolist(),
         "split_conditions": conditions.tolist(),
         "split_indices": np.where(leaf, 0, tree.feature).astype(int).tolist(),
-        "split_type": [0] * n,
+        "split_type": split_type.tolist(),
         "sum_hessian": tree.cover.astype(np.float32).tolist(),
         "tree_param": {"num_deleted": "0", "num_feature": str(num_feature), "num_nodes": str(n),
                        "size_leaf_vector": "1"},
@@ -130,17 +142,19 @@ def trees_to_rows(booster) -> list[dict]:
     for t, tree in enumerate(booster.trees):
         for node in range(tree.n_nodes):
             leaf = tree.left[node] < 0
+            by_set = node in tree.categories  # "Yes": in the set, which goes right
             ident = lambda n: f"{t}-{int(n)}"  # noqa: E731
+            yes, no = (tree.right[node], tree.left[node]) if by_set else (tree.left[node], tree.right[node])
             rows.append({
                 "Tree": t, "Node": node, "ID": ident(node),
                 "Feature": "Leaf" if leaf else names[tree.feature[node]],
-                "Split": float("nan") if leaf else float(tree.threshold[node]),
-                "Yes": None if leaf else ident(tree.left[node]),
-                "No": None if leaf else ident(tree.right[node]),
+                "Split": float("nan") if leaf or by_set else float(tree.threshold[node]),
+                "Yes": None if leaf else ident(yes),
+                "No": None if leaf else ident(no),
                 "Missing": None if leaf else ident(tree.left[node] if tree.default_left[node] else tree.right[node]),
                 "Gain": float(tree.value[node]) if leaf else float(tree.gain[node]),
                 "Cover": float(tree.cover[node]),
-                "Category": None,
+                "Category": tree.categories[node].tolist() if by_set else None,
             })
     return rows
 
@@ -161,8 +175,13 @@ def text_dump(booster, with_stats: bool = False) -> list[str]:
             left, right = int(tree.left[node]), int(tree.right[node])
             missing = left if tree.default_left[node] else right
             gain = f",gain={float(tree.gain[node]):g}" if with_stats else ""
-            lines.append(f"{tab}{node}:[{names[tree.feature[node]]}<{float(tree.threshold[node]):g}] "
-                         f"yes={left},no={right},missing={missing}{gain}{stats}")
+            if node in tree.categories:  # XGBoost's form: "yes" the set's categories, which go right
+                codes = ",".join(str(int(c)) for c in tree.categories[node])
+                lines.append(f"{tab}{node}:[{names[tree.feature[node]]}:{{{codes}}}] "
+                             f"yes={right},no={left},missing={missing}{gain}{stats}")
+            else:
+                lines.append(f"{tab}{node}:[{names[tree.feature[node]]}<{float(tree.threshold[node]):g}] "
+                             f"yes={left},no={right},missing={missing}{gain}{stats}")
             visit(left, depth + 1)
             visit(right, depth + 1)
 

@@ -58,9 +58,7 @@ METRICS = tuple(METRIC_OBJECTIVES)
 #: apart so the error says "not supported yet" rather than "unknown".
 NOT_YET_SUPPORTED = (
     "booster",
-    "enable_categorical",
     "max_cached_hist_node",
-    "max_cat_to_onehot",
     "multi_strategy",
     "num_parallel_tree",
     "refresh_leaf",
@@ -211,6 +209,25 @@ def _check_interactions(name, value):
     return tuple(tuple(f if isinstance(f, str) else int(f) for f in group) for group in value)
 
 
+def _check_feature_types(name, value):
+    """XGBoost's list of feature types, one a feature: "c" categorical; "q" (or XGBoost's
+    "float", "int", "i") numeric. Returns a tuple of "q" and "c"."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name}={value!r} must be a list with one type a feature: 'c' (categorical) or 'q' "
+                        "(numeric), as XGBoost's feature_types")
+    types = []
+    for index, kind in enumerate(value):
+        if kind not in FEATURE_TYPES:
+            raise ValueError(f"{name}[{index}]={kind!r} is not a feature type: use 'c' (categorical) or 'q' "
+                             "(numeric; XGBoost's 'float', 'int' and 'i' mean the same)")
+        types.append(FEATURE_TYPES[kind])
+    return tuple(types)
+
+
+#: XGBoost's feature type names, as dgboost keeps them: "c" categorical, "q" numeric.
+FEATURE_TYPES = {"c": "c", "q": "q", "float": "q", "int": "q", "i": "q"}
+
+
 def _check_direction(name, direction, where):
     if isinstance(direction, bool) or not isinstance(direction, numbers.Integral) or direction not in (-1, 0, 1):
         raise ValueError(f"{name}{where}={direction!r} must be -1 (decreasing), 0 (free) or 1 (increasing)")
@@ -241,6 +258,7 @@ _CHECKS = {
     "verbosity": _number(0, 3, integer=True),
     "nthread": _number(-1, 2**31 - 1, integer=True),
     "grow_policy": _choice("depthwise", "lossguide", "symmetric"),
+    "max_cat": _number(1, 2**31 - 1, integer=True),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
         "exact": "dgboost builds histograms only: use 'hist'",
@@ -333,6 +351,19 @@ PARAMETERS: tuple[Spec, ...] = (
          "a list of lists of feature indices or names, or \"[[0, 1], [2, 3, 4]]\"",
          "Features allowed to interact, XGBoost's way: a node may split on the features its path "
          "used and on every feature of a set holding all of them (at the root, any feature)."),
+    Spec("enable_categorical", False, _check_bool, "True or False",
+         "Train on the category columns of a DataFrame (pandas or dask) as categorical features, each "
+         "category its own bin, split by category sets (XGBoost's partition splits). Without it a "
+         "category column is an error."),
+    Spec("feature_types", None, _check_optional(_check_feature_types),
+         "a list, one a feature, of 'c' (categorical) or 'q' (numeric)",
+         "Which features are categorical: for arrays, whose categorical columns hold category codes "
+         "(integers from 0; NaN missing). A DataFrame's category columns are categorical without it."),
+    Spec("max_cat_to_onehot", 4, *_CHECKS["max_cat"],
+         "A categorical feature of fewer categories than this splits one category against the rest; "
+         "one of more, by a partition of its categories (ordered by their gradient statistics)."),
+    Spec("max_cat_threshold", 64, *_CHECKS["max_cat"],
+         "Partition splits: the most categories a split sends right."),
     Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
@@ -379,6 +410,10 @@ class TrainParams:
     verbosity: int = 1
     monotone_constraints: tuple | None = None
     interaction_constraints: tuple | None = None
+    enable_categorical: bool = False
+    feature_types: tuple[str, ...] | None = None
+    max_cat_to_onehot: int = 4
+    max_cat_threshold: int = 64
     nthread: int | None = None
 
     @classmethod

@@ -33,7 +33,8 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "max_delta_step", "subsample", "reg_alpha", "reg_lambda", "scale_pos_weight", "base_score",
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
            "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
-           "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate", "max_greedy_nodes")
+           "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate", "max_greedy_nodes",
+           "enable_categorical", "feature_types", "max_cat_to_onehot", "max_cat_threshold")
 
 
 class _DGBModel(BaseEstimator):
@@ -46,7 +47,8 @@ class _DGBModel(BaseEstimator):
                  callbacks=None, device=None, huber_slope=None, tree_method=None, grow_policy=None, n_jobs=None,
                  monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
                  colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None,
-                 sampling_method=None, top_rate=None, other_rate=None, max_greedy_nodes=None):
+                 sampling_method=None, top_rate=None, other_rate=None, max_greedy_nodes=None,
+                 enable_categorical=None, feature_types=None, max_cat_to_onehot=None, max_cat_threshold=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -82,6 +84,10 @@ class _DGBModel(BaseEstimator):
         self.top_rate = top_rate
         self.other_rate = other_rate
         self.max_greedy_nodes = max_greedy_nodes
+        self.enable_categorical = enable_categorical
+        self.feature_types = feature_types
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):
@@ -130,6 +136,14 @@ class _DGBModel(BaseEstimator):
             if reset:
                 self.n_features_in_ = int(X.shape[1])
             return X, y
+        if self.enable_categorical and type(X).__name__ == "DataFrame":  # its category columns reach dgboost
+            if reset:
+                self.n_features_in_ = int(X.shape[1])
+                self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+            elif X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                                 f"{self.n_features_in_} features as input")
+            return X, y
         kwargs = {"ensure_all_finite": "allow-nan", "dtype": [np.float32, np.float64], "reset": reset,
                   "accept_sparse": "csr"}
         if y is None:
@@ -137,7 +151,7 @@ class _DGBModel(BaseEstimator):
         return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), **kwargs)
 
     def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None) -> None:
-        if sample_weight is not None and not is_cupy_array(X):
+        if sample_weight is not None and not is_cupy_array(X) and type(X).__name__ != "DataFrame":
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         booster = self._run(train, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model,
                             check_eval_X=lambda eval_X: self._check(eval_X, reset=False)[0])

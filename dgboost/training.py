@@ -34,6 +34,7 @@ from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
+from .data.categories import Categories, agree_counts, known_codes, resolve as resolve_categories
 from .data.sketch import Cuts, Sample, compute_cuts, draw_sample
 from .tree.tree import Tree
 
@@ -134,6 +135,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
+    resolve_categories(params, training.n_features, training.frame_categories)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
     xp = device_module(params.device)
@@ -164,7 +166,16 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
            features) -> Booster:
     xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
+    categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories),
+                              training.X, comm, feature_names=training.feature_names)
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
+    _check_continues_categories(init_model, categories)
+    if categories is not None:
+        cuts = categories.cuts(cuts)
+        for eval_set in eval_sets:
+            if not eval_set.is_training:
+                X = known_codes(eval_set.data.X, categories, f"evals {eval_set.name!r} X", training.feature_names)
+                eval_set.data = dataclasses.replace(eval_set.data, X=X)
     matrix = build_ellpack(training.X, cuts, xp)
     logger.info(matrix.describe())
     if init_model is None:
@@ -172,7 +183,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     else:
         base_margin = init_model.base_margin
         _check_continues(init_model, training)
-    booster = Booster(params, training.n_features, training.feature_names, base_margin)
+    booster = Booster(params, training.n_features, training.feature_names, base_margin, categories)
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
@@ -181,7 +192,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
               else _EvalState(e.name, build_ellpack(e.data.X, cuts, xp), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
-    grower = make_grower(matrix, params, n_total, comm, features)
+    grower = make_grower(matrix, params, n_total, comm, features, categories)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
@@ -335,6 +346,19 @@ def _check_continues(init_model: Booster, training: Dataset) -> None:
     check_feature_names(init_model.feature_names, training.feature_names, "X (for init_model)")
 
 
+def _check_continues_categories(init_model: Booster | None, categories: Categories | None) -> None:
+    """A model continued on categorical features must have coded them alike."""
+    if init_model is None or (categories is None and init_model.categories is None):
+        return
+    theirs = init_model.categories
+    if theirs is None or categories is None or theirs.categorical != categories.categorical or theirs.values != categories.values:
+        raise ValueError("init_model was trained with other categorical features or categories than X's: "
+                         "continue it on data with the same category columns and categories")
+    if any(mine > old for mine, old in zip(categories.counts, theirs.counts)):
+        raise ValueError(f"X holds category codes beyond init_model's (its counts {list(theirs.counts)}): continue "
+                         "it on data of the same categories")
+
+
 def _init_model(init_model, params: TrainParams) -> Booster | None:
     """``init_model`` as a Booster (loaded from its path), checked against ``params``."""
     if init_model is None:
@@ -372,6 +396,7 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
     ``data.make_dataset`` (``kwargs``: its ``allow_empty``, ``shard``), then the objective's
     rule for labels."""
     data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
+                        enable_categorical=params.enable_categorical,
                         n_outputs=objective.n_outputs, where=where, **kwargs)
     if data.label is not None:
         objective.check_labels(data.label, f"{where}y")
@@ -384,7 +409,8 @@ def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: O
         if eval_X is X and eval_y is y:
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue
-        data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ")
+        data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ",
+                               categories=training.frame_categories)
         if data.n_features != training.n_features:
             raise ValueError(f"{where} X has {data.n_features} features but the training X has "
                              f"{training.n_features}")

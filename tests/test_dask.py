@@ -106,6 +106,43 @@ def test_model_is_byte_identical_to_single_process(client, data, chunking, kind,
     assert got.evals_result() == expected.evals_result()
 
 
+@pytest.mark.parametrize("n_partitions", [1, 4])
+def test_categorical_frames_train_the_model_of_the_pandas_frame(client, data, n_partitions, tmp_path):
+    """A dask DataFrame with category columns (strings, and integers with missing values): the
+    model of dgboost.train on the pandas frame, byte for byte, on 1, 2 and 3 workers, with a
+    categorical eval set; a partition whose categories come in another order is coded by value,
+    and lazy prediction equals in-memory prediction."""
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, _ = data
+    rng = np.random.default_rng(7)
+    cities = np.array([f"city{i}" for i in range(25)], dtype=object)[rng.integers(0, 25, N_ROWS)]
+    frame = pd.DataFrame({"city": pd.Categorical(cities, categories=sorted(set(cities))),
+                          "kind": pd.Categorical(np.where(rng.random(N_ROWS) < 0.1, np.nan, rng.integers(0, 3, N_ROWS))),
+                          "x0": X[:, 0], "x1": X[:, 1]})
+    target = y + (frame["city"].cat.codes.to_numpy() % 3 == 0)
+    params = {"enable_categorical": True, "max_depth": 4, "eval_metric": "rmse"}
+    expected = dgboost.train(params, frame, target, num_boost_round=4, evals=[(frame, target, "train")])
+    dX = dd.from_pandas(frame, npartitions=n_partitions)
+    dy = dd.from_pandas(pd.Series(target), npartitions=n_partitions)
+    got = dgboost.dask.train(client, params, dX, dy, num_boost_round=4, evals=[(dX, dy, "train")])
+    assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
+    assert got.evals_result() == expected.evals_result()
+    np.testing.assert_array_equal(dgboost.dask.predict(client, got, dX).compute().to_numpy(), expected.predict(frame))
+
+
+def test_unknown_dask_categories_are_refused_before_any_task(client3):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    frame = pd.DataFrame({"city": ["a", "b", "c", "a"] * 10, "x": np.arange(40.0)})
+    dX = dd.from_pandas(frame, npartitions=2).astype({"city": "category"})  # categories unknown to dask
+    dy = dd.from_pandas(pd.Series(np.arange(40.0)), npartitions=2)
+    with pytest.raises(ValueError, match=r"unknown categories.*X = X.categorize\(\)"):
+        dgboost.dask.train(client3, {"enable_categorical": True}, dX, dy, num_boost_round=1)
+    with pytest.raises(TypeError, match="enable_categorical=True"):
+        dgboost.dask.train(client3, {}, dX.categorize(), dy, num_boost_round=1)
+
+
 def _sparse_chunks(X, chunks, form="csr"):
     """A dask array of X's present values whose chunks are scipy sparse matrices of ``form``."""
     sp = pytest.importorskip("scipy.sparse")

@@ -182,11 +182,11 @@ def test_a_string_column_is_refused_on_the_client(client, data, nothing_computed
         _train(client, dX, dy)
 
 
-def test_a_category_column_is_refused_with_the_codes_as_the_fix(client, data, nothing_computed):
+def test_a_category_column_needs_enable_categorical_or_its_codes(client, data, nothing_computed):
     X, y = data
     dX, dy = _frame(X, y)
     dX = dX.assign(d=(dX["d"] > 0).astype("category"))
-    with pytest.raises(TypeError, match=r"column 'd' has dtype category.*X\['d'\].cat.codes"):
+    with pytest.raises(TypeError, match=r"column 'd' is categorical.*enable_categorical=True.*X\['d'\].cat.codes"):
         _train(client, dX, dy)
 
 

@@ -42,6 +42,7 @@ from ..backend import get_xp, to_numpy
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
 from ..collective import CollectiveError
+from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
@@ -103,14 +104,16 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
                             init_model=init_model)
     client = _client(client)
-    _shards.check_collection(X, "X", features=True)
+    categorical = options.params.enable_categorical
+    _shards.check_collection(X, "X", features=True, enable_categorical=categorical)
     if y is None:
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
     _shards.check_collection(y, "y", features=False, like=X)
     for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin)):
         if value is not None:
             _shards.check_collection(value, name, features=False, like=X)
-    eval_specs = _check_evals(evals, X, y)
+    eval_specs = _check_evals(evals, X, y, categorical)
+    categories = _shards.column_categories(X, categorical)  # every partition codes its categories by these
     timeout = _timeout()
     keep_nccl = _keep_nccl()
     n_features = _shards.n_columns(X)
@@ -119,11 +122,13 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
                                               else feature_weights), dtype=np.float64)
     if n_features is not None:  # else each rank checks, with its shard's features
         FeatureRules.resolve(options.params, n_features, _shards.column_names(X), feature_weights)
+        resolve_categories(options.params, n_features, categories)
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:
-        job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin)
-        evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers)
+        job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin,
+                                                categories)
+        evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers, categories)
         # Every piece in memory before any rank starts: a rank occupies its worker's
         # thread, so a slice still to be cut there would wait for the whole job.
         distributed.wait([f for w in job_workers for f in shards[w]])
@@ -135,9 +140,9 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 
-def _share_rows(client, futures, params, X, y, weight, base_margin):
+def _share_rows(client, futures, params, X, y, weight, base_margin, categories=None):
     """(the job's workers, each one's piece futures, each one's global row runs)."""
-    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, ""))
+    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, "", categories))
     lengths = _lengths(client, bundles)
     if sum(lengths) == 0:
         raise ValueError("X has no rows: training needs at least one")
@@ -155,7 +160,7 @@ def _share_rows(client, futures, params, X, y, weight, base_margin):
     return job_workers, shards, runs
 
 
-def _share_evals(client, futures, params, eval_specs, job_workers) -> dict[str, list[list]]:
+def _share_evals(client, futures, params, eval_specs, job_workers, categories=None) -> dict[str, list[list]]:
     """Each job worker's bundles of each eval set (none for the training set, which it has)."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
     for index, (eval_X, eval_y, _, is_training) in enumerate(eval_specs):
@@ -163,7 +168,7 @@ def _share_evals(client, futures, params, eval_specs, job_workers) -> dict[str, 
             for w in job_workers:
                 evals_of[w].append([])
             continue
-        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] "))
+        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] ", categories))
         plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers), job_workers)
         for w in job_workers:
             evals_of[w].append([parts[i] for i in plan[w]])
@@ -192,7 +197,7 @@ def predict(client, booster: Booster, X, *, output_margin: bool = False):
         _client(client)
     if not isinstance(booster, Booster):
         raise TypeError(f"booster must be a dgboost.Booster, got {type(booster).__name__}")
-    _shards.check_collection(X, "X", features=True)
+    _shards.check_collection(X, "X", features=True, enable_categorical=booster.categories is not None)
     n_features = _shards.n_columns(X)
     if n_features is not None and n_features != booster.num_features:
         raise ValueError(f"X has {n_features} features but the model was trained on {booster.num_features}")
@@ -309,13 +314,13 @@ def _keep_nccl() -> bool:
     return value
 
 
-def _check_evals(evals, X, y) -> list[tuple]:
+def _check_evals(evals, X, y, enable_categorical: bool = False) -> list[tuple]:
     """[(X, y, name, is_training)] of checked eval sets."""
     specs = []
     for where, eval_X, eval_y, name in eval_entries(evals):
         is_training = eval_X is X and eval_y is y
         if not is_training:
-            _shards.check_collection(eval_X, f"{where} X", features=True)
+            _shards.check_collection(eval_X, f"{where} X", features=True, enable_categorical=enable_categorical)
             _shards.check_collection(eval_y, f"{where} y", features=False, like=eval_X)
             n, n_train = _shards.n_columns(eval_X), _shards.n_columns(X)
             if n is not None and n_train is not None and n != n_train:
@@ -348,7 +353,7 @@ class _Futures:
         self.held.clear()
 
 
-def _bundles(client, params, X, y, weight, base_margin, what: str) -> list:
+def _bundles(client, params, X, y, weight, base_margin, what: str, categories=None) -> list:
     """One future per row partition: its X, y, weight and base_margin, validated where the
     partition is (a Dataset, or the partition's bad input: see ``_lengths``).
 
@@ -357,7 +362,7 @@ def _bundles(client, params, X, y, weight, base_margin, what: str) -> list:
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
-    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what, params)
+    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what, params, categories)
                for i, (x, yy, w, m) in enumerate(zip(*parts))]
     return client.compute(bundles)
 

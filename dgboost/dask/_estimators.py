@@ -46,7 +46,7 @@ class _DaskModel:
 
         from . import train
 
-        _shards.check_collection(X, "X", features=True)
+        _shards.check_collection(X, "X", features=True, enable_categorical=bool(params.get("enable_categorical")))
         booster = self._run(functools.partial(train, self.client), X, y, params, sample_weight, base_margin,
                             eval_set, verbose, init_model, check_eval_X=lambda eval_X: eval_X)
         self._Booster = booster

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backend import get_xp
 from ..data import sparse
+from ..data.categories import frame_categories
 from ..data.inputs import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_sparse_chunks, is_numeric_dtype
 from ..objectives import make_objective
 from ..training import checked_dataset
@@ -130,7 +131,8 @@ def is_dask_frame(value) -> bool:
         and not is_dask_array(value)
 
 
-def check_collection(value, name: str, *, features: bool, like=None, numeric: bool = True) -> None:
+def check_collection(value, name: str, *, features: bool, like=None, numeric: bool = True,
+                     enable_categorical: bool = False) -> None:
     """Metadata checks of a dask collection, before anything is computed.
 
     ``features``: a 2-D X (array or DataFrame); else a per-row vector or margins.
@@ -154,7 +156,7 @@ def check_collection(value, name: str, *, features: bool, like=None, numeric: bo
         if features and not _is_frame(value):
             raise TypeError(f"{name} must be a dask DataFrame (or a 2-D dask array), got a dask Series")
         if _is_frame(value):
-            check_columns(value.columns, value.dtypes, name)
+            check_columns(value.columns, value.dtypes, name, enable_categorical)
         elif numeric:
             _check_numeric_series(value, name)
     else:
@@ -208,6 +210,14 @@ def partitions(value) -> list:
     return list(value.to_delayed())
 
 
+def column_categories(value, enable_categorical: bool) -> tuple | None:
+    """A dask DataFrame's columns' categories, from its metadata (data/categories.py
+    frame_categories); None for an array or a frame without category columns."""
+    if not _is_frame(value):
+        return None
+    return frame_categories(value.columns, value.dtypes, "X", enable_categorical)
+
+
 def column_names(value) -> tuple[str, ...] | None:
     """A dask DataFrame's column names (the feature names dgboost gives them); None for an array."""
     return tuple(str(c) for c in value.columns) if _is_frame(value) else None
@@ -224,7 +234,7 @@ def n_columns(value) -> int | None:
 #
 # A bundle is one partition's rows checked and converted as ``dgboost.train`` checks its
 # input, made where the partition is. It travels as a tuple (X, label, weight, base_margin,
-# feature_names), not as the Dataset it stands for: distributed serialises each array of a
+# feature_names, frame_categories), not as the Dataset it stands for: distributed serialises each array of a
 # tuple with its own serialiser (cupy's through device memory), a dataclass only by pickle.
 # Bad input is not raised on the worker (which would log a traceback) but returned as
 # ``Rejected``; the client raises it once, before any rank starts, with the row's place in
@@ -238,8 +248,10 @@ class Rejected:
     n_rows: int
 
 
-def make_bundle(X, y, weight, base_margin, part: int, what: str, params):
-    """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected."""
+def make_bundle(X, y, weight, base_margin, part: int, what: str, params, categories=None):
+    """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected.
+    ``categories``: the categories of the frame's category columns, by column, from its
+    metadata: every partition codes its categories by them, by value."""
     n_rows = int(X.shape[0]) if hasattr(X, "shape") else len(X) if hasattr(X, "__len__") else 0
     try:
         for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
@@ -247,13 +259,13 @@ def make_bundle(X, y, weight, base_margin, part: int, what: str, params):
                 raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n_rows}: give "
                                  f"{what}{name} X's row partitioning")
         data = checked_dataset(X, y, params, make_objective(params), weight=weight, base_margin=base_margin,
-                               where=what, allow_empty=True, shard=True)
+                               where=what, allow_empty=True, shard=True, categories=categories)
     except RowError as error:  # the client names the row in the whole data set
         return Rejected(error, n_rows)
     except (ValueError, TypeError) as error:
         return Rejected(type(error)(f"{error} (partition {part})") if type(error) in (ValueError, TypeError)
                         else error, n_rows)
-    return (data.X, data.label, data.weight, data.base_margin, data.feature_names)
+    return (data.X, data.label, data.weight, data.base_margin, data.feature_names, data.frame_categories)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +280,7 @@ class Summary:
 def summarise(bundle) -> Summary:
     if isinstance(bundle, Rejected):
         return Summary(bundle.n_rows, bundle.error)
-    X, _, weight, _, _ = bundle
+    X, _, weight, *_ = bundle
     return Summary(int(X.shape[0]), some_weight=weight is None or bool((weight > 0).any()))
 
 
@@ -288,8 +300,8 @@ def check_summaries(summaries: list[Summary]) -> None:
 
 def slice_bundle(bundle, start: int, stop: int):
     """Rows [start, stop) of a bundle (copies: the slice travels alone)."""
-    *arrays, feature_names = bundle
-    return (*(None if a is None else a[start:stop].copy() for a in arrays), feature_names)
+    *arrays, feature_names, categories = bundle
+    return (*(None if a is None else a[start:stop].copy() for a in arrays), feature_names, categories)
 
 
 def concat_bundles(bundles) -> Dataset:
@@ -299,4 +311,4 @@ def concat_bundles(bundles) -> Dataset:
     xp = get_xp(bundles[0][0])
     join = lambda parts: sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)  # noqa: E731
     columns = [None if bundles[0][k] is None else join([b[k] for b in bundles]) for k in range(4)]
-    return Dataset(*columns, feature_names=bundles[0][4])
+    return Dataset(*columns, feature_names=bundles[0][4], frame_categories=bundles[0][5])

@@ -19,6 +19,7 @@ from .._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE,
 from ..backend import asarray, get_xp, is_cupy_array
 from ..kernels import first_infinite
 from . import sparse
+from .categories import frame_categories, frame_codes, is_category_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Dataset:
     weight : array of shape (n_rows,), float32, or None (every row weighs 1)
     base_margin : array of shape (n_rows, n_outputs), float32, or None
     feature_names : tuple of str, or None
+    frame_categories : tuple, one entry a column of a DataFrame X: its categories where it is a
+        category column (X holds their codes), else None; or None (no category column)
     All arrays live on one device.
     """
 
@@ -73,6 +76,7 @@ class Dataset:
     weight: Any = None
     base_margin: Any = None
     feature_names: tuple[str, ...] | None = None
+    frame_categories: tuple | None = None
 
     @property
     def n_rows(self) -> int:
@@ -105,16 +109,19 @@ class Dataset:
 
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
-                 allow_empty: bool = False, shard: bool = False) -> Dataset:
+                 allow_empty: bool = False, shard: bool = False, enable_categorical: bool = False,
+                 categories: tuple | None = None) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
     ``allow_empty`` admits an X without rows: a worker's share of an eval set may be empty.
     ``shard``: these are one worker's rows, so weights may all be zero here (the caller
-    checks that some row of the whole data set weighs more than 0).
+    checks that some row of the whole data set weighs more than 0). ``enable_categorical``
+    and ``categories``: see ``features``.
     """
-    X, feature_names = features(X, missing=missing, where=where, check_finite=check_finite,
-                                allow_empty=allow_empty)
+    X, feature_names, frame_categories = features(X, missing=missing, where=where, check_finite=check_finite,
+                                                  allow_empty=allow_empty, enable_categorical=enable_categorical,
+                                                  categories=categories)
     xp = get_xp(X)
     n_rows = X.shape[0]
     label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
@@ -123,27 +130,33 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
         _check_weights(weight, f"{where}sample_weight", some_positive=not shard)
     if base_margin is not None:
         base_margin = margins(base_margin, f"{where}base_margin", n_rows, n_outputs, xp)
-    return Dataset(X, label, weight, base_margin, feature_names)
+    return Dataset(X, label, weight, base_margin, feature_names, frame_categories)
 
 
 def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True,
-             allow_empty: bool = False):
+             allow_empty: bool = False, enable_categorical: bool = False, categories: tuple | None = None):
     """``X`` as a C-contiguous float32 array (NaN = missing), or a sparse matrix as
-    dgboost's CSR copy (``sparse.canonical``: absent entries missing), and its feature names.
+    dgboost's CSR copy (``sparse.canonical``: absent entries missing), its feature names,
+    and a DataFrame's categories (data/categories.py).
+
+    A DataFrame's category columns become their codes: with ``categories`` (a model's, one
+    entry a column: a tuple of categories or None), the codes of each value among them (by
+    value: NaN where not one of them); else, with ``enable_categorical``, the column's own,
+    its categories returned; without either, a category column is an error.
 
     Returns
     -------
     (array of shape (n_rows, n_features), float32, or a CSR matrix of that shape, on X's
-    device; tuple of str or None)
+    device; tuple of str or None; tuple of each column's categories or None, or None)
     """
     name = f"{where}X"
-    feature_names = None
+    feature_names = frame_categories = None
     if sparse.is_sparse(X):
         X = sparse.canonical(X, missing, name)
         _check_shape(X, name, allow_empty)
-        return X, feature_names
+        return X, feature_names, frame_categories
     if _is_dataframe(X):
-        X, feature_names = _dataframe_to_numpy(X, name)
+        X, feature_names, frame_categories = _dataframe_to_numpy(X, name, enable_categorical, categories)
     elif isinstance(X, (list, tuple)):
         X = np.asarray(X)
     elif not (isinstance(X, np.ndarray) or is_cupy_array(X)):
@@ -160,7 +173,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
         X = xp.where(X == FEATURE_DTYPE(missing), FEATURE_DTYPE(math.nan), X)
     if check_finite:
         _check_no_inf(X, name, feature_names)
-    return X, feature_names
+    return X, feature_names, frame_categories
 
 
 def _check_shape(X, name: str, allow_empty: bool) -> None:
@@ -279,22 +292,21 @@ def _is_cudf(obj) -> bool:
     return type(obj).__module__.startswith("cudf")
 
 
-def check_columns(columns, dtypes, name: str) -> tuple[str, ...]:
-    """The feature names of a frame's ``columns``: unique, each of a numeric ``dtype``.
+def check_columns(columns, dtypes, name: str, enable_categorical: bool = False) -> tuple[str, ...]:
+    """The feature names of a frame's ``columns``: unique, each of a numeric ``dtype`` or, with
+    ``enable_categorical``, ``category`` (categories.frame_categories checks those).
 
     Used on a pandas or cudf frame, and on a dask DataFrame's metadata before anything is computed.
     """
-    import pandas as pd
-
     names = tuple(str(column) for column in columns)
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"{name} has duplicate column names {twice}: rename them so each is unique")
     for column, dtype in zip(names, dtypes):
-        if not is_numeric_dtype(dtype):
-            hint = (" (categorical features are not supported yet: pass its codes, "
-                    f"{name}[{column!r}].cat.codes)") if isinstance(dtype, pd.CategoricalDtype) else ""
-            raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric{hint}; "
+        if is_category_dtype(dtype):
+            frame_categories([column], [dtype], name, enable_categorical)
+        elif not is_numeric_dtype(dtype):
+            raise TypeError(f"{name} column {column!r} has dtype {dtype}, which is not numeric; "
                             "convert it to numbers or drop it")
     return names
 
@@ -315,12 +327,25 @@ def check_sparse_chunks(meta, name: str) -> None:
                         f"X.map_blocks(lambda block: block.tocsr())")
 
 
-def _dataframe_to_numpy(frame, name):
-    """A pandas (or cudf) DataFrame of numeric columns as (float32 numpy (or cupy) array, feature names)."""
-    names = check_columns(frame.columns, frame.dtypes, name)
+def _dataframe_to_numpy(frame, name, enable_categorical: bool = False, categories: tuple | None = None):
+    """A pandas (or cudf) DataFrame as (float32 numpy (or cupy) array, feature names, its
+    columns' categories or None): category columns as codes (see ``features``)."""
+    model_categories = categories is not None and any(c is not None for c in categories)
+    names = check_columns(frame.columns, frame.dtypes, name, enable_categorical or model_categories)
+    if model_categories:
+        if len(categories) != len(names):  # the caller reports the count
+            categories = None
+        else:
+            return frame_codes(frame, categories, name), names, categories
+    found = frame_categories(frame.columns, frame.dtypes, name, enable_categorical)
+    if found is not None:
+        if _is_cudf(frame):
+            raise TypeError(f"{name} is a cudf DataFrame with category columns: dgboost codes categories of "
+                            "pandas frames; convert it with .to_pandas()")
+        return frame_codes(frame, found, name), names, found
     if _is_cudf(frame):  # stays on the GPU
-        return frame.to_cupy(dtype=FEATURE_DTYPE, na_value=np.nan), names
-    return frame.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan), names
+        return frame.to_cupy(dtype=FEATURE_DTYPE, na_value=np.nan), names, None
+    return frame.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan), names, None
 
 
 def check_feature_names(expected: Sequence[str] | None, got: Sequence[str] | None, where: str):

@@ -11,7 +11,7 @@ import functools
 
 from ..backend import is_cupy_array
 from . import cpu
-from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, Regularisation, node_gains, node_weights,
+from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, CategorySplits, Regularisation, node_gains, node_weights,
                   unpack)
 
 
@@ -54,6 +54,7 @@ sibling_histograms = _dispatch(cpu.sibling_histograms)
 tree_record = _dispatch(cpu.tree_record)
 
 __all__ = [
+    "CategorySplits",
     "MIN_SPLIT_GAIN",
     "RECORD_COLUMNS",
     "SPLIT_TABLE_COLUMNS",

@@ -72,6 +72,18 @@ SPLIT_TABLE_COLUMNS = ("valid", "feature", "bin", "default_left", "gain_bits",
                        "left_gradient", "left_hessian", "right_gradient", "right_hessian")
 
 
+class CategorySplits(NamedTuple):
+    """What split evaluation needs of the categorical features (data/categories.py): their
+    indices (int32, ascending), XGBoost's ``max_cat_to_onehot`` and ``max_cat_threshold``, and
+    the int64 words of category bits a split table row carries after SPLIT_TABLE_COLUMNS (bit
+    ``c % 64`` of word ``c // 64``: category ``c`` goes right)."""
+
+    features: np.ndarray
+    max_onehot: int
+    max_threshold: int
+    n_words: int
+
+
 #: Columns of a finished tree's per-node record (tree_record), float64, read by the
 #: host once per tree (tree.Tree.from_record).
 RECORD_COLUMNS = ("active", "valid", "feature", "bin", "default_left", "left_child",
@@ -332,7 +344,7 @@ def _soft_threshold(g, alpha):
 
 
 def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
-                    allowed=None, monotone=None, bounds=None):
+                    allowed=None, monotone=None, bounds=None, categories: CategorySplits | None = None):
     """The best split of every node of a level, as a split table.
 
     For each node, feature and bin ``b`` two candidates are scored: missing values
@@ -364,10 +376,19 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     monotone : array of shape (n_features,), int8 in {-1, 0, 1}, or None   # IN
     bounds : array of shape (n_nodes, 2), float64: each node's (lower, upper) weight bound,
         or None (unbounded); read only with ``monotone``             # IN
+    categories : CategorySplits, or None: the categorical features, whose bins are their
+        categories. Each is scored by the sets of categories it may send right
+        (split_loops._category_best: one category against the rest below ``max_onehot``
+        categories, else prefixes of the categories ordered by weight, XGBoost's partition
+        scan), with missing values right, then left; a node takes the first largest gain of
+        its numeric and categorical features in feature order. A category-set split has bin
+        -1 and its set in the words after SPLIT_TABLE_COLUMNS (monotone constraints do not
+        apply to these features).     # IN
 
     Returns
     -------
-    array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS)), int64     # OUT
+    array of shape (n_nodes, len(SPLIT_TABLE_COLUMNS) + n_words), int64, n_words that of
+    ``categories`` (0 without)     # OUT
         One row per node, columns as SPLIT_TABLE_COLUMNS names them: ``valid``
         and ``default_left`` are 0/1, ``gain`` is a float64's bits, the sums are
         the children's fixed-point totals. A node whose candidates all score -inf
@@ -378,8 +399,14 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     """
     n_nodes, n_bins_total, _ = hist.shape
     assert n_bins_total > 0, "a level's histograms have bins"
-    table = np.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
+    n_words = 0 if categories is None else categories.n_words
+    table = np.zeros((n_nodes, len(SPLIT_TABLE_COLUMNS) + n_words), dtype=HIST_DTYPE)
     gains = np.empty(n_nodes, dtype=GAIN_DTYPE)
+    numeric_allowed = allowed
+    if categories is not None:  # the numeric scan leaves the categorical features out
+        numeric_allowed = np.ones((n_nodes, len(bin_offsets) - 1), dtype=bool) if allowed is None \
+            else np.array(allowed, dtype=bool)
+        numeric_allowed[:, categories.features] = False
     n_threads = max(1, min(loops.threads(), n_nodes * n_bins_total // _CANDIDATES_PER_THREAD))
     n_features = len(bin_offsets) - 1
     n_groups = max(1, min(n_features, -(-n_threads // max(n_nodes, 1))))  # feature groups a node: a thread each
@@ -392,15 +419,38 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
         found = np.empty((n_nodes * n_groups, 5), dtype=HIST_DTYPE)
         split_loops.splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
                      np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules,
-                     None if allowed is None else np.ascontiguousarray(allowed, dtype=bool),
+                     None if numeric_allowed is None else np.ascontiguousarray(numeric_allowed, dtype=bool),
                      None if monotone is None else np.ascontiguousarray(monotone, dtype=MONOTONE_DTYPE),
                      None if bounds is None else np.ascontiguousarray(bounds, dtype=GAIN_DTYPE), n_groups,
                      found_gain, found)
         split_loops.node_best(node_sums, np.ascontiguousarray(active, dtype=bool),
                         np.ascontiguousarray(feature_of_bin, dtype=POSITION_DTYPE), bin_offsets, split_rules, n_groups,
                         found_gain, found, table, gains)
+        if categories is not None and len(categories.features):
+            _category_splits(hist, node_sums, active, bin_offsets, scales, split_rules, allowed, categories, table,
+                             gains)
     table[:, 4] = gains.view(HIST_DTYPE)
     return table
+
+
+def _category_splits(hist, node_sums, active, bin_offsets, scales, split_rules, allowed, categories: CategorySplits,
+                     table, gains):
+    """The categorical features' best splits into a level's ``table`` and ``gains`` where they
+    beat the numeric ones (split_loops.category_splits, then merge_category_splits)."""
+    n_nodes = hist.shape[0]
+    features = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE)
+    n_items = n_nodes * len(features)
+    found_gain = np.empty(n_items, dtype=GAIN_DTYPE)
+    found = np.empty((n_items, 5), dtype=HIST_DTYPE)
+    found_bits = np.empty((n_items, categories.n_words), dtype=HIST_DTYPE)
+    n_threads = max(1, min(loops.threads(), n_items))
+    split_loops.category_splits(n_threads, np.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, bin_offsets,
+                                features, np.ascontiguousarray(scales, dtype=GAIN_DTYPE), split_rules,
+                                None if allowed is None else np.ascontiguousarray(allowed, dtype=bool),
+                                int(categories.max_onehot), int(categories.max_threshold), found_gain, found,
+                                found_bits)
+    split_loops.merge_category_splits(features, found_gain, found, found_bits, node_sums,
+                                      np.ascontiguousarray(active, dtype=bool), split_rules, table, gains)
 
 
 def evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
@@ -550,7 +600,8 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
 
     Returns
     -------
-    record : array of shape (n_ids, len(RECORD_COLUMNS)), float64       # OUT
+    record : array of shape (n_ids, len(RECORD_COLUMNS) + n_words), float64, ``n_words`` the
+        table's words of category bits, carried bit for bit after the columns   # OUT
     leaf_value : array of shape (n_ids,), float32: eta * each node's weight   # OUT
     """
     xp = get_xp(node_sums)
@@ -560,13 +611,16 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
     if bounds is not None:  # by comparisons: a -0.0 weight at a 0.0 bound stays -0.0, as on the GPU
         weight = xp.where(weight < bounds[:, 0], bounds[:, 0], xp.where(weight > bounds[:, 1], bounds[:, 1], weight))
     leaf_value = (eta * weight).astype(LEAF_DTYPE)
-    record = xp.empty((len(left_child), len(RECORD_COLUMNS)), dtype=GAIN_DTYPE)
+    n_words = table.shape[1] - len(SPLIT_TABLE_COLUMNS)  # category bits, carried as they are
+    record = xp.empty((len(left_child), len(RECORD_COLUMNS) + n_words), dtype=GAIN_DTYPE)
     record[:, 0] = active
     record[:, 1:5] = table[:, 0:4]  # valid, feature, bin, default_left (flags are 0/1)
     record[:, 5] = left_child
     record[:, 6] = table[:, 4].copy().view(GAIN_DTYPE)
     record[:, 7] = hessian
     record[:, 8] = leaf_value
+    if n_words:
+        record[:, len(RECORD_COLUMNS):] = table[:, len(SPLIT_TABLE_COLUMNS):].copy().view(GAIN_DTYPE)
     return record, leaf_value
 
 
@@ -895,7 +949,8 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None):
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None,
+                   categories=None):
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
     The rows of slot ``s`` are ``ridx[seg_begin[s]:seg_end[s]]``; the ranges come in slot
@@ -929,6 +984,9 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     seg_begin, seg_end : arrays of shape (n_level_nodes,), int32      # IN
     split_feature, split_bin, left_child : arrays of shape (n_level_nodes,), int32   # IN
     default_left : array of shape (n_level_nodes,), bool              # IN
+    categories : array of shape (n_level_nodes, n_category_words), uint32, or None: at a
+        category-set split (``split_bin`` -1) a row goes right where the bit of its bin
+        (category) is set: bit ``c % 32`` of word ``c // 32``  # IN
 
     Returns
     -------
@@ -947,7 +1005,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
     splits = (np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
               np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
-              left_child)
+              left_child, None if categories is None else np.ascontiguousarray(categories, dtype=np.uint32))
     if level_start is None:  # the first pass finds a row's split by its node id
         level_start, splits = _by_node_id(ridx, positions, seg_begin, seg_end, splits)
     # Each row of a splitting slot to its child: over every row in row order (threads write
@@ -969,18 +1027,21 @@ def _by_node_id(ridx, positions, seg_begin, seg_end, splits):
     filled = seg_end > seg_begin
     ids = positions[ridx[seg_begin[filled]]].astype(np.int64)
     if not ids.size:
-        return 0, tuple(a[:0] for a in splits)
+        return 0, tuple(None if a is None else a[:0] for a in splits)
     first = int(ids.min())
     laid = []
-    for column, blank in zip(splits, (0, 0, False, -1)):
-        by_id = np.full(int(ids.max()) - first + 1, blank, dtype=column.dtype)
+    for column, blank in zip(splits, (0, 0, False, -1, 0)):
+        if column is None:  # no category words
+            laid.append(None)
+            continue
+        by_id = np.full((int(ids.max()) - first + 1,) + column.shape[1:], blank, dtype=column.dtype)
         by_id[ids - first] = column[filled]
         laid.append(by_id)
     return first, tuple(laid)
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth, feature_bins=None):
+               left_child, depth, feature_bins=None, categories=None):
     """The leaf each row of a packed matrix reaches in one tree.
 
     Each row walks from node 0 down at most ``depth`` levels, stopping at a node
@@ -997,6 +1058,7 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
     default_left : array of shape (n_nodes,), bool                    # IN
     depth : int, the tree's depth
     feature_bins : None, or sparse rows' feature bins, as partition_rows    # IN
+    categories : None, or each node's category words, as partition_rows    # IN
 
     Returns
     -------
@@ -1010,7 +1072,8 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
                      np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
                      np.ascontiguousarray(default_left, dtype=bool),
-                     np.ascontiguousarray(left_child, dtype=POSITION_DTYPE), depth)
+                     np.ascontiguousarray(left_child, dtype=POSITION_DTYPE),
+                     None if categories is None else np.ascontiguousarray(categories, dtype=np.uint32), depth)
         loops.route(n_threads, *arguments, leaf)
     return leaf
 
@@ -1059,7 +1122,8 @@ def predict_oblivious(X, level_feature, level_threshold, level_default_left, lea
     return margins
 
 
-def predict_leaves(X, left, right, feature, threshold, default_left, roots, depth):
+def predict_leaves(X, left, right, feature, threshold, default_left, roots, depth, category_row=None,
+                   category_words=None):
     """The leaf each row reaches in each tree, from raw feature values.
 
     Parameters
@@ -1072,6 +1136,11 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
     default_left : array of shape (n_nodes_total,), bool                  # IN
     roots : array of shape (n_trees,), int32                              # IN
     depth : int, the deepest tree's depth
+    category_row : array of shape (n_nodes_total,), int32, or None: each category-set split's
+        row of ``category_words`` (-1 at other nodes)                       # IN
+    category_words : array of shape (n_category_splits, n_words), uint32, or None: the
+        categories each sends right (bit ``c % 32`` of word ``c // 32``; a row whose code is
+        beyond them goes the default way)                                  # IN
 
     Returns
     -------
@@ -1082,19 +1151,29 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
     for _ in range(depth):
         value = xp.take_along_axis(X, feature[node], axis=1)
         go_left = xp.where(xp.isnan(value), default_left[node], value < threshold[node])
+        if category_row is not None:
+            rows = category_row[node]
+            n_codes = category_words.shape[1] * 32
+            known = (rows >= 0) & (value >= 0) & (value < n_codes)
+            code = xp.where(known, value, 0).astype(np.int64)
+            word = category_words[xp.maximum(rows, 0), code >> 5]
+            in_set = ((word >> (code & 31).astype(np.uint32)) & 1) != 0
+            go_left = xp.where(rows < 0, go_left, xp.where(known, ~in_set, default_left[node]))
+            go_left = xp.where(xp.isnan(value), default_left[node], go_left)
         child = xp.where(go_left, left[node], right[node])
         node = xp.where(child >= 0, child, node)
     return node
 
 
 def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
-                    margins):
+                    margins, category_row=None, category_words=None):
     """Add every tree's leaf value to ``margins``, in model order (one float32 add each).
 
     Parameters
     ----------
     X : array of shape (n_rows, n_features), float32; NaN is missing; or a CSR matrix   # IN
     left, right, feature, threshold, default_left, roots, depth : as predict_leaves   # IN
+    category_row, category_words : as predict_leaves                      # IN
     value : array of shape (n_nodes_total,), float32: node values         # IN
     outputs : array of shape (n_trees,), int32: each tree's margin column # IN
     margins : array of shape (n_rows, n_outputs), float32                 # IN/OUT, updated in place
@@ -1108,6 +1187,8 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
     arguments = (*feature_rows(X), node(left), node(right), node(feature),
                  np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
+                 None if category_row is None else node(category_row),
+                 None if category_words is None else np.ascontiguousarray(category_words, dtype=np.uint32),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
     loops.predict(_threads_for(X.shape[0]), *arguments, margins)
     return margins

@@ -506,8 +506,8 @@ _PREDICT_BLOCK = 64
 
 
 @over_runs
-def predict(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, value, roots, outputs,
-            depth, margins):
+def predict(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, category_row,
+            category_words, value, roots, outputs, depth, margins):
     """Add every tree's leaf value to each row of ``margins``, the row's trees in model
     order: its float32 additions are the NumPy twin's, in its order (see
     cpu.predict_margins). The blocks of rows cut into ``n_runs`` runs.
@@ -515,7 +515,8 @@ def predict(run, n_runs, X, data, indices, indptr, left, right, feature, thresho
     Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
     time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
     right is ``left + 1``, as every tree numbers its nodes. The rows: the dense ``X``, or a
-    CSR matrix's ``data``, ``indices`` and ``indptr`` (see _value).
+    CSR matrix's ``data``, ``indices`` and ``indptr`` (see _value). ``category_row`` and
+    ``category_words``: see _value_goes_right.
     """
     n_rows = margins.shape[0]
     n_blocks = (n_rows + _PREDICT_BLOCK - 1) // _PREDICT_BLOCK
@@ -530,11 +531,27 @@ def predict(run, n_runs, X, data, indices, indptr, left, right, feature, thresho
                     node = nodes[index]
                     child = left[node]
                     x = _value(X, data, indices, indptr, block + index, feature[node])
-                    go_right = not default_left[node] if np.isnan(x) else not x < threshold[node]
+                    go_right = _value_goes_right(x, node, threshold, default_left, category_row, category_words)
                     nodes[index] = child + np.int32(go_right) if child >= 0 else node
             output = outputs[tree]
             for index in range(size):
                 margins[block + index, output] += value[nodes[index]]
+
+
+@compiled
+def _value_goes_right(x, node, threshold, default_left, category_row, category_words):
+    """Whether a raw value goes right at ``node``: missing, by its default; at a category-set
+    split (``category_row[node]`` >= 0, where ``category_row`` is given), where the bit of its
+    code is set in that row of ``category_words`` (uint32; a code beyond them, by the default);
+    else where ``x >= threshold``."""
+    if np.isnan(x):
+        return not default_left[node]
+    if category_row is not None and category_row[node] >= 0:
+        if not (x >= 0 and x < category_words.shape[1] * 32):
+            return not default_left[node]
+        code = np.int64(x)
+        return (category_words[category_row[node], code >> 5] >> (code & 31)) & 1 != 0
+    return not x < threshold[node]
 
 
 @over_runs
@@ -567,7 +584,7 @@ def predict_oblivious(run, n_runs, X, data, indices, indptr, level_feature, leve
 
 @over_runs
 def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, positions,
-                        level_start, split_feature, split_bin, default_left, left_child, ridx, new_ridx):
+                        level_start, split_feature, split_bin, default_left, left_child, categories, ridx, new_ridx):
     """Partition's first pass, over the rows in row order, run ``run`` of ``n_runs`` equal runs
     of them: each row of a splitting slot (``positions`` in the level) moves to its child,
     left where its bin of the slot's feature is at most the slot's bin (or is missing and
@@ -576,7 +593,8 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
     cache lines). Each run also copies its share of ``ridx`` into ``new_ridx``, whose
     places of splitting slots partition_scatter then overwrites (``ridx`` may hold fewer
     rows than ``positions``: a sample of them, the others at position -1). ``cells`` as
-    for ``histograms``; ``feature_bins`` as for ``_bin`` (None: dense rows)."""
+    for ``histograms``; ``feature_bins`` as for ``_bin`` (None: dense rows); ``categories``
+    as for ``_child_slot``."""
     n_slots = left_child.shape[0]
     n_rows = positions.shape[0]
     n_places = ridx.shape[0]
@@ -588,23 +606,35 @@ def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missin
             continue
         positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
                                                         feature_bins, row, slot, split_feature, split_bin,
-                                                        default_left)
+                                                        default_left, categories)
 
 
 @compiled
 def _child_slot(cells, packed, bits, cells_per_word, missing_symbol, feature_bins, row, slot, split_feature, split_bin,
-                default_left):
+                default_left, categories):
     """0 where ``row`` goes to the left child of its node (level slot ``slot``), 1 right: left
-    where its bin is at most the split's, or missing and the default is left."""
+    where its bin is at most the split's, or missing and the default is left. A category-set
+    split (bin -1, with ``categories``: uint32 words a slot) sends right the bins (categories)
+    whose bits are set."""
     bin_id = _bin(cells, packed, row, split_feature[slot], bits, cells_per_word, feature_bins)
-    left = np.int64(default_left[slot]) if bin_id == missing_symbol else np.int64(bin_id <= split_bin[slot])
-    return 1 - left
+    if bin_id == missing_symbol:
+        return 1 - np.int64(default_left[slot])
+    return np.int64(_goes_right(bin_id, split_bin[slot], categories, slot))
+
+
+@compiled
+def _goes_right(bin_id, split_bin, categories, slot):
+    """Whether a present bin goes right at a split: above ``split_bin``, or, at a category-set
+    split (``split_bin`` -1), its bit set in row ``slot`` of ``categories``."""
+    if categories is not None and split_bin < 0:
+        return bin_id < categories.shape[1] * 32 and (categories[slot, bin_id >> 5] >> (bin_id & 31)) & 1 != 0
+    return bin_id > split_bin
 
 
 @over_runs
 def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins,
-                                  positions, level_start, split_feature, split_bin, default_left, left_child, ridx,
-                                  new_ridx):
+                                  positions, level_start, split_feature, split_bin, default_left, left_child, categories,
+                                  ridx, new_ridx):
     """partition_positions over ``ridx``'s places rather than every row, run ``run`` of
     ``n_runs`` equal runs of them: the same moves, for a ``ridx`` of few rows (a node's,
     or a sample's), whose rows' positions are written where they lie."""
@@ -618,7 +648,7 @@ def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_wo
             continue
         positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
                                                         feature_bins, row, slot, split_feature, split_bin,
-                                                        default_left)
+                                                        default_left, categories)
 
 
 @over_runs
@@ -672,9 +702,10 @@ def partition_scatter(run, n_runs, ridx, seg_begin, starts, touches, first_slots
 
 @over_runs
 def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, split_feature, split_bin,
-          default_left, left_child, depth, leaf):
+          default_left, left_child, categories, depth, leaf):
     """Walk every row of run ``run`` of ``n_runs`` equal runs from the root to its leaf (see
-    cpu.route_rows); ``cells`` as for ``histograms``, ``feature_bins`` for ``_bin``."""
+    cpu.route_rows); ``cells`` as for ``histograms``, ``feature_bins`` for ``_bin``,
+    ``categories`` (by node id) for ``_goes_right``."""
     n_rows = leaf.shape[0]
     for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         node = 0
@@ -684,8 +715,10 @@ def route(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feat
                 break
             feature = split_feature[node]
             bin_id = _bin(cells, packed, row, feature, bits, cells_per_word, feature_bins)
-            left = default_left[node] if bin_id == missing_symbol else bin_id <= split_bin[node]
-            node = child if left else child + 1
+            if bin_id == missing_symbol:
+                node = child if default_left[node] else child + 1
+            else:
+                node = child + 1 if _goes_right(bin_id, split_bin[node], categories, node) else child
         leaf[row] = node
 
 
@@ -820,7 +853,8 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
 
 
 @over_runs
-def shap(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, value, cover, depth,
+def shap(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, category_row,
+         category_words, value, cover, depth,
          phi):
     """Add one tree's exact TreeSHAP contributions of each row of run ``run`` of ``n_runs``
     equal runs of ``X``'s rows into ``phi`` (n_rows, n_features + 1) float64 (see
@@ -867,7 +901,7 @@ def shap(run, n_runs, X, data, indices, indptr, left, right, feature, threshold,
                 continue
             split = feature[node]
             x = _value(X, data, indices, indptr, row, split)
-            goes_left = default_left[node] if np.isnan(x) else x < threshold[node]
+            goes_left = not _value_goes_right(x, node, threshold, default_left, category_row, category_words)
             incoming_zero, incoming_one = 1.0, 1.0
             for k in range(1, length[level]):
                 if path_feature[level, k] == split:  # split on before along this path: undo its entry

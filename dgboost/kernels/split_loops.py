@@ -424,3 +424,147 @@ def level_table(hist, node_sums, active, feature_of_bin, bin_offsets, scales, ru
         table[node, 7] = node_gradient - left_gradient
         table[node, 8] = node_hessian - left_hessian
         gains[node] = score if active[node] else -np.inf
+
+
+@over_runs
+def category_splits(run, n_runs, hist, node_sums, bin_offsets, features, scales, rules, allowed, max_onehot,
+                    max_threshold, found_gain, found, found_bits):
+    """The best category-set split of each (node, categorical feature) pair (see
+    cpu.evaluate_splits), run ``run`` of ``n_runs`` equal runs of the pairs, pair ``node *
+    len(features) + k`` for the node's ``k``-th categorical feature ``features[k]``: into
+    ``found_gain`` its gain, ``found`` (kind, k or code, direction, left gradient, left hessian),
+    kind -1 where the pair has no candidate, and ``found_bits`` the categories sent right."""
+    n_features = features.shape[0]
+    n_items = hist.shape[0] * n_features
+    for item in range(n_items * run // n_runs, n_items * (run + 1) // n_runs):
+        node = item // n_features
+        feature = features[item % n_features]
+        found[item, 0] = -1
+        found_gain[item] = -np.inf
+        for word in range(found_bits.shape[1]):
+            found_bits[item, word] = 0
+        if allowed is not None and not allowed[node, feature]:
+            continue
+        _category_best(hist, node_sums, bin_offsets[feature], bin_offsets[feature + 1], node, scales, rules,
+                       max_onehot, max_threshold, found_gain[item:item + 1], found[item], found_bits[item])
+
+
+@compiled(inline=False)
+def _category_best(hist, node_sums, begin, end, node, scales, rules, max_onehot, max_threshold, found_gain, found,
+                   bits):
+    """One (node, categorical feature)'s best split, its categories the bins [begin, end) (see
+    category_splits). Categories without rows in the node take no part (they go left). Fewer
+    than ``max_onehot`` categories: each category alone right (kind 0, its code). Else the
+    categories ordered by weight (node_weights of their sums; ties by code), and the sets of the
+    first ``k`` (kind 1) and of the last ``k`` (kind 2) sent right, ``k`` up to ``max_threshold``
+    and below the categories present. Each with missing values right, then left (left only where
+    the node has missing values); the first of the largest gain wins."""
+    reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
+    node_gradient = node_sums[node, 0]
+    node_hessian = node_sums[node, 1]
+    total_gradient = np.float64(node_gradient) * inverse_gradient
+    total_hessian = np.float64(node_hessian) * inverse_hessian
+    parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
+    missing_gradient, missing_hessian = _missing_sums(hist, node, begin, end, node_gradient, node_hessian)
+    present_gradient = node_gradient - missing_gradient
+    present_hessian = node_hessian - missing_hessian
+    n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
+    n_categories = end - begin
+    codes = np.empty(n_categories, np.int64)  # the categories present, ascending
+    n_present = 0
+    for code in range(n_categories):
+        if hist[node, begin + code, 0] != 0 or hist[node, begin + code, 1] != 0:
+            codes[n_present] = code
+            n_present += 1
+    best_gain = -np.inf
+    best_kind = -1
+    best_at = 0
+    best_direction = 0
+    best_gradient = np.int64(0)
+    best_hessian = np.int64(0)
+    if n_categories < max_onehot:
+        for index in range(n_present):
+            code = codes[index]
+            right_gradient = hist[node, begin + code, 0]
+            right_hessian = hist[node, begin + code, 1]
+            for direction in range(n_directions):  # missing right, then missing left
+                sum_gradient = present_gradient - right_gradient + direction * missing_gradient
+                sum_hessian = present_hessian - right_hessian + direction * missing_hessian
+                gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                                   total_hessian, parent_gain, least_hessian, reg_lambda, alpha, min_child_weight,
+                                   max_delta_step)
+                if gain > best_gain or best_kind < 0:
+                    best_gain = gain if gain > best_gain else best_gain
+                    best_kind, best_at, best_direction = 0, code, direction
+                    best_gradient, best_hessian = sum_gradient, sum_hessian
+    else:
+        keys = np.empty(n_present, np.float64)
+        for index in range(n_present):
+            keys[index] = _weight(np.float64(hist[node, begin + codes[index], 0]) * inverse_gradient,
+                                  np.float64(hist[node, begin + codes[index], 1]) * inverse_hessian, reg_lambda,
+                                  alpha, min_child_weight, max_delta_step)
+        order = np.argsort(keys, kind="mergesort")  # stable: equal weights stay in code order
+        largest = min(n_present - 1, max_threshold)
+        for kind in range(1, 3):  # the first k categories right, then the last k
+            right_gradient = np.int64(0)
+            right_hessian = np.int64(0)
+            for k in range(1, largest + 1):
+                code = codes[order[k - 1] if kind == 1 else order[n_present - k]]
+                right_gradient += hist[node, begin + code, 0]
+                right_hessian += hist[node, begin + code, 1]
+                for direction in range(n_directions):
+                    sum_gradient = present_gradient - right_gradient + direction * missing_gradient
+                    sum_hessian = present_hessian - right_hessian + direction * missing_hessian
+                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
+                                       total_hessian, parent_gain, least_hessian, reg_lambda, alpha,
+                                       min_child_weight, max_delta_step)
+                    if gain > best_gain or best_kind < 0:
+                        best_gain = gain if gain > best_gain else best_gain
+                        best_kind, best_at, best_direction = kind, k, direction
+                        best_gradient, best_hessian = sum_gradient, sum_hessian
+        for k in range(best_at if best_kind > 0 else 0):
+            code = codes[order[k] if best_kind == 1 else order[n_present - 1 - k]]
+            bits[code >> 6] |= np.int64(1) << (code & 63)
+    if best_kind == 0:
+        bits[best_at >> 6] |= np.int64(1) << (best_at & 63)
+    found_gain[0] = best_gain
+    found[0] = best_kind
+    found[1] = best_at
+    found[2] = best_direction
+    found[3] = best_gradient
+    found[4] = best_hessian
+
+
+@compiled
+def merge_category_splits(features, found_gain, found, found_bits, node_sums, active, rules, table, gains):
+    """Each node's split table row (``table``, its category bits from column 9) and ``gains``:
+    the best of its numeric split (already there) and its categorical features' (category_splits's,
+    in feature order), the first largest gain in feature order winning."""
+    gamma, min_split_gain = rules[4], rules[5]
+    n_features = features.shape[0]
+    for node in range(table.shape[0]):
+        best = -1
+        for k in range(n_features):
+            item = node * n_features + k
+            if found[item, 0] >= 0 and (best < 0 or found_gain[item] > found_gain[best]):
+                best = item
+        if best < 0:
+            continue
+        gain = found_gain[best] if active[node] else -np.inf
+        feature = features[best - node * n_features]
+        if not (gain > gains[node] or (gain == gains[node] and feature < table[node, 1])):
+            continue
+        table[node, 0] = gain > min_split_gain and gain >= gamma
+        table[node, 1] = feature
+        table[node, 2] = -1  # a category-set split
+        table[node, 3] = found[best, 2]
+        table[node, 5] = found[best, 3]
+        table[node, 6] = found[best, 4]
+        table[node, 7] = node_sums[node, 0] - found[best, 3]
+        table[node, 8] = node_sums[node, 1] - found[best, 4]
+        for word in range(found_bits.shape[1]):
+            table[node, 9 + word] = found_bits[best, word]
+        gains[node] = gain

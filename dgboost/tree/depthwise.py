@@ -25,7 +25,7 @@ class DepthwiseGrower(Grower):
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
             if last:
-                splits, n_parents = SplitTable.empty(frontier.size, xp), 0
+                splits, n_parents = SplitTable.empty(frontier.size, xp, self.category_words), 0
             else:
                 hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
                 splits = self._level_splits(frontier, hist, scales, tree_index, depth)

@@ -37,7 +37,7 @@ from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, PO
 from ..backend import asarray, get_xp
 from ..data.ellpack import EllpackMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from ..kernels import Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
+from ..kernels import CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
@@ -89,7 +89,7 @@ class GrownTree:
     def route(self, matrix: EllpackMatrix):
         """Leaf ids of another matrix's rows (binned with the same cuts)."""
         return partition.route(matrix, self.splits.feature, self.splits.bin, self.splits.default_left,
-                               self.left_child, depth=self.depth)
+                               self.left_child, depth=self.depth, categories=self.splits.categories)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +159,7 @@ class Grower(abc.ABC):
     """
 
     def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm,
-                 features: FeatureRules | None = None):
+                 features: FeatureRules | None = None, categories=None):
         self.matrix = matrix
         self.comm = comm
         self.n_total = n_total
@@ -174,6 +174,10 @@ class Grower(abc.ABC):
         features = features or FeatureRules()
         self.monotone = None if features.monotone is None else asarray(xp, features.monotone, MONOTONE_DTYPE)
         self.sets = None if features.interaction_sets is None else asarray(xp, features.interaction_sets, bool)
+        self.categories = None  # the categorical features as split evaluation takes them
+        if categories is not None:
+            self.categories = CategorySplits(categories.indices.astype(POSITION_DTYPE), params.max_cat_to_onehot,
+                                             params.max_cat_threshold, -(-max(categories.max_count, 1) // 64))
         self.columns = ColumnSampler(len(n_bins), params.colsample_bytree, params.colsample_bylevel,
                                      params.colsample_bynode, params.seed, features.feature_weights)
 
@@ -226,7 +230,12 @@ class Grower(abc.ABC):
             allowed = self._allowed(frontier, tree_index, depth, frontier.size if slots is None else slots)
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                            self.matrix.bin_offsets, scales, self.rules, self.comm, allowed=allowed,
-                           monotone=self.monotone, bounds=frontier.bounds)
+                           monotone=self.monotone, bounds=frontier.bounds, categories=self.categories)
+
+    @property
+    def category_words(self) -> int:
+        """The int64 words of category bits a split table row carries (0 without categorical features)."""
+        return 0 if self.categories is None else self.categories.n_words
 
     def _cap_leaves(self, splits: SplitTable, n_leaves):
         """``splits`` with no more splits than max_leaves leaves room for, taken in slot order

@@ -58,8 +58,8 @@ class _Leaf:
 class LossguideGrower(Grower):
     """The best leaves first, ``max_greedy_nodes`` of them a step (1: XGBoost's order)."""
 
-    def __init__(self, matrix, params, n_total: int, comm, features=None):
-        super().__init__(matrix, params, n_total, comm, features)
+    def __init__(self, matrix, params, n_total: int, comm, features=None, categories=None):
+        super().__init__(matrix, params, n_total, comm, features, categories)
         self.batch = params.max_greedy_nodes
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:

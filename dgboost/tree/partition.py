@@ -19,11 +19,11 @@ def apply_level(matrix: EllpackMatrix, ridx, positions, level_start: int, seg_be
     layout = matrix.layout
     return partition_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
                           positions, level_start, seg_begin, seg_end, split_table.feature, split_table.bin,
-                          split_table.default_left, left_child, matrix.feature_bins)
+                          split_table.default_left, left_child, matrix.feature_bins, split_table.categories)
 
 
-def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int):
+def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int, categories=None):
     """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows)."""
     layout = matrix.layout
     return route_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, split_feature,
-                      split_bin, default_left, left_child, depth, matrix.feature_bins)
+                      split_bin, default_left, left_child, depth, matrix.feature_bins, categories)

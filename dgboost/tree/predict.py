@@ -34,6 +34,8 @@ class Forest:
     default_left: object
     value: object
     roots: object  # (n_trees,) int32
+    category_row: object  # (n_nodes_total,) int32: a category-set split's row of category_words, -1 at others; or None
+    category_words: object  # (n_sets, n_words) uint32: the categories each set sends right; or None
     outputs: np.ndarray  # (n_trees,) int, on the host: the margin column of each tree
     outputs_device: object  # the same, int32 on the device
     depth: int
@@ -57,6 +59,16 @@ class Forest:
 
         left, right = children("left"), children("right")
         device = lambda a: asarray(xp, a)  # noqa: E731
+        category_row = category_words = None
+        n_words = max((t.category_words for t in trees), default=0)
+        if n_words:
+            tables = [t.category_table(n_words) for t in trees]
+            n_sets = np.cumsum([0] + [len(t.categories) for t in trees])
+            category_row = np.concatenate([np.full(t.n_nodes, -1, NODE_INDEX_DTYPE) if r is None
+                                           else np.where(r >= 0, r + n_sets[i], -1).astype(NODE_INDEX_DTYPE)
+                                           for i, (t, (r, _)) in enumerate(zip(trees, tables))])
+            category_words = np.concatenate([w for _, w in tables if w is not None])
+            category_row, category_words = device(category_row), device(category_words)
         return cls(
             left=device(left),
             right=device(right),
@@ -65,6 +77,8 @@ class Forest:
             default_left=device(joined("default_left", bool)),
             value=device(joined("value", LEAF_DTYPE)),
             roots=device(roots),
+            category_row=category_row,
+            category_words=category_words,
             outputs=np.asarray(outputs, dtype=INDEX_DTYPE),
             outputs_device=device(np.asarray(outputs, dtype=NODE_INDEX_DTYPE)),
             depth=_deepest(left, right, roots),
@@ -118,6 +132,8 @@ def _oblivious_depth(tree) -> int | None:
     """The depth of an oblivious tree (complete, each level's nodes sharing feature, threshold
     and missing direction); None for any other tree."""
     n_nodes = tree.n_nodes
+    if tree.categories:  # category-set splits share no threshold to compare
+        return None
     depth = n_nodes.bit_length() - 1
     if n_nodes != (1 << (depth + 1)) - 1:
         return None
@@ -168,7 +184,7 @@ def predict_margins(forest: Forest, X, margins):
                                          forest.outputs_device, levels.depth, margins)
     return kernels.predict_margins(X, forest.left, forest.right, forest.feature, forest.threshold,
                                    forest.default_left, forest.value, forest.roots, forest.outputs_device,
-                                   forest.depth, margins)
+                                   forest.depth, margins, forest.category_row, forest.category_words)
 
 
 def predict_leaf_ids(forest: Forest, X):
@@ -185,7 +201,8 @@ def predict_leaf_ids(forest: Forest, X):
                   for begin in range(0, X.shape[0], step)]
         return xp.concatenate(blocks) if blocks else xp.zeros((0, forest.n_trees), dtype=NODE_INDEX_DTYPE)
     leaves = kernels.cpu.predict_leaves(X, forest.left, forest.right, forest.feature, forest.threshold,
-                                        forest.default_left, forest.roots, forest.depth)
+                                        forest.default_left, forest.roots, forest.depth, forest.category_row,
+                                        forest.category_words)
     return (leaves - forest.roots[None, :]).astype(NODE_INDEX_DTYPE)
 
 

@@ -12,6 +12,7 @@ import functools
 from .._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from ..backend import get_xp
 from ..kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
+from ..kernels.cpu import CategorySplits
 
 _COLUMNS = len(SPLIT_TABLE_COLUMNS)
 
@@ -24,7 +25,9 @@ class SplitTable:
     when first asked for (each is an array operation). A node with ``valid``
     False does not split (a leaf, or a padding slot). ``left_sum`` and
     ``right_sum`` are the children's fixed-point (gradient, hessian) totals,
-    shape (n_nodes, 2).
+    shape (n_nodes, 2). A category-set split (bin -1) sends right the categories whose bits
+    are set in ``categories``, the table's int64 words after its SPLIT_TABLE_COLUMNS (none
+    without categorical features).
     """
 
     def __init__(self, table):
@@ -35,9 +38,18 @@ class SplitTable:
         return int(self.table.shape[0])
 
     @classmethod
-    def empty(cls, n_nodes: int, xp) -> "SplitTable":
+    def empty(cls, n_nodes: int, xp, n_words: int = 0) -> "SplitTable":
         """A table where no node splits (the level at max_depth)."""
-        return cls(xp.zeros((n_nodes, _COLUMNS), dtype=HIST_DTYPE))
+        return cls(xp.zeros((n_nodes, _COLUMNS + n_words), dtype=HIST_DTYPE))
+
+    @property
+    def categories(self):
+        """Each node's category bits, as uint32 words (category ``c``: bit ``c % 32`` of word
+        ``c // 32``), or None without categorical features: what the kernels read."""
+        if self.table.shape[1] == _COLUMNS:
+            return None
+        xp = get_xp(self.table)
+        return xp.ascontiguousarray(self.table[:, _COLUMNS:]).view(xp.uint32)
 
     @functools.cached_property
     def valid(self):
@@ -69,14 +81,17 @@ class SplitTable:
 
 
 def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
-                rules: Regularisation, comm, allowed=None, monotone=None, bounds=None) -> SplitTable:
+                rules: Regularisation, comm, allowed=None, monotone=None, bounds=None,
+                categories: CategorySplits | None = None) -> SplitTable:
     """The coordinator's best split of every node, as every rank receives it (``allowed``,
-    ``monotone``, ``bounds``: see kernels.evaluate_splits)."""
+    ``monotone``, ``bounds``, ``categories``: see kernels.evaluate_splits)."""
     return coordinated(lambda: evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules,
-                                               allowed, monotone, bounds), hist.shape[0], get_xp(hist), comm)
+                                               allowed, monotone, bounds, categories), hist.shape[0], get_xp(hist),
+                       comm, 0 if categories is None else categories.n_words)
 
 
-def coordinated(evaluate, n_nodes: int, xp, comm) -> SplitTable:
-    """The table ``evaluate()`` packs on the coordinator, as every rank receives it."""
-    packed = evaluate() if comm.rank == 0 else xp.empty((n_nodes, _COLUMNS), dtype=HIST_DTYPE)
+def coordinated(evaluate, n_nodes: int, xp, comm, n_words: int = 0) -> SplitTable:
+    """The table ``evaluate()`` packs on the coordinator, as every rank receives it (``n_words``:
+    its words of category bits)."""
+    packed = evaluate() if comm.rank == 0 else xp.empty((n_nodes, _COLUMNS + n_words), dtype=HIST_DTYPE)
     return SplitTable(comm.broadcast(packed, root=0))

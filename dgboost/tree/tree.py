@@ -27,6 +27,9 @@ class Tree:
     value : float32, eta * the node's weight: the prediction at a leaf
     gain : float64, the split's loss reduction (0 at leaves)
     cover : float64, the node's hessian sum
+    categories : dict of node id to int32 array: a category-set split's categories sent
+        right (codes, ascending); such a node has split_bin -1 and threshold 0, and sends a
+        category not in its set left (data/categories.py)
     """
 
     left: np.ndarray
@@ -38,6 +41,7 @@ class Tree:
     value: np.ndarray
     gain: np.ndarray
     cover: np.ndarray
+    categories: dict = dataclasses.field(default_factory=dict)
 
     @property
     def n_nodes(self) -> int:
@@ -55,10 +59,29 @@ class Tree:
             depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
         return int(depth.max())
 
+    @property
+    def category_words(self) -> int:
+        """uint32 words that hold its largest category set's highest code (0 without sets)."""
+        return max((int(c[-1]) // 32 + 1 for c in self.categories.values() if len(c)), default=0)
+
+    def category_table(self, n_words: int | None = None):
+        """The category sets as the prediction kernels take them: (each node's row of the words,
+        -1 where it has no set: int32 (n_nodes,); the sets' bits, uint32 (n_sets, n_words),
+        bit ``c % 32`` of word ``c // 32`` for code ``c``); (None, None) without sets."""
+        if not self.categories:
+            return None, None
+        n_words = self.category_words if n_words is None else n_words
+        rows = np.full(self.n_nodes, -1, dtype=NODE_INDEX_DTYPE)
+        words = np.zeros((len(self.categories), n_words), dtype=np.uint32)
+        for row, (node, codes) in enumerate(sorted(self.categories.items())):
+            rows[node] = row
+            np.bitwise_or.at(words[row], codes // 32, np.left_shift(np.uint32(1), (codes % 32).astype(np.uint32)))
+        return rows, words
+
     @classmethod
     def from_record(cls, record: np.ndarray, cuts: Cuts) -> "Tree":
         """Build from a grower record (kernels.RECORD_COLUMNS), dropping padding slots."""
-        column = dict(zip(RECORD_COLUMNS, record.T))
+        column = dict(zip(RECORD_COLUMNS, record.T))  # then any words of category bits
         kept = np.flatnonzero(column["active"] != 0)
         compact = np.full(len(record), -1, dtype=INDEX_DTYPE)
         compact[kept] = np.arange(len(kept))
@@ -67,9 +90,17 @@ class Tree:
         left = np.where(split, compact[np.where(split, left_id, 0)], -1)
         feature = np.where(split, column["feature"][kept], -1).astype(NODE_INDEX_DTYPE)
         split_bin = np.where(split, column["bin"][kept], -1).astype(NODE_INDEX_DTYPE)
+        by_set = split & (split_bin < 0)
+        numeric = split & ~by_set
         threshold = np.zeros(len(kept), dtype=CUT_DTYPE)
-        threshold[split] = cuts.threshold(feature[split].astype(INDEX_DTYPE),
-                                          split_bin[split].astype(INDEX_DTYPE))
+        threshold[numeric] = cuts.threshold(feature[numeric].astype(INDEX_DTYPE),
+                                            split_bin[numeric].astype(INDEX_DTYPE))
+        categories = {}
+        if by_set.any():
+            words = np.ascontiguousarray(record[kept][:, len(RECORD_COLUMNS):]).view(np.uint64)
+            for node in np.flatnonzero(by_set).tolist():
+                bits = np.unpackbits(words[node].view(np.uint8), bitorder="little")
+                categories[node] = np.flatnonzero(bits).astype(INDEX_DTYPE)
         return cls(
             left=left.astype(NODE_INDEX_DTYPE),
             right=np.where(split, left + 1, -1).astype(NODE_INDEX_DTYPE),
@@ -80,11 +111,21 @@ class Tree:
             value=column["value"][kept].astype(LEAF_DTYPE),
             gain=np.where(split, column["gain"][kept], 0.0).astype(GAIN_DTYPE),
             cover=column["cover"][kept].astype(GAIN_DTYPE),
+            categories=categories,
         )
 
     def to_dict(self) -> dict:
-        """JSON-ready: lists of Python ints, bools and floats (float32 values exactly)."""
-        return {
+        """JSON-ready: lists of Python ints, bools and floats (float32 values exactly); the
+        category sets, where there are any, as XGBoost writes them (``categories_nodes``, and
+        each one's ``categories`` at ``categories_segments`` of ``categories_sizes``)."""
+        sets = {}
+        if self.categories:
+            nodes = sorted(self.categories)
+            sizes = [len(self.categories[n]) for n in nodes]
+            sets = {"categories_nodes": nodes, "categories_segments": np.cumsum([0] + sizes[:-1]).tolist(),
+                    "categories_sizes": sizes,
+                    "categories": [int(c) for n in nodes for c in self.categories[n]]}
+        return {**sets, 
             "left_children": self.left.tolist(),
             "right_children": self.right.tolist(),
             "split_indices": self.feature.tolist(),
@@ -137,7 +178,28 @@ class Tree:
             value=arrays["values"].astype(LEAF_DTYPE),
             gain=arrays["gains"],
             cover=arrays["covers"],
+            categories=_category_sets(data, internal, arrays["split_bins"], where),
         )
+
+
+def _category_sets(data: dict, internal: np.ndarray, split_bin: np.ndarray, where: str) -> dict:
+    """The category sets of ``to_dict``'s form: every split of bin -1 has one, no other node."""
+    keys = ("categories_nodes", "categories_segments", "categories_sizes", "categories")
+    lists = {key: _array(data.get(key, []), "int", f"{where}.{key}") for key in keys}
+    nodes, segments, sizes, codes = (lists[key] for key in keys)
+    by_set = np.flatnonzero(internal & (split_bin < 0))
+    if not np.array_equal(nodes, by_set) or len(segments) != len(nodes) or len(sizes) != len(nodes):
+        raise ValueError(f"{where}: categories_nodes must list the category-set splits (split_bins -1), "
+                         "with a segment and a size each")
+    if np.any(sizes < 1) or not np.array_equal(segments, np.cumsum(sizes) - sizes) or sizes.sum() != len(codes):
+        raise ValueError(f"{where}: categories_segments and categories_sizes do not cut categories into the sets")
+    sets = {}
+    for node, begin, size in zip(nodes.tolist(), segments.tolist(), sizes.tolist()):
+        members = codes[begin:begin + size]
+        if np.any(members < 0) or np.any(np.diff(members) <= 0):
+            raise ValueError(f"{where}: node {node}'s categories must be ascending codes >= 0")
+        sets[node] = members.astype(INDEX_DTYPE)
+    return sets
 
 
 _FIELDS = {

@@ -1,0 +1,300 @@
+"""Categorical features: which features are, their categories, and their codes.
+
+A categorical feature enters training as category codes in its float32 column:
+0, 1, ..., K - 1, NaN for missing. A pandas (or dask) ``category`` column gives
+them (its ``cat.codes``, -1 missing) and its categories, which the model keeps,
+so that a frame at predict time is coded by category value, not by its own
+codes. An array's column that ``feature_types`` marks "c" holds the codes
+itself; its K is the largest code of the training rows, plus one.
+
+Each code is its own bin: the feature's cuts are 1, 2, ..., K - 1, so the bin of
+code ``c`` is ``c`` (data/sketch.py's rule, ``x < cut`` left) and the histograms,
+the compressed matrix and the partition kernels see bins as for any feature. A
+split sends the categories of a set right (kernels: the split table's category
+bits); missing values, and at predict time categories the model has not seen
+(not among its categories, or a code of K or more), follow the split's learned
+default direction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .._dtypes import CUT_DTYPE, FEATURE_DTYPE
+
+#: The most categories one feature may have: its codes are 0 .. MAX_CATEGORIES - 1. A split
+#: carries a bit per category of the widest categorical feature.
+MAX_CATEGORIES = 1 << 14
+
+
+@dataclasses.dataclass(frozen=True)
+class Categories:
+    """Which features are categorical, and what their codes mean.
+
+    Attributes
+    ----------
+    categorical : tuple of bool, one a feature
+    values : tuple, one a feature: a categorical frame column's categories (a tuple of
+        str, int or float, in code order), None for a numeric feature or one given as codes
+    counts : tuple of int, one a feature: K, the codes of a categorical feature are 0 .. K - 1
+        (0 for a numeric feature, or where K is not known yet: see ``with_counts``)
+    """
+
+    categorical: tuple[bool, ...]
+    values: tuple
+    counts: tuple[int, ...]
+
+    @property
+    def n_features(self) -> int:
+        return len(self.categorical)
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The categorical features' indices, ascending (int64)."""
+        return np.flatnonzero(np.array(self.categorical, dtype=bool))
+
+    @property
+    def max_count(self) -> int:
+        """The most categories of any categorical feature (0 without one)."""
+        return max(self.counts, default=0)
+
+    def with_counts(self, counts) -> "Categories":
+        return dataclasses.replace(self, counts=tuple(int(c) for c in counts))
+
+    def cuts(self, cuts):
+        """``cuts`` (data/sketch.Cuts) with each categorical feature's replaced by 1 .. K - 1:
+        a bin a category."""
+        from .sketch import Cuts
+
+        pieces, offsets = [], [0]
+        for feature in range(self.n_features):
+            if self.categorical[feature]:
+                piece = np.arange(1, max(self.counts[feature], 1), dtype=CUT_DTYPE)
+            else:
+                piece = cuts.values[cuts.offsets[feature]:cuts.offsets[feature + 1]]
+            pieces.append(piece)
+            offsets.append(offsets[-1] + len(piece))
+        values = np.concatenate(pieces) if pieces else np.zeros(0, CUT_DTYPE)
+        return Cuts(values.astype(CUT_DTYPE), np.asarray(offsets, dtype=cuts.offsets.dtype))
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the types ("c"/"q") and, by feature index, each categorical feature's
+        categories (a list) or its count (codes)."""
+        return {
+            "feature_types": ["c" if c else "q" for c in self.categorical],
+            "categories": {str(f): (list(self.values[f]) if self.values[f] is not None else self.counts[f])
+                           for f in self.indices.tolist()},
+        }
+
+    @classmethod
+    def from_dict(cls, data, n_features: int, where: str) -> "Categories":
+        """Parse ``to_dict``'s form; ValueError names what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} is not an object")
+        types = data.get("feature_types")
+        if not isinstance(types, list) or len(types) != n_features or any(t not in ("c", "q") for t in types):
+            raise ValueError(f"{where}.feature_types must be {n_features} of 'c' and 'q'")
+        given = data.get("categories")
+        categorical = tuple(t == "c" for t in types)
+        if not isinstance(given, dict) or sorted(given) != sorted(str(f) for f, c in enumerate(categorical) if c):
+            raise ValueError(f"{where}.categories must give each categorical feature's categories")
+        values, counts = [None] * n_features, [0] * n_features
+        for key, entry in given.items():
+            feature = int(key)
+            if isinstance(entry, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                               for v in entry):
+                values[feature], counts[feature] = tuple(entry), len(entry)
+            elif isinstance(entry, int) and not isinstance(entry, bool) and 0 <= entry <= MAX_CATEGORIES:
+                counts[feature] = entry
+            else:
+                raise ValueError(f"{where}.categories[{key!r}] is neither a list of categories nor a count")
+            if counts[feature] > MAX_CATEGORIES:
+                raise ValueError(f"{where}.categories[{key!r}] has more than {MAX_CATEGORIES} categories")
+        return cls(categorical, tuple(values), tuple(counts))
+
+
+def is_category_dtype(dtype) -> bool:
+    return type(dtype).__name__ == "CategoricalDtype"
+
+
+def frame_categories(columns, dtypes, name: str, enable_categorical: bool) -> tuple | None:
+    """Each column's categories (a tuple) where its dtype is ``category``, else None; None
+    for a frame without category columns. Read from the dtypes alone: a dask frame's
+    metadata, before anything is computed. A category column without ``enable_categorical``
+    is an error naming it."""
+    found = []
+    for column, dtype in zip(columns, dtypes):
+        if not is_category_dtype(dtype):
+            found.append(None)
+            continue
+        if not enable_categorical:
+            raise TypeError(f"{name} column {str(column)!r} is categorical (dtype {dtype}): pass "
+                            "enable_categorical=True to train on its categories, or give its codes "
+                            f"({name}[{str(column)!r}].cat.codes) as a numeric column")
+        categories = getattr(dtype, "categories", None)
+        if categories is None or _UNKNOWN in list(categories):  # a dask column whose categories are unknown
+            raise ValueError(f"{name} column {str(column)!r} has unknown categories (a dask column read without "
+                             "them): call X = X.categorize() first, so every partition codes them alike")
+        if len(categories) > MAX_CATEGORIES:
+            raise ValueError(f"{name} column {str(column)!r} has {len(categories)} categories; dgboost takes at most "
+                             f"{MAX_CATEGORIES} a feature: merge rare ones, or encode the column as numbers")
+        found.append(tuple(_plain(v) for v in categories))
+    return tuple(found) if any(c is not None for c in found) else None
+
+
+#: The category dask gives a column whose categories it does not know.
+_UNKNOWN = "__UNKNOWN_CATEGORIES__"
+
+
+def _plain(value):
+    """A category as a JSON-ready Python value."""
+    if isinstance(value, (np.generic,)):
+        value = value.item()
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return str(value)
+
+
+def frame_codes(frame, categories: tuple, name: str) -> np.ndarray:
+    """A pandas frame as float32 (n_rows, n_columns): numeric columns as numbers (NaN missing),
+    a column with ``categories[j]`` (a tuple) as the codes of its values in that tuple, by
+    value: NaN where missing or not one of them."""
+    import pandas as pd
+
+    out = np.empty(frame.shape, dtype=FEATURE_DTYPE)
+    for j, column in enumerate(frame.columns):
+        series = frame[column]
+        known = categories[j] if categories is not None else None
+        if known is None:
+            if is_category_dtype(series.dtype):
+                raise TypeError(f"{name} column {str(column)!r} is categorical here but was numeric in training: "
+                                "give its numbers")
+            out[:, j] = series.to_numpy(dtype=FEATURE_DTYPE, na_value=np.nan)
+            continue
+        if is_category_dtype(series.dtype):
+            values = series.cat.categories
+            if tuple(_plain(v) for v in values) == known:
+                codes = series.cat.codes.to_numpy()
+            else:
+                codes = series.cat.set_categories(pd.Index(known)).cat.codes.to_numpy()  # by value: others NaN
+        else:
+            raise TypeError(f"{name} column {str(column)!r} has dtype {series.dtype} but is categorical in the "
+                            "model: give it as a category column (astype('category'))")
+        out[:, j] = np.where(codes < 0, np.nan, codes).astype(FEATURE_DTYPE)
+    return out
+
+
+def check_codes(X, categorical: np.ndarray, name: str, feature_names=None) -> np.ndarray:
+    """The largest code + 1 of each feature marked ``categorical`` (0 elsewhere) of a float32
+    ``X`` (numpy or cupy), after checking that every such value is NaN or an integer in
+    [0, MAX_CATEGORIES): a clear error naming the first bad row and column otherwise."""
+    from ..backend import get_xp, to_numpy
+    from .inputs import RowError
+
+    xp = get_xp(X)
+    counts = np.zeros(X.shape[1], dtype=np.int64)
+    for feature in np.flatnonzero(categorical).tolist():
+        column = X[:, feature]
+        present = ~xp.isnan(column)
+        bad = present & ((column < 0) | (column >= MAX_CATEGORIES) | (column != xp.floor(column)))
+        if bool(bad.any()):
+            row = int(xp.nonzero(bad)[0][0])
+            label = f"column {feature}" + (f" ({feature_names[feature]!r})" if feature_names else "")
+            raise RowError(f"{name} has the value {float(column[row])!r} in categorical {label} at row ", row,
+                           f": category codes are integers from 0 to {MAX_CATEGORIES - 1} (NaN for missing)")
+        if bool(present.any()):
+            counts[feature] = int(to_numpy(xp.nanmax(column))) + 1
+    return counts
+
+
+def known_codes(X, categories: Categories, name: str = "X", feature_names=None):
+    """Rows to bin or predict with a model's categories: their codes checked (``check_codes``),
+    and the codes the model has not seen made missing (``unseen_as_missing``)."""
+    from . import sparse
+
+    if sparse.is_sparse(X):
+        raise TypeError(f"{name} is sparse: a model of categorical features takes dense rows (an array or a "
+                        "DataFrame)")
+    check_codes(X, np.array(categories.categorical, dtype=bool), name, feature_names)
+    return unseen_as_missing(X, categories)
+
+
+def unseen_as_missing(X, categories: Categories):
+    """``X`` (float32, numpy or cupy) with every categorical code the model has not seen (K or
+    more) made NaN, a copy where any is; ``X`` itself otherwise."""
+    from ..backend import get_xp
+
+    xp = get_xp(X)
+    copied = False
+    for feature in categories.indices.tolist():
+        column = X[:, feature]
+        unseen = column >= categories.counts[feature]
+        if bool(unseen.any()):
+            if not copied:
+                X, copied = X.copy(), True
+            X[:, feature] = xp.where(unseen, FEATURE_DTYPE(math.nan), column)
+    return X
+
+
+def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X") -> Categories | None:
+    """The training data's categorical features (their counts still to be agreed, see
+    ``agree_counts``), from a frame's category columns and ``params.feature_types``; None
+    where no feature is categorical. Checks the parameters that go with them."""
+    types = params.feature_types
+    if types is not None and len(types) != n_features:
+        raise ValueError(f"feature_types has {len(types)} entries but {name} has {n_features} features: give one "
+                         "type a feature")
+    categorical = [False] * n_features
+    values = [None] * n_features
+    for feature, found in enumerate(frame_values or ()):
+        if found is not None:
+            categorical[feature], values[feature] = True, found
+    for feature, kind in enumerate(types or ()):
+        if kind == "c":
+            categorical[feature] = True
+        elif values[feature] is not None:
+            raise ValueError(f"feature_types[{feature}]='q' but {name}'s column {feature} is a category column: "
+                             "mark it 'c', or give its codes as numbers")
+    if not any(categorical):
+        return None
+    if not params.enable_categorical:
+        first = categorical.index(True)
+        raise ValueError(f"feature_types marks feature {first} categorical ('c'): pass enable_categorical=True "
+                         "to train on its categories")
+    if params.grow_policy == "symmetric":
+        raise ValueError("grow_policy='symmetric' does not take categorical features (a level shares one split): "
+                         "grow depthwise or lossguide, or mark them numeric ('q')")
+    if params.device != "cpu":
+        raise ValueError(f"device={params.device!r}: categorical features train on device='cpu' in this version "
+                         "of dgboost (the GPU kernels come next); train on the CPU")
+    monotone = params.monotone_constraints
+    if monotone and not isinstance(monotone[0], tuple):
+        for feature, direction in enumerate(monotone):
+            if direction and feature < n_features and categorical[feature]:
+                raise ValueError(f"monotone_constraints[{feature}]={direction}: feature {feature} is categorical, "
+                                 "whose categories have no order; constrain numeric features only")
+    counts = tuple(len(v) if v is not None else 0 for v in values)
+    return Categories(tuple(categorical), tuple(values), counts)
+
+
+def agree_counts(categories: Categories | None, X, comm, name: str = "X", feature_names=None) -> Categories | None:
+    """``categories`` with every categorical feature's count: a frame column's, its number of
+    categories; a feature given as codes, the largest code of any rank's rows plus one (its
+    codes checked here, on each rank's rows)."""
+    if categories is None:
+        return None
+    from ..backend import asarray, get_xp, to_numpy
+    from . import sparse
+
+    if sparse.is_sparse(X):
+        raise TypeError(f"{name} is sparse: categorical features take dense rows (an array or a DataFrame)")
+    codes = np.array([c and v is None for c, v in zip(categories.categorical, categories.values)], dtype=bool)
+    local = check_codes(X, codes, name, feature_names)
+    if not codes.any():
+        return categories
+    xp = get_xp(X)
+    agreed = to_numpy(comm.allreduce(asarray(xp, local), "max"))
+    return categories.with_counts(np.where(codes, agreed, categories.counts))

@@ -1,0 +1,279 @@
+"""Categorical features (data/categories.py): category-set splits chosen by XGBoost's scans, the
+codes a frame's categories get, prediction by category value, the model file and its export to
+XGBoost, and bad input refused before any work."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+pd = pytest.importorskip("pandas")
+
+import dgboost  # noqa: E402
+from dgboost.data.categories import MAX_CATEGORIES  # noqa: E402
+from dgboost.kernels import cpu  # noqa: E402
+from dgboost.kernels.cpu import CategorySplits, Regularisation  # noqa: E402
+
+PARAMS = {"enable_categorical": True, "max_depth": 3, "eta": 0.5, "min_child_weight": 0.0}
+
+
+def _table(n=4000, seed=0, n_a=12, n_b=3, missing=0.05):
+    """A frame of two category columns (one of strings) and a number, and a target that
+    depends on each category."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n_a, n)
+    b = rng.integers(0, n_b, n)
+    x = rng.standard_normal(n)
+    y = rng.standard_normal(n_a)[a] + (b == 1) * 1.5 + 0.3 * x + 0.05 * rng.standard_normal(n)
+    names = np.array([f"city{i:02d}" for i in range(n_a)], dtype=object)[a]
+    names[rng.random(n) < missing] = None
+    frame = pd.DataFrame({"a": pd.Categorical(names, categories=[f"city{i:02d}" for i in range(n_a)]),
+                          "b": pd.Categorical(b), "x": x.astype(np.float32)})
+    return frame, y.astype(np.float32)
+
+
+# ---- the scan of one node ---------------------------------------------------------------------
+
+def _one_node(sums, missing=(0, 0)):
+    """A histogram of one node over one categorical feature: ``sums`` its categories' fixed-point
+    (g, h), the node's totals those plus ``missing``."""
+    hist = np.array([sums], dtype=np.int64)
+    node_sums = hist.sum(axis=1) + np.array([missing], dtype=np.int64)
+    return hist, node_sums
+
+
+def _evaluate(hist, node_sums, max_onehot, max_threshold, rules=Regularisation(0.0, 0.0, 0.0, 0.0, 0.0)):
+    n_bins = hist.shape[1]
+    categories = CategorySplits(np.array([0], np.int32), max_onehot, max_threshold, 1)
+    table = cpu.evaluate_splits(hist, node_sums, np.ones(1, bool), np.zeros(n_bins, np.int32),
+                                np.array([0, n_bins], np.int64), np.ones(2), rules, categories=categories)
+    gain = table[0, 4:5].copy().view(np.float64)[0]
+    right = {c for c in range(n_bins) if (int(table[0, 9]) >> c) & 1}
+    return table[0], gain, right
+
+
+def _gain(left_g, left_h, total_g, total_h):
+    right_g, right_h = total_g - left_g, total_h - left_h
+    if left_h <= 0 or right_h <= 0:
+        return -math.inf
+    return left_g ** 2 / left_h + right_g ** 2 / right_h - total_g ** 2 / total_h
+
+
+def test_the_partition_scan_finds_the_best_of_every_set_exactly():
+    """Without regularisation, ordering categories by weight and scanning prefixes reaches the
+    best of all 2**K - 2 sets (Fisher's result), the gain computed exactly."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        k = 7
+        sums = np.stack([rng.integers(-50, 50, k), rng.integers(1, 30, k)], axis=1)
+        hist, node_sums = _one_node(sums)
+        row, gain, right = _evaluate(hist, node_sums, max_onehot=4, max_threshold=64)
+        total_g, total_h = node_sums[0]
+        brute = max(_gain(sum(sums[c, 0] for c in range(k) if c not in s), sum(sums[c, 1] for c in range(k)
+                                                                             if c not in s), total_g, total_h)
+                    for size in range(1, k) for s in itertools.combinations(range(k), size))
+        assert row[2] == -1 and row[1] == 0  # a category-set split of the feature
+        assert gain == pytest.approx(brute, rel=1e-12)
+        left = [c for c in range(k) if c not in right]
+        assert (row[5], row[6]) == tuple(sums[left].sum(axis=0))  # the left child's sums, exact
+
+
+def test_one_hot_below_max_cat_to_onehot_sends_one_category_right():
+    sums = [[10, 5], [-12, 4], [3, 6]]
+    hist, node_sums = _one_node(sums)
+    _, gain, right = _evaluate(hist, node_sums, max_onehot=4, max_threshold=64)
+    best = max(range(3), key=lambda c: _gain(node_sums[0, 0] - sums[c][0], node_sums[0, 1] - sums[c][1],
+                                             *node_sums[0]))
+    assert right == {best} and gain == pytest.approx(_gain(node_sums[0, 0] - sums[best][0],
+                                                           node_sums[0, 1] - sums[best][1], *node_sums[0]))
+
+
+def test_max_cat_threshold_caps_the_categories_sent_right():
+    rng = np.random.default_rng(5)
+    sums = np.stack([rng.integers(-50, 50, 10), rng.integers(1, 30, 10)], axis=1)
+    hist, node_sums = _one_node(sums)
+    for cap in (1, 2, 3):
+        _, _, right = _evaluate(hist, node_sums, max_onehot=4, max_threshold=cap)
+        assert 1 <= len(right) <= cap
+
+
+def test_missing_values_take_the_better_side_and_empty_categories_go_left():
+    sums = [[40, 10], [0, 0], [-40, 10], [38, 10], [0, 0]]  # categories 1 and 4 have no rows here
+    hist, node_sums = _one_node(sums, missing=(-45, 10))
+    row, _, right = _evaluate(hist, node_sums, max_onehot=4, max_threshold=64)
+    assert 1 not in right and 4 not in right
+    # missing (negative gradients) goes with category 2's side
+    assert bool(row[3]) == (2 not in right)
+
+
+# ---- training and prediction --------------------------------------------------------------------
+
+def test_a_frame_learns_its_categories_and_codes_give_the_same_model():
+    frame, y = _table()
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=20)
+    predictions = model.predict(frame)
+    assert np.sqrt(np.mean((predictions - y) ** 2)) < 0.25
+    assert any(tree.categories for tree in model.trees)
+    codes = np.stack([frame["a"].cat.codes.replace(-1, np.nan), frame["b"].cat.codes, frame["x"]],
+                     axis=1).astype(np.float32)
+    by_codes = dgboost.train({**PARAMS, "feature_types": ["c", "c", "q"]}, codes, y, num_boost_round=20)
+    np.testing.assert_array_equal(by_codes.predict(codes), predictions)
+
+
+def test_a_numeric_split_of_codes_is_worse_than_category_sets():
+    frame, y = _table(n_a=40)
+    codes = np.stack([frame["a"].cat.codes.replace(-1, np.nan), frame["b"].cat.codes, frame["x"]],
+                     axis=1).astype(np.float32)
+    params = {**PARAMS, "max_depth": 2}
+    by_sets = dgboost.train({**params, "feature_types": ["c", "c", "q"]}, codes, y, num_boost_round=10)
+    by_order = dgboost.train({k: v for k, v in params.items() if k != "enable_categorical"}, codes, y,
+                             num_boost_round=10)
+    error = lambda m: np.mean((m.predict(codes) - y) ** 2)  # noqa: E731
+    assert error(by_sets) < 0.7 * error(by_order)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_relabelling_the_categories_does_not_change_predictions(random):
+    frame, y = _table(n=1500, n_a=9)
+    order = list(frame["a"].cat.categories)
+    random.shuffle(order)
+    relabelled = frame.copy()
+    relabelled["a"] = relabelled["a"].cat.reorder_categories(order)
+    first = dgboost.train(PARAMS, frame, y, num_boost_round=5)
+    second = dgboost.train(PARAMS, relabelled, y, num_boost_round=5)
+    np.testing.assert_array_equal(first.predict(frame), second.predict(relabelled))
+    np.testing.assert_array_equal(first.predict(relabelled), first.predict(frame))  # coded by value
+
+
+def test_unseen_categories_and_codes_follow_the_default_direction():
+    frame, y = _table()
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=5)
+    new = frame.head(50).copy()
+    new["a"] = pd.Categorical(["elsewhere"] * 50)
+    missing = frame.head(50).copy()
+    missing["a"] = pd.Categorical([None] * 50, categories=frame["a"].cat.categories)
+    np.testing.assert_array_equal(model.predict(new), model.predict(missing))
+    codes = np.stack([frame["a"].cat.codes.replace(-1, np.nan), frame["b"].cat.codes, frame["x"]],
+                     axis=1).astype(np.float32)
+    by_codes = dgboost.train({**PARAMS, "feature_types": ["c", "c", "q"]}, codes, y, num_boost_round=5)
+    beyond, nan = codes[:50].copy(), codes[:50].copy()
+    beyond[:, 0], nan[:, 0] = 1000, np.nan
+    np.testing.assert_array_equal(by_codes.predict(beyond), by_codes.predict(nan))
+
+
+def test_eval_sets_leaves_and_contributions():
+    frame, y = _table()
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=8, evals=[(frame, y, "train"),
+                                                                       (frame.iloc[::-1], y[::-1], "reversed")])
+    result = model.evals_result()
+    assert result["train"]["rmse"] == pytest.approx(result["reversed"]["rmse"], rel=1e-6)
+    margins = model.predict(frame, output_margin=True)
+    contributions = model.predict(frame, pred_contribs=True)
+    np.testing.assert_allclose(contributions.sum(axis=1), margins, rtol=1e-5, atol=1e-5)
+    leaves = model.predict(frame, pred_leaf=True)
+    values = np.array([[tree.value[leaf] for tree, leaf in zip(model.trees, row)] for row in leaves[:200]])
+    np.testing.assert_allclose(values.sum(axis=1) + model.base_margin[0], margins[:200], rtol=1e-5, atol=1e-5)
+
+
+def test_lossguide_and_a_continued_model_take_categories():
+    frame, y = _table()
+    params = {**PARAMS, "grow_policy": "lossguide", "max_leaves": 8, "max_depth": 0}
+    first = dgboost.train(params, frame, y, num_boost_round=4)
+    assert any(tree.categories for tree in first.trees)
+    whole = dgboost.train(params, frame, y, num_boost_round=8)
+    continued = dgboost.train(params, frame, y, num_boost_round=4, init_model=first)
+    np.testing.assert_array_equal(continued.predict(frame), whole.predict(frame))
+
+
+def test_the_model_file_keeps_categories_and_xgboost_predicts_the_same(tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    frame, y = _table()
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=10)
+    path = tmp_path / "model.json"
+    model.save_model(path)
+    loaded = dgboost.Booster.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(frame), model.predict(frame))
+    assert loaded.save_raw() == model.save_raw()
+    model.save_model(tmp_path / "xgb.json", format="xgboost")
+    theirs = xgb.Booster()
+    theirs.load_model(tmp_path / "xgb.json")
+    np.testing.assert_allclose(theirs.predict(xgb.DMatrix(frame, enable_categorical=True)), model.predict(frame),
+                               rtol=1e-5, atol=1e-5)
+    dump = model.get_dump()[0]
+    assert ":{" in dump  # a set, XGBoost's text form
+    table = model.trees_to_dataframe()
+    assert table["Category"].notna().any()
+
+
+def test_xgboost_partition_splits_reach_the_same_accuracy():
+    xgb = pytest.importorskip("xgboost")
+    frame, y = _table(n=6000, n_a=60)
+    test, y_test = _table(n=3000, n_a=60, seed=1)
+    params = {"max_depth": 4, "eta": 0.3, "max_cat_to_onehot": 4, "max_cat_threshold": 64}
+    ours = dgboost.train({**params, "enable_categorical": True}, frame, y, num_boost_round=30)
+    theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(frame, y, enable_categorical=True), 30)
+    rmse = lambda p: float(np.sqrt(np.mean((p - y_test) ** 2)))  # noqa: E731
+    assert rmse(ours.predict(test)) < rmse(theirs.predict(xgb.DMatrix(test, enable_categorical=True))) + 0.01
+
+
+def test_the_scikit_learn_estimators_take_category_frames():
+    pytest.importorskip("sklearn")
+    frame, y = _table()
+    labels = np.where(y > np.median(y), "high", "low")
+    classifier = dgboost.DGBClassifier(enable_categorical=True, n_estimators=10, max_depth=3).fit(frame, labels)
+    assert (classifier.predict(frame) == labels).mean() > 0.9
+    assert list(classifier.feature_names_in_) == ["a", "b", "x"]
+    regressor = dgboost.DGBRegressor(enable_categorical=True, n_estimators=10, max_cat_to_onehot=64).fit(frame, y)
+    assert all(len(codes) == 1 for tree in regressor.get_booster().trees for codes in tree.categories.values())
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+
+def test_a_category_column_needs_enable_categorical():
+    frame, y = _table(n=100)
+    with pytest.raises(TypeError, match="column 'a' is categorical.*enable_categorical=True"):
+        dgboost.train({}, frame, y, num_boost_round=1)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"feature_types": ["c", "q"]}, "feature_types has 2 entries but X has 3 features"),
+    ({"feature_types": ["c", "q", "x"]}, r"feature_types\[2\]='x' is not a feature type"),
+    ({"feature_types": ["q", "c", "q"], "enable_categorical": False}, "pass enable_categorical=True"),
+    ({"feature_types": ["c", "q", "q"], "grow_policy": "symmetric"}, "symmetric.*categorical"),
+    ({"feature_types": ["c", "q", "q"], "monotone_constraints": [1, 0, 0]}, r"monotone_constraints\[0\]=1"),
+    ({"feature_types": ["c", "q", "q"], "max_cat_threshold": 0}, "max_cat_threshold=0"),
+])
+def test_bad_categorical_parameters_are_refused(params, message):
+    X = np.array([[0, 1, 2], [1, 0, 3]] * 10, dtype=np.float32)
+    with pytest.raises((ValueError, TypeError), match=message):
+        dgboost.train({"enable_categorical": True, **params}, X, np.arange(20, dtype=np.float32),
+                      num_boost_round=1)
+
+
+@pytest.mark.parametrize("value, row", [(-1.0, 3), (1.5, 3), (float(MAX_CATEGORIES), 3)])
+def test_bad_codes_are_refused_naming_the_row(value, row):
+    X = np.zeros((10, 2), dtype=np.float32)
+    X[row, 0] = value
+    with pytest.raises(ValueError, match=f"categorical column 0 at row {row}.*integers from 0"):
+        dgboost.train({"enable_categorical": True, "feature_types": ["c", "q"]}, X, np.ones(10, np.float32),
+                      num_boost_round=1)
+
+
+def test_predict_refuses_a_numeric_column_for_a_categorical_one():
+    frame, y = _table(n=200)
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=1)
+    numeric = frame.assign(a=frame["a"].cat.codes)
+    with pytest.raises(TypeError, match="column 'a' has dtype int8 but is categorical in the model"):
+        model.predict(numeric)
+
+
+def test_too_many_categories_are_refused_before_work():
+    frame = pd.DataFrame({"a": pd.Categorical([0, 1], categories=range(MAX_CATEGORIES + 1))})
+    with pytest.raises(ValueError, match=f"at most {MAX_CATEGORIES}"):
+        dgboost.train({"enable_categorical": True}, frame, np.ones(2, np.float32), num_boost_round=1)
+
