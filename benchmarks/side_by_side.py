@@ -23,6 +23,7 @@ its own symmetric trees at the run's depth, learning rate and rounds).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -170,10 +171,13 @@ def _xgboost(params, args, X, y, X_test):
     import xgboost as xgb
 
     params = {**params, "device": args.device, "tree_method": "hist"}
+    # Categorical columns (feature_types) are the DMatrix's to know, as XGBoost takes them.
+    kinds = {key: params.pop(key) for key in ("feature_types", "enable_categorical") if key in params}
+    matrix_of = functools.partial(xgb.QuantileDMatrix, max_bin=args.max_bin, nthread=args.nthread or None, **kinds)
     warm = slice(0, min(len(y), _WARM_UP_ROWS))
-    xgb.train(params, xgb.QuantileDMatrix(X[warm], y[warm], max_bin=args.max_bin, nthread=args.nthread or None), 2).inplace_predict(X[warm])
+    xgb.train(params, matrix_of(X[warm], y[warm]), 2).inplace_predict(X[warm])
     started = time.perf_counter()
-    matrix = xgb.QuantileDMatrix(X, y, max_bin=args.max_bin, nthread=args.nthread or None)
+    matrix = matrix_of(X, y)
     build = time.perf_counter() - started
     started = time.perf_counter()
     booster = xgb.train(params, matrix, args.rounds)

@@ -51,6 +51,52 @@ def make_higgs_like(n_rows: int, seed: int = 0, missing_fraction: float = 0.05, 
     return X, y
 
 
+#: The airline-like set's categorical columns: their cardinalities (day of week, month, hour of
+#: departure, carrier, origin airport), as columns 8 to 12.
+AIRLINE_CATEGORIES = (7, 12, 24, 30, 300)
+
+
+def make_airline_like(n_rows: int, seed: int = 0):
+    """Classification (is a flight delayed?) with 8 numeric and 5 categorical columns, in the
+    manner of the airline data set.
+
+    Columns 0-7: ``N(0, 1)``. Columns 8-12: category codes of AIRLINE_CATEGORIES's
+    cardinalities (7, 12, 24, 30, 300), drawn with probability proportional to
+    ``1 / (code + 2)`` (a few busy airports and carriers, many small ones); 3% of column 12's
+    entries are NaN (missing). Each categorical column ``c`` has an effect table ``e_c`` of
+    normals scaled by (0.3, 0.3, 0.5, 0.5, 0.8), and the carrier and hour interact through a
+    (30, 24) table of ``N(0, 0.4**2)`` (fixed seed, the same for train and test):
+    ``z = sum_c e_c[x_c] + t[x_11, x_10] + 0.4 x0 - 0.3 x1 x2 + 0.5 sin(x3) - 1``
+    (a missing origin adds nothing); ``y ~ Bernoulli(sigmoid(z))``. Use with
+    ``feature_types = ["q"] * 8 + ["c"] * 5`` and ``enable_categorical=True``.
+    """
+    tables = np.random.default_rng(_COEFFICIENT_SEED + 5)
+    effects = [scale * tables.standard_normal(k) for k, scale in zip(AIRLINE_CATEGORIES, (0.3, 0.3, 0.5, 0.5, 0.8))]
+    interaction = 0.4 * tables.standard_normal((30, 24))
+    X = np.empty((n_rows, 13), dtype=FEATURE_DTYPE)
+    y = np.empty(n_rows, dtype=LABEL_DTYPE)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_rows, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, n_rows)
+        n = stop - start
+        x = rng.standard_normal((n, 8))
+        z = 0.4 * x[:, 0] - 0.3 * x[:, 1] * x[:, 2] + 0.5 * np.sin(x[:, 3]) - 1.0
+        codes = []
+        for k, effect in zip(AIRLINE_CATEGORIES, effects):
+            p = 1.0 / (np.arange(k) + 2.0)
+            code = rng.choice(k, size=n, p=p / p.sum())
+            z += effect[code]
+            codes.append(code)
+        z += interaction[codes[3], codes[2]]
+        missing = rng.random(n) < 0.03
+        z -= np.where(missing, effects[4][codes[4]], 0.0)  # a missing origin adds nothing
+        y[start:stop] = rng.random(n) < 1.0 / (1.0 + np.exp(-z))
+        X[start:stop, :8] = x
+        X[start:stop, 8:] = np.stack(codes, axis=1)
+        X[start:stop, 12][missing] = np.nan
+    return X, y
+
+
 def make_year_like(n_rows: int, seed: int = 0):
     """Regression with 90 features, in the manner of YearPredictionMSD.
 

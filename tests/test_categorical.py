@@ -277,3 +277,61 @@ def test_too_many_categories_are_refused_before_work():
     with pytest.raises(ValueError, match=f"at most {MAX_CATEGORIES}"):
         dgboost.train({"enable_categorical": True}, frame, np.ones(2, np.float32), num_boost_round=1)
 
+
+# ---- on a GPU: the kernels' twins and the CPU's model ---------------------------------------------
+
+def _random_level(rng, n_nodes, n_categories, numeric_bins, empty=0.2):
+    """A level's histograms over a numeric feature of ``numeric_bins`` bins and categorical
+    features of ``n_categories`` bins, some categories empty in a node, some rows missing."""
+    n_bins = [numeric_bins, *n_categories]
+    offsets = np.concatenate([[0], np.cumsum(n_bins)]).astype(np.int64)
+    hist = np.stack([rng.integers(-400, 400, (n_nodes, offsets[-1])), rng.integers(1, 60, (n_nodes, offsets[-1]))],
+                    axis=2).astype(np.int64)
+    hist[rng.random(hist.shape[:2]) < empty] = 0
+    node_sums = hist.sum(axis=1) + np.stack([rng.integers(-300, 300, n_nodes), rng.integers(0, 40, n_nodes)], 1)
+    feature_of_bin = np.repeat(np.arange(len(n_bins)), n_bins).astype(np.int32)
+    return hist, node_sums, offsets, feature_of_bin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rules", [Regularisation(1.0, 0.0, 1.0, 0.0, 0.0), Regularisation(0.5, 2.0, 0.0, 0.7, 0.1)])
+@pytest.mark.parametrize("max_onehot, max_threshold", [(4, 64), (64, 3), (1, 1)])
+def test_category_split_kernels_equal_their_twins(rules, max_onehot, max_threshold):
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cuda
+
+    rng = np.random.default_rng(11)
+    hist, node_sums, offsets, feature_of_bin = _random_level(rng, 37, [3, 40, 300, 2], 30)
+    categories = CategorySplits(np.array([1, 2, 3, 4], np.int32), max_onehot, max_threshold, 5)
+    active = rng.random(37) < 0.9
+    allowed = rng.random((37, 5)) < 0.8
+    scales = np.array([2.0 ** 8, 2.0 ** 4])  # hessians of categories above min_child_weight: weights differ
+    for mask in (None, allowed):
+        expected = cpu.evaluate_splits(hist, node_sums, active, feature_of_bin, offsets, scales, rules, mask,
+                                       categories=categories)
+        got = cuda.evaluate_splits(cp.asarray(hist), cp.asarray(node_sums), cp.asarray(active),
+                                   cp.asarray(feature_of_bin), cp.asarray(offsets), cp.asarray(scales), rules,
+                                   None if mask is None else cp.asarray(mask), categories=categories)
+        np.testing.assert_array_equal(cp.asnumpy(got), expected)
+        assert (expected[:, 2] == -1).any() and (expected[:, 2] >= 0).any()  # both kinds were chosen
+
+
+@pytest.mark.gpu
+def test_partition_route_and_prediction_of_category_sets_equal_their_twins():
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cuda
+
+    frame, y = _table(n=5000, n_a=70)
+    model = dgboost.train({**PARAMS, "max_depth": 5}, frame, y, num_boost_round=6)
+    gpu_model = dgboost.train({**PARAMS, "max_depth": 5, "device": "cuda"}, frame, y, num_boost_round=6)
+    assert gpu_model.save_raw() == model.save_raw()  # histograms, split tables, partitions: the CPU's
+    codes = np.stack([frame["a"].cat.codes.replace(-1, np.nan), frame["b"].cat.codes, frame["x"]],
+                     axis=1).astype(np.float32)
+    codes[:20, 0] = 69 + np.arange(20)  # some codes past the sets' words
+    forest = model._forest(np, 0, 6)
+    expected = model.predict(codes, output_margin=True)
+    got = model.predict(cp.asarray(codes), output_margin=True)
+    np.testing.assert_array_equal(cp.asnumpy(got), expected)
+    leaves = model.predict(cp.asarray(codes), pred_leaf=True)
+    np.testing.assert_array_equal(cp.asnumpy(leaves), model.predict(codes, pred_leaf=True))
+    del forest, cuda

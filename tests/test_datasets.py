@@ -8,7 +8,7 @@ from dgboost import datasets
 
 @pytest.mark.parametrize("make, n_features", [
     (datasets.make_higgs_like, 28), (datasets.make_year_like, 90), (datasets.make_covtype_like, 54),
-    (datasets.make_wide, 500),
+    (datasets.make_wide, 500), (datasets.make_airline_like, 13),
 ])
 def test_shapes_dtypes_and_seeds(make, n_features):
     X, y = make(300, seed=4)
@@ -41,3 +41,14 @@ def test_covtype_like_has_seven_classes_and_one_hot_blocks():
     assert set(np.unique(y)) == set(range(7))
     np.testing.assert_array_equal(X[:, 10:14].sum(axis=1), 1)
     np.testing.assert_array_equal(X[:, 14:].sum(axis=1), 1)
+
+
+def test_airline_like_codes_and_missing_origins():
+    X, y = datasets.make_airline_like(20_000, seed=0)
+    for column, cardinality in zip(range(8, 13), datasets.AIRLINE_CATEGORIES):
+        codes = X[:, column][~np.isnan(X[:, column])]
+        assert np.array_equal(codes, np.floor(codes)) and codes.min() == 0 and codes.max() < cardinality
+        counts = np.bincount(codes.astype(int), minlength=cardinality)
+        assert counts[0] > counts[-1]  # the first categories are the busiest
+    assert np.isnan(X[:, :12]).sum() == 0 and 0.02 < np.isnan(X[:, 12]).mean() < 0.04
+    assert 0.2 < y.mean() < 0.6

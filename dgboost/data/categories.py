@@ -267,9 +267,6 @@ def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X"
     if params.grow_policy == "symmetric":
         raise ValueError("grow_policy='symmetric' does not take categorical features (a level shares one split): "
                          "grow depthwise or lossguide, or mark them numeric ('q')")
-    if params.device != "cpu":
-        raise ValueError(f"device={params.device!r}: categorical features train on device='cpu' in this version "
-                         "of dgboost (the GPU kernels come next); train on the CPU")
     monotone = params.monotone_constraints
     if monotone and not isinstance(monotone[0], tuple):
         for feature, direction in enumerate(monotone):

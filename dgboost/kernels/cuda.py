@@ -301,11 +301,18 @@ def _device_offsets(bin_offsets_bytes: bytes, device: int):
 
 
 def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
-                    allowed=None, monotone=None, bounds=None):
+                    allowed=None, monotone=None, bounds=None, categories=None):
     import cupy
 
     n_nodes, n_bins_total, _ = hist.shape
     n_features = int(bin_offsets.shape[0]) - 1
+    if categories is not None:  # the numeric scan leaves the categorical features out
+        numeric_allowed = cupy.ones((n_nodes, n_features), dtype=bool) if allowed is None \
+            else cupy.array(allowed, dtype=bool)
+        numeric_allowed[:, cupy.asarray(categories.features)] = False
+        table = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, numeric_allowed,
+                                monotone, bounds)
+        return _category_splits(hist, node_sums, active, bin_offsets, scales, rules, allowed, categories, table)
     table = cupy.empty((n_nodes, len(SPLIT_TABLE_COLUMNS)), dtype=HIST_DTYPE)
     if n_nodes == 0:
         return table
@@ -334,6 +341,55 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
         (gain, candidate, left, node_sums, cupy.ascontiguousarray(active, dtype=bool), allowed, offsets,
          np.int32(n_features), np.int32(n_nodes), np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
+
+
+def _category_splits(hist, node_sums, active, bin_offsets, scales, rules: Regularisation, allowed, categories,
+                     numeric):
+    """The split table of the numeric table ``numeric`` and the categorical features' best splits
+    (split.cu's category_splits, a block a (node, categorical feature), then
+    merge_category_splits), its category words after SPLIT_TABLE_COLUMNS."""
+    import cupy
+
+    n_nodes, n_bins_total, _ = hist.shape
+    n_features = int(bin_offsets.shape[0]) - 1
+    features = cupy.asarray(categories.features, dtype=POSITION_DTYPE)
+    n_categorical = int(features.shape[0])
+    width = len(SPLIT_TABLE_COLUMNS) + categories.n_words
+    table = cupy.empty((n_nodes, width), dtype=HIST_DTYPE)
+    if n_nodes == 0:
+        return table
+    most = 64 * categories.n_words  # a feature's categories at most (no read of the offsets)
+    n_items = n_nodes * n_categorical
+    keys = cupy.empty((max(n_items, 1), most), dtype=GAIN_DTYPE)
+    order = cupy.empty((max(n_items, 1), most), dtype=POSITION_DTYPE)
+    found_gain = cupy.empty(max(n_items, 1), dtype=GAIN_DTYPE)
+    found = cupy.empty((max(n_items, 1), 5), dtype=HIST_DTYPE)
+    bits = cupy.empty((max(n_items, 1), categories.n_words), dtype=HIST_DTYPE)
+    node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
+    if n_items:
+        _kernel("split.cu", "category_splits")(
+            (n_items,), (_SPLIT_BLOCK,),
+            (cupy.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, cupy.ascontiguousarray(bin_offsets,
+                                                                                           dtype=BIN_OFFSET_DTYPE),
+             np.int64(n_bins_total), features, np.int32(n_categorical), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE),
+             np.float64(rules.reg_lambda), np.float64(rules.alpha), np.float64(rules.min_child_weight),
+             np.float64(rules.max_delta_step), _optional(allowed, bool), np.int32(n_features),
+             np.int32(categories.max_onehot), np.int32(categories.max_threshold), np.int32(most),
+             np.int32(categories.n_words), keys, order, found_gain, found, bits))
+    _kernel("split.cu", "merge_category_splits")(
+        (_blocks(n_nodes),), (_BLOCK,),
+        (cupy.ascontiguousarray(numeric, dtype=HIST_DTYPE), features, np.int32(n_categorical), found_gain, found, bits,
+         node_sums, cupy.ascontiguousarray(active, dtype=bool), np.int32(n_nodes), np.int32(categories.n_words),
+         np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
+    return table
+
+
+def _table_columns(table):
+    """A split table's SPLIT_TABLE_COLUMNS alone, contiguous: what kernels that read no category
+    words take (their row stride is the columns')."""
+    import cupy
+
+    return cupy.ascontiguousarray(table[:, :len(SPLIT_TABLE_COLUMNS)], dtype=HIST_DTYPE)
 
 
 def evaluate_level_split(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
@@ -418,10 +474,13 @@ def tree_record(node_sums, active, table, left_child, scales, rules: Regularisat
         _kernel("split.cu", "tree_record")(
             (_blocks(n_ids),), (_BLOCK,),
             (cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE), cupy.ascontiguousarray(active, dtype=bool),
-             cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(left_child),
+             _table_columns(table), _int32(left_child),
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ids), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step),
              np.float64(eta), _optional(bounds, GAIN_DTYPE), record, leaf_value))
+    if table.shape[1] > len(SPLIT_TABLE_COLUMNS):  # category words, bit for bit after the columns
+        words = cupy.ascontiguousarray(table[:, len(SPLIT_TABLE_COLUMNS):], dtype=HIST_DTYPE).view(GAIN_DTYPE)
+        record = cupy.concatenate([record, words], axis=1)
     return record, leaf_value
 
 
@@ -433,7 +492,7 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     if n_ranks:
         _kernel("split.cu", "child_bounds")(
             (_blocks(n_ranks),), (_BLOCK,),
-            (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(slot_of_rank), _int32(cupy.asarray(n_split)),
+            (_table_columns(table), _int32(slot_of_rank), _int32(cupy.asarray(n_split)),
              cupy.ascontiguousarray(bounds, dtype=GAIN_DTYPE), _optional(monotone, MONOTONE_DTYPE),
              cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE), np.int32(n_ranks), np.float64(rules.reg_lambda),
              np.float64(rules.alpha), np.float64(rules.min_child_weight), np.float64(rules.max_delta_step), child))
@@ -514,7 +573,7 @@ def number_children(table, start, n_parents):
     n_split = cupy.empty(1, dtype=POSITION_DTYPE)
     _kernel("frontier.cu", "number_children")(
         (1,), (_NUMBER_THREADS,),
-        (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), np.int32(n_slots), np.int32(start), np.int32(n_parents),
+        (_table_columns(table), np.int32(n_slots), np.int32(start), np.int32(n_parents),
          left_child, slot_of_rank, n_split))
     return left_child, slot_of_rank, n_split
 
@@ -532,7 +591,7 @@ def next_frontier(table, slot_of_rank, n_split, seg_begin, seg_end, n_left, n_ro
     if n_parents:
         _kernel("frontier.cu", "next_frontier")(
             (_blocks(n_parents),), (_BLOCK,),
-            (cupy.ascontiguousarray(table, dtype=HIST_DTYPE), _int32(slot_of_rank), _int32(n_split),
+            (_table_columns(table), _int32(slot_of_rank), _int32(n_split),
              _int32(seg_begin), _int32(seg_end), _int32(n_left), np.int32(n_parents), np.int32(n_rows),
              node_sums, active, begin, end, build_left, build_begin, build_end))
     return node_sums, active, begin, end, build_left, build_begin, build_end
@@ -559,7 +618,8 @@ def add_leaf_values(margins, output, leaf_value, positions):
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None):
+                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None,
+                   categories=None):
     import cupy
 
     n_words = int(packed.shape[1])
@@ -573,8 +633,8 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
         (_blocks(n_places),), (_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
          _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
-         _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), flags,
-         left_before))
+         _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child),
+         *_category_words(categories), flags, left_before))
     if n_places:
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
@@ -589,7 +649,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth, feature_bins=None):
+               left_child, depth, feature_bins=None, categories=None):
     import cupy
 
     n_rows, n_words = packed.shape
@@ -599,13 +659,23 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
             (_blocks(n_rows),), (_BLOCK,),
             (packed, np.int32(n_rows), np.int32(n_words), np.int32(bits), np.int32(cells_per_word),
              np.int32(missing_symbol), _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(split_feature),
-             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child), np.int32(depth),
-             leaf))
+             _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child),
+             *_category_words(categories), np.int32(depth), leaf))
     return leaf
 
 
+def _category_words(categories):
+    """A kernel's category-set arguments: the (n, n_words) uint32 words and n_words, or a null
+    pointer and 0."""
+    import cupy
+
+    if categories is None:
+        return np.uintp(0), np.int32(0)
+    return cupy.ascontiguousarray(categories, dtype=np.uint32), np.int32(categories.shape[1])
+
+
 def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
-                    margins):
+                    margins, category_row=None, category_words=None):
     import cupy
 
     n_rows = int(X.shape[0])
@@ -615,11 +685,16 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     if not (margins.flags.c_contiguous and margins.dtype == MARGIN_DTYPE):
         raise ValueError("margins must be a C-contiguous float32 array (it is updated in place)")
     # One 16-byte record a node (see predict.cu); the right child is always left + 1.
-    nodes = cupy.stack([_int32(left), _int32(feature) | (cupy.asarray(default_left, dtype=POSITION_DTYPE) << 31),
-                        cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE),
+    split = _int32(feature) | (cupy.asarray(default_left, dtype=POSITION_DTYPE) << 31)
+    condition = cupy.ascontiguousarray(threshold, dtype=CUT_DTYPE).view(POSITION_DTYPE)
+    if category_row is not None:  # a category-set split: bit 30, and its set's row for a threshold
+        by_set = _int32(category_row) >= 0
+        split = cupy.where(by_set, split | (1 << 30), split)
+        condition = cupy.where(by_set, _int32(category_row), condition)
+    nodes = cupy.stack([_int32(left), split, condition,
                         cupy.ascontiguousarray(value, dtype=MARGIN_DTYPE).view(POSITION_DTYPE)], axis=1)
     _predict_rows("predict_margins", X, (nodes, _int32(roots), _int32(outputs), np.int32(n_trees),
-                                         np.int32(margins.shape[1]), margins))
+                                         np.int32(margins.shape[1]), margins, *_category_words(category_words)))
     return margins
 
 

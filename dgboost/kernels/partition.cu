@@ -21,15 +21,27 @@ __device__ __forceinline__ int slot_of(int i, const int* __restrict__ seg_begin,
     return i < seg_end[lo] ? lo : -1;
 }
 
+// Whether a row of bin `bin` goes left at slot `slot`'s split: goes_left's rule, but at a
+// category-set split (split_bin -1, `categories` given: n_words uint32 a slot) left where the
+// bin's (category's) bit is clear (twin: loops._goes_right).
+__device__ __forceinline__ bool goes_left_at(int bin, int missing_symbol, int split_bin, bool default_left,
+                                             const u32* __restrict__ categories, int n_category_words, i64 slot) {
+    if (bin != missing_symbol && categories != nullptr && split_bin < 0) {
+        return !(bin < n_category_words * 32 && ((categories[slot * n_category_words + (bin >> 5)] >> (bin & 31)) & 1u));
+    }
+    return goes_left(bin, missing_symbol, split_bin, default_left);
+}
+
 // flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
 // Also starts the scan's output: left_before[0] = 0. feature_bins: null for dense rows (see
-// row_bin).
+// row_bin); categories: null without category-set splits (see goes_left_at).
 extern "C" __global__ void partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int missing_symbol, const i64* __restrict__ feature_bins, const int* __restrict__ ridx, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
-    const int* __restrict__ left_child, int* __restrict__ flags, int* __restrict__ left_before)
+    const int* __restrict__ left_child, const u32* __restrict__ categories, const int n_category_words,
+    int* __restrict__ flags, int* __restrict__ left_before)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) left_before[0] = 0;
@@ -39,7 +51,8 @@ extern "C" __global__ void partition_flags(
     if (slot >= 0 && left_child[slot] >= 0) {
         const int bin = row_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word, feature_bins,
                                 missing_symbol);
-        left = goes_left(bin, missing_symbol, split_bin[slot], default_left[slot]);
+        left = goes_left_at(bin, missing_symbol, split_bin[slot], default_left[slot], categories, n_category_words,
+                            slot);
     }
     flags[i] = left;
 }
@@ -76,12 +89,13 @@ extern "C" __global__ void segment_lefts(
 }
 
 // Leaf id of every row of a packed matrix in one tree (node arrays by node id); feature_bins
-// as for partition_flags.
+// and categories (by node id) as for partition_flags.
 extern "C" __global__ void route_rows(
     const u32* __restrict__ packed, const int n_rows, const int n_words, const int bits,
     const int cells_per_word, const int missing_symbol, const i64* __restrict__ feature_bins,
     const int* __restrict__ split_feature, const int* __restrict__ split_bin, const bool* __restrict__ default_left,
-    const int* __restrict__ left_child, const int depth, int* __restrict__ leaf)
+    const int* __restrict__ left_child, const u32* __restrict__ categories, const int n_category_words,
+    const int depth, int* __restrict__ leaf)
 {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n_rows) return;
@@ -91,7 +105,8 @@ extern "C" __global__ void route_rows(
         if (child < 0) break;
         const int bin = row_bin(packed, row, n_words, split_feature[node], bits, cells_per_word, feature_bins,
                                 missing_symbol);
-        node = child + (goes_left(bin, missing_symbol, split_bin[node], default_left[node]) ? 0 : 1);
+        node = child + (goes_left_at(bin, missing_symbol, split_bin[node], default_left[node], categories,
+                                     n_category_words, node) ? 0 : 1);
     }
     leaf[row] = node;
 }

@@ -3,8 +3,8 @@
 // One thread per row walks the trees in model order and adds each leaf value to
 // its margin with one float32 addition: the twin's additions, in its order.
 // A node is one 16-byte record, read with one load: {left child (-1 at a
-// leaf; the right child is left + 1), feature | default_left << 31, threshold
-// bits, value bits}.
+// leaf; the right child is left + 1), feature | category set << 30 | default_left << 31,
+// threshold bits (a category-set split: its set's row), value bits}.
 //
 // A row's features are read once per level of every tree. The _staged kernels
 // first copy their block's rows into shared memory with coalesced loads (row
@@ -46,17 +46,34 @@ struct SparseRow {
     }
 };
 
+// The category sets of a forest's category-set splits: a node whose feature word has bit 30
+// set holds its set's row of `words` (n_words uint32 a set) in place of its threshold.
+struct CategorySets {
+    const u32* __restrict__ words;
+    int n_words;
+};
+
+// Whether a present value goes left at a category-set split: where its code's bit is clear; a
+// code beyond the words goes the default way (twin: loops._value_goes_right).
+__device__ __forceinline__ bool category_left(float v, int4 node, const CategorySets& sets) {
+    if (!(v >= 0.0f && v < (float)(sets.n_words * 32))) return node.y < 0;
+    const int code = (int)v;
+    return ((__ldg(sets.words + (i64)node.z * sets.n_words + (code >> 5)) >> (code & 31)) & 1u) == 0;
+}
+
 template <class Row>
 __device__ __forceinline__ void predict_row(
     const Row& x, const int4* __restrict__ nodes, const int* __restrict__ roots,
-    const int* __restrict__ outputs, const int n_trees, const int n_outputs, float* margin)
+    const int* __restrict__ outputs, const int n_trees, const int n_outputs, float* margin,
+    const CategorySets& sets)
 {
     float single = n_outputs == 1 ? margin[0] : 0.0f;
     for (int tree = 0; tree < n_trees; ++tree) {
         int4 node = __ldg(nodes + roots[tree]);
         while (node.x >= 0) {
-            const float v = x[node.y & 0x7fffffff];
-            const bool go_left = isnan(v) ? (node.y < 0) : v < __int_as_float(node.z);
+            const float v = x[node.y & 0x3fffffff];
+            const bool go_left = isnan(v) ? (node.y < 0)
+                                 : (node.y & 0x40000000) ? category_left(v, node, sets) : v < __int_as_float(node.z);
             node = __ldg(nodes + node.x + (go_left ? 0 : 1));
         }
         const float value = __int_as_float(node.w);
@@ -68,23 +85,26 @@ __device__ __forceinline__ void predict_row(
 extern "C" __global__ void predict_margins(
     const float* __restrict__ X, const i64 n_rows, const int n_features, const int4* __restrict__ nodes,
     const int* __restrict__ roots, const int* __restrict__ outputs, const int n_trees, const int n_outputs,
-    float* __restrict__ margins)
+    float* __restrict__ margins, const u32* __restrict__ category_words, const int n_category_words)
 {
     const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n_rows) return;
-    predict_row(X + row * n_features, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
+    predict_row(X + row * n_features, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs,
+                CategorySets{category_words, n_category_words});
 }
 
 extern "C" __global__ void predict_margins_staged(
     const float* __restrict__ X, const i64 n_rows, const int n_features, const int stride,
     const int4* __restrict__ nodes, const int* __restrict__ roots, const int* __restrict__ outputs,
-    const int n_trees, const int n_outputs, float* __restrict__ margins)
+    const int n_trees, const int n_outputs, float* __restrict__ margins, const u32* __restrict__ category_words,
+    const int n_category_words)
 {
     extern __shared__ float rows[];  // blockDim.x rows of `stride` floats
     const float* x = stage_rows(X, n_rows, n_features, stride, rows);
     if (x == nullptr) return;
     const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
+    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs,
+                CategorySets{category_words, n_category_words});
 }
 
 // Oblivious trees (symmetric growth; twin: cpu.predict_oblivious): a tree is `depth` levels
@@ -139,12 +159,14 @@ extern "C" __global__ void predict_oblivious(
 extern "C" __global__ void predict_margins_csr(
     const float* __restrict__ data, const int* __restrict__ indices, const i64* __restrict__ indptr,
     const i64 n_rows, const int4* __restrict__ nodes, const int* __restrict__ roots, const int* __restrict__ outputs,
-    const int n_trees, const int n_outputs, float* __restrict__ margins)
+    const int n_trees, const int n_outputs, float* __restrict__ margins, const u32* __restrict__ category_words,
+    const int n_category_words)
 {
     const i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n_rows) return;
     const SparseRow x{data, indices, indptr[row], indptr[row + 1]};
-    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs);
+    predict_row(x, nodes, roots, outputs, n_trees, n_outputs, margins + row * n_outputs,
+                CategorySets{category_words, n_category_words});
 }
 
 extern "C" __global__ void predict_oblivious_csr(

@@ -561,3 +561,155 @@ extern "C" __global__ void level_table(
         row[7] = node_g - left_g; row[8] = node_h - left_h;
     }
 }
+
+// ---- category-set splits (twin: split_loops.category_splits, merge_category_splits) ----
+
+// A candidate's score from its left child's fixed-point sums (twin: split_loops._split_gain).
+__device__ __forceinline__ double left_sums_gain(i64 sum_g, i64 sum_h, double inverse_g, double inverse_h,
+                                                 double total_g, double total_h, double parent_gain,
+                                                 double least_hessian, const Rules& r) {
+    const double g_left = (double)sum_g * inverse_g, h_left = (double)sum_h * inverse_h;
+    const double g_right = total_g - g_left, h_right = total_h - h_left;
+    if (!(h_left >= least_hessian && h_right >= least_hessian)) return -positive_infinity();
+    if (r.max_delta_step > 0.0 || r.alpha > 0.0) return (node_gain(g_left, h_left, r) + node_gain(g_right, h_right, r)) - parent_gain;
+    return ((g_left * g_left) / (h_left + r.reg_lambda) + (g_right * g_right) / (h_right + r.reg_lambda)) - parent_gain;
+}
+
+// The best category-set split of one (node, categorical feature) pair, a block each (blockIdx.x
+// the pair: node * n_categorical + k): the categories present in the node ordered by weight,
+// ties by code (each thread ranks some of them against all: `order` holds the codes in rank
+// order), then one thread scans as the twin does. `keys`, `order`: scratch of max_categories a
+// pair. found: (kind, k or code, direction, left g, left h), kind -1 where there is no
+// candidate; bits: n_words int64 words a pair.
+extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
+    const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
+    const long long n_bins_total, const int* __restrict__ features, const int n_categorical,
+    const double* __restrict__ scales, const double reg_lambda, const double alpha, const double min_child_weight,
+    const double max_delta_step, const bool* __restrict__ allowed, const int n_features, const int max_onehot,
+    const int max_threshold, const int max_categories, const int n_words, double* __restrict__ keys,
+    int* __restrict__ order, double* __restrict__ found_gain, i64* __restrict__ found, i64* __restrict__ bits)
+{
+    __shared__ int n_present;
+    const Rules r{reg_lambda, alpha, min_child_weight, max_delta_step};
+    const i64 item = blockIdx.x;
+    const int node = (int)(item / n_categorical);
+    const int feature = features[item % n_categorical];
+    const i64 begin = bin_offsets[feature], end = bin_offsets[feature + 1];
+    const int n_categories = (int)(end - begin);
+    const i64* h = hist + ((i64)node * n_bins_total + begin) * 2;
+    double* key = keys + item * max_categories;
+    int* sorted = order + item * max_categories;
+    i64* out = found + item * 5;
+    i64* set = bits + item * n_words;
+    for (int w = threadIdx.x; w < n_words; w += BLOCK) set[w] = 0;
+    if (threadIdx.x == 0) { n_present = 0; out[0] = -1; found_gain[item] = -positive_infinity(); }
+    if (allowed && !allowed[(i64)node * n_features + feature]) return;
+    const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    for (int c = threadIdx.x; c < n_categories; c += BLOCK) {  // +0.0: a -0.0 weight sorts as 0.0, as in the twin
+        key[c] = node_weight((double)h[2 * c] * inverse_g, (double)h[2 * c + 1] * inverse_h, r) + 0.0;
+    }
+    __syncthreads();
+    int present_here = 0;
+    for (int c = threadIdx.x; c < n_categories; c += BLOCK) {
+        if (h[2 * c] == 0 && h[2 * c + 1] == 0) continue;
+        present_here += 1;
+        int rank = 0;
+        for (int o = 0; o < n_categories; ++o) {
+            if (h[2 * o] == 0 && h[2 * o + 1] == 0) continue;
+            rank += (key[o] < key[c]) || (key[o] == key[c] && o < c);
+        }
+        sorted[rank] = c;
+    }
+    if (present_here) atomicAdd(&n_present, present_here);
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    const int present = n_present;
+    const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
+    i64 present_g = 0, present_h = 0;
+    for (int c = 0; c < n_categories; ++c) { present_g += h[2 * c]; present_h += h[2 * c + 1]; }
+    const i64 missing_g = node_g - present_g, missing_h = node_h - present_h;
+    const int n_directions = (missing_g == 0 && missing_h == 0) ? 1 : 2;
+    const double total_g = (double)node_g * inverse_g, total_h = (double)node_h * inverse_h;
+    const double parent_gain = node_gain(total_g, total_h, r);
+    const double least_hessian = inverse_h >= min_child_weight ? inverse_h : min_child_weight;
+    double best_gain = -positive_infinity();
+    int best_kind = -1, best_at = 0, best_direction = 0;
+    i64 best_g = 0, best_h = 0;
+    if (n_categories < max_onehot) {
+        for (int c = 0; c < n_categories; ++c) {
+            if (h[2 * c] == 0 && h[2 * c + 1] == 0) continue;
+            for (int d = 0; d < n_directions; ++d) {
+                const i64 sum_g = present_g - h[2 * c] + d * missing_g, sum_h = present_h - h[2 * c + 1] + d * missing_h;
+                const double gain = left_sums_gain(sum_g, sum_h, inverse_g, inverse_h, total_g, total_h, parent_gain,
+                                                   least_hessian, r);
+                if (gain > best_gain || best_kind < 0) {
+                    best_gain = gain > best_gain ? gain : best_gain;
+                    best_kind = 0; best_at = c; best_direction = d; best_g = sum_g; best_h = sum_h;
+                }
+            }
+        }
+        if (best_kind == 0) set[best_at >> 6] |= 1LL << (best_at & 63);
+    } else {
+        const int largest = min(present - 1, max_threshold);
+        for (int kind = 1; kind <= 2; ++kind) {
+            i64 right_g = 0, right_h = 0;
+            for (int k = 1; k <= largest; ++k) {
+                const int c = sorted[kind == 1 ? k - 1 : present - k];
+                right_g += h[2 * c]; right_h += h[2 * c + 1];
+                for (int d = 0; d < n_directions; ++d) {
+                    const i64 sum_g = present_g - right_g + d * missing_g, sum_h = present_h - right_h + d * missing_h;
+                    const double gain = left_sums_gain(sum_g, sum_h, inverse_g, inverse_h, total_g, total_h,
+                                                       parent_gain, least_hessian, r);
+                    if (gain > best_gain || best_kind < 0) {
+                        best_gain = gain > best_gain ? gain : best_gain;
+                        best_kind = kind; best_at = k; best_direction = d; best_g = sum_g; best_h = sum_h;
+                    }
+                }
+            }
+        }
+        for (int k = 0; k < (best_kind > 0 ? best_at : 0); ++k) {
+            const int c = sorted[best_kind == 1 ? k : present - 1 - k];
+            set[c >> 6] |= 1LL << (c & 63);
+        }
+    }
+    found_gain[item] = best_gain;
+    out[0] = best_kind; out[1] = best_at; out[2] = best_direction; out[3] = best_g; out[4] = best_h;
+}
+
+// Each node's split table row (`table`, TABLE_COLUMNS + n_words int64 a row) from the numeric
+// table `numeric` (TABLE_COLUMNS a row) and category_splits's: the first largest gain in
+// feature order (twin: split_loops.merge_category_splits). One thread a node.
+extern "C" __global__ void merge_category_splits(
+    const i64* __restrict__ numeric, const int* __restrict__ features, const int n_categorical,
+    const double* __restrict__ found_gain, const i64* __restrict__ found, const i64* __restrict__ bits,
+    const i64* __restrict__ node_sums, const bool* __restrict__ active, const int n_nodes, const int n_words,
+    const double gamma, const double min_split_gain, i64* __restrict__ table)
+{
+    const int node = blockIdx.x * blockDim.x + threadIdx.x;
+    if (node >= n_nodes) return;
+    const int width = TABLE_COLUMNS + n_words;
+    i64* row = table + (i64)node * width;
+    const i64* from = numeric + (i64)node * TABLE_COLUMNS;
+    for (int c = 0; c < TABLE_COLUMNS; ++c) row[c] = from[c];
+    for (int w = 0; w < n_words; ++w) row[TABLE_COLUMNS + w] = 0;
+    i64 best = -1;
+    for (int k = 0; k < n_categorical; ++k) {
+        const i64 item = (i64)node * n_categorical + k;
+        if (found[5 * item] >= 0 && (best < 0 || found_gain[item] > found_gain[best])) best = item;
+    }
+    if (best < 0) return;
+    const double gain = active[node] ? found_gain[best] : -positive_infinity();
+    const double numeric_gain = __longlong_as_double(row[4]);
+    const int feature = features[best - (i64)node * n_categorical];
+    if (!(gain > numeric_gain || (gain == numeric_gain && feature < row[1]))) return;
+    row[0] = (gain > min_split_gain) && (gain >= gamma);
+    row[1] = feature;
+    row[2] = -1;
+    row[3] = found[5 * best + 2];
+    row[4] = __double_as_longlong(gain);
+    row[5] = found[5 * best + 3];
+    row[6] = found[5 * best + 4];
+    row[7] = node_sums[2 * node] - found[5 * best + 3];
+    row[8] = node_sums[2 * node + 1] - found[5 * best + 4];
+    for (int w = 0; w < n_words; ++w) row[TABLE_COLUMNS + w] = bits[(i64)best * n_words + w];
+}

@@ -505,7 +505,7 @@ def _category_best(hist, node_sums, begin, end, node, scales, rules, max_onehot,
         for index in range(n_present):
             keys[index] = _weight(np.float64(hist[node, begin + codes[index], 0]) * inverse_gradient,
                                   np.float64(hist[node, begin + codes[index], 1]) * inverse_hessian, reg_lambda,
-                                  alpha, min_child_weight, max_delta_step)
+                                  alpha, min_child_weight, max_delta_step) + 0.0  # -0.0 as 0.0, as on the GPU
         order = np.argsort(keys, kind="mergesort")  # stable: equal weights stay in code order
         largest = min(n_present - 1, max_threshold)
         for kind in range(1, 3):  # the first k categories right, then the last k

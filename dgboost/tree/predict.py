@@ -21,6 +21,7 @@ from .._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_IND
 from ..backend import asarray, get_xp
 from .. import kernels
 from ..data.sparse import is_sparse, take_rows, to_dense
+from .tree import category_tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +63,7 @@ class Forest:
         category_row = category_words = None
         n_words = max((t.category_words for t in trees), default=0)
         if n_words:
-            tables = [t.category_table(n_words) for t in trees]
-            n_sets = np.cumsum([0] + [len(t.categories) for t in trees])
-            category_row = np.concatenate([np.full(t.n_nodes, -1, NODE_INDEX_DTYPE) if r is None
-                                           else np.where(r >= 0, r + n_sets[i], -1).astype(NODE_INDEX_DTYPE)
-                                           for i, (t, (r, _)) in enumerate(zip(trees, tables))])
-            category_words = np.concatenate([w for _, w in tables if w is not None])
-            category_row, category_words = device(category_row), device(category_words)
+            category_row, category_words = (device(a) for a in category_tables(trees, n_words))
         return cls(
             left=device(left),
             right=device(right),

@@ -70,13 +70,7 @@ class Tree:
         bit ``c % 32`` of word ``c // 32`` for code ``c``); (None, None) without sets."""
         if not self.categories:
             return None, None
-        n_words = self.category_words if n_words is None else n_words
-        rows = np.full(self.n_nodes, -1, dtype=NODE_INDEX_DTYPE)
-        words = np.zeros((len(self.categories), n_words), dtype=np.uint32)
-        for row, (node, codes) in enumerate(sorted(self.categories.items())):
-            rows[node] = row
-            np.bitwise_or.at(words[row], codes // 32, np.left_shift(np.uint32(1), (codes % 32).astype(np.uint32)))
-        return rows, words
+        return category_tables([self], self.category_words if n_words is None else n_words)
 
     @classmethod
     def from_record(cls, record: np.ndarray, cuts: Cuts) -> "Tree":
@@ -200,6 +194,28 @@ def _category_sets(data: dict, internal: np.ndarray, split_bin: np.ndarray, wher
             raise ValueError(f"{where}: node {node}'s categories must be ascending codes >= 0")
         sets[node] = members.astype(INDEX_DTYPE)
     return sets
+
+
+def category_tables(trees, n_words: int):
+    """The category sets of ``trees`` as one table: (each node's row of the words, -1 where it has
+    no set: int32, the trees' nodes concatenated; the sets' bits, uint32 (n_sets, n_words), the
+    trees' sets in order, each tree's by node id). One scatter for all of them."""
+    rows = np.full(sum(t.n_nodes for t in trees), -1, dtype=NODE_INDEX_DTYPE)
+    nodes, codes, sizes = [], [], []
+    first = 0
+    for tree in trees:
+        for node in sorted(tree.categories):
+            nodes.append(first + node)
+            codes.append(tree.categories[node])
+            sizes.append(len(tree.categories[node]))
+        first += tree.n_nodes
+    rows[np.asarray(nodes, dtype=np.int64)] = np.arange(len(nodes))
+    words = np.zeros((len(nodes), n_words), dtype=np.uint32)
+    if nodes:
+        codes = np.concatenate(codes).astype(np.int64)
+        owner = np.repeat(np.arange(len(nodes)), sizes)
+        np.bitwise_or.at(words, (owner, codes // 32), np.left_shift(np.uint32(1), (codes % 32).astype(np.uint32)))
+    return rows, words
 
 
 _FIELDS = {
