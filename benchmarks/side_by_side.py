@@ -188,6 +188,16 @@ def _xgboost(params, args, X, y, X_test):
             to_numpy(predictions))
 
 
+def _catboost_frame(X, categorical):
+    """X as a pandas frame whose ``categorical`` columns hold integer codes, -1 for missing."""
+    import pandas as pd
+
+    frame = pd.DataFrame(X)
+    for column in categorical:
+        frame[column] = np.nan_to_num(X[:, column], nan=-1.0).astype(np.int64)
+    return frame
+
+
 def _catboost(params, args, X, y, X_test):
     """CatBoost (symmetric trees) at the same depth, learning rate and rounds, 128 borders (its
     GPU default), on the GPU for --device cuda; its data from the host, as it takes it."""
@@ -201,10 +211,14 @@ def _catboost(params, args, X, y, X_test):
     if args.nthread > 0:
         options["thread_count"] = args.nthread
     model_class = catboost.CatBoostRegressor if loss == "RMSE" else catboost.CatBoostClassifier
+    categorical = [i for i, kind in enumerate(params.get("feature_types") or ()) if kind == "c"]
+    if categorical:  # CatBoost's cat_features: integer columns (a missing code as its own category, -1)
+        X, X_test = _catboost_frame(X, categorical), _catboost_frame(X_test, categorical)
+        options["cat_features"] = categorical
     warm = slice(0, min(len(y), _WARM_UP_ROWS))
     model_class(**{**options, "iterations": 2}).fit(X[warm], y[warm])
     started = time.perf_counter()
-    pool = catboost.Pool(X, y)
+    pool = catboost.Pool(X, y, cat_features=categorical or None)
     build = time.perf_counter() - started
     started = time.perf_counter()
     model = model_class(**options).fit(pool)

@@ -22,6 +22,10 @@ _NO_PARENT = 2147483647
 
 def xgboost_document(booster) -> dict:
     """``booster`` as an XGBoost JSON model document."""
+    if booster.categories is not None and booster.categories.by_statistics:
+        raise ValueError("this model encodes its categorical features by target statistics "
+                         "(cat_encoding='target_statistics'), which XGBoost's model format cannot hold: save it as "
+                         "dgboost's JSON, or train with cat_encoding='partition' to export it")
     params = booster.params
     n_outputs = booster.n_outputs
     trees = [_tree(tree, index, booster.num_features) for index, tree in enumerate(booster.trees)]

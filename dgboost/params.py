@@ -259,6 +259,7 @@ _CHECKS = {
     "nthread": _number(-1, 2**31 - 1, integer=True),
     "grow_policy": _choice("depthwise", "lossguide", "symmetric"),
     "max_cat": _number(1, 2**31 - 1, integer=True),
+    "cat_encoding": _choice("partition", "target_statistics"),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
         "exact": "dgboost builds histograms only: use 'hist'",
@@ -364,6 +365,11 @@ PARAMETERS: tuple[Spec, ...] = (
          "one of more, by a partition of its categories (ordered by their gradient statistics)."),
     Spec("max_cat_threshold", 64, *_CHECKS["max_cat"],
          "Partition splits: the most categories a split sends right."),
+    Spec("cat_encoding", "partition", *_CHECKS["cat_encoding"],
+         "How categorical features train (dgboost's own): 'partition' (category-set splits, XGBoost's) or "
+         "'target_statistics' (CatBoost's ordered target statistics: each categorical feature becomes the "
+         "prior-smoothed mean label of its category over the rows before the row in a random order, "
+         "(sum + prior) / (count + 1); the whole training set's at predict time)."),
     Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
@@ -414,6 +420,7 @@ class TrainParams:
     feature_types: tuple[str, ...] | None = None
     max_cat_to_onehot: int = 4
     max_cat_threshold: int = 64
+    cat_encoding: str = "partition"
     nthread: int | None = None
 
     @classmethod

@@ -34,7 +34,8 @@ from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
-from .data.categories import Categories, agree_counts, known_codes, resolve as resolve_categories
+from .data.categories import (Categories, agree_counts, known_codes, resolve as resolve_categories,
+                              target_statistics)
 from .data.sketch import Cuts, Sample, compute_cuts, draw_sample
 from .tree.tree import Tree
 
@@ -168,10 +169,16 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     n_total = global_count(training.n_rows, comm, xp)
     categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories),
                               training.X, comm, feature_names=training.feature_names)
-    cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     _check_continues_categories(init_model, categories)
+    coded = training  # its categorical features as codes, as init_model predicts them
+    if categories is not None and params.cat_encoding == "target_statistics":  # numeric features from here
+        X, categories = target_statistics(training.X, training.label, rows.global_index(xp), n_total, categories,
+                                          params.seed, comm)
+        training = dataclasses.replace(training, X=X)
+    cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     if categories is not None:
-        cuts = categories.cuts(cuts)
+        if not categories.by_statistics:
+            cuts = categories.cuts(cuts)
         for eval_set in eval_sets:
             if not eval_set.is_training:
                 X = known_codes(eval_set.data.X, categories, f"evals {eval_set.name!r} X", training.feature_names)
@@ -187,12 +194,13 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
-    margins = _start_margins(training, base_margin, xp, init_model)
+    margins = _start_margins(coded, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
               else _EvalState(e.name, build_ellpack(e.data.X, cuts, xp), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
-    grower = make_grower(matrix, params, n_total, comm, features, categories)
+    grower = make_grower(matrix, params, n_total, comm, features,
+                         None if categories is None or categories.by_statistics else categories)
     evals_log: EvalsLog = {}
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.

@@ -23,12 +23,13 @@ PARAMS = {"enable_categorical": True, "max_depth": 3, "eta": 0.5, "min_child_wei
 
 def _table(n=4000, seed=0, n_a=12, n_b=3, missing=0.05):
     """A frame of two category columns (one of strings) and a number, and a target that
-    depends on each category."""
+    depends on each category (its effects the same for every ``seed``)."""
     rng = np.random.default_rng(seed)
     a = rng.integers(0, n_a, n)
     b = rng.integers(0, n_b, n)
     x = rng.standard_normal(n)
-    y = rng.standard_normal(n_a)[a] + (b == 1) * 1.5 + 0.3 * x + 0.05 * rng.standard_normal(n)
+    effect = np.random.default_rng(1234).standard_normal(n_a)  # the same for every seed: test sets fit
+    y = effect[a] + (b == 1) * 1.5 + 0.3 * x + 0.05 * rng.standard_normal(n)
     names = np.array([f"city{i:02d}" for i in range(n_a)], dtype=object)[a]
     names[rng.random(n) < missing] = None
     frame = pd.DataFrame({"a": pd.Categorical(names, categories=[f"city{i:02d}" for i in range(n_a)]),
@@ -116,7 +117,7 @@ def test_a_frame_learns_its_categories_and_codes_give_the_same_model():
     frame, y = _table()
     model = dgboost.train(PARAMS, frame, y, num_boost_round=20)
     predictions = model.predict(frame)
-    assert np.sqrt(np.mean((predictions - y) ** 2)) < 0.25
+    assert np.sqrt(np.mean((predictions - y) ** 2)) < 0.4  # the 5% missing "a" rows leave ~0.23; no categories: ~1.3
     assert any(tree.categories for tree in model.trees)
     codes = np.stack([frame["a"].cat.codes.replace(-1, np.nan), frame["b"].cat.codes, frame["x"]],
                      axis=1).astype(np.float32)
@@ -232,6 +233,80 @@ def test_the_scikit_learn_estimators_take_category_frames():
     assert all(len(codes) == 1 for tree in regressor.get_booster().trees for codes in tree.categories.values())
 
 
+# ---- target statistics ------------------------------------------------------------------------
+
+def test_ordered_target_statistics_sum_the_earlier_blocks_of_each_category_exactly():
+    from dgboost.collective import LocalCommunicator
+    from dgboost.data.categories import Categories, statistics_blocks, target_statistics
+    from dgboost._hashing import STREAM_TARGET_STATISTICS, stream_key, uniform
+
+    rng = np.random.default_rng(2)
+    n = 3000
+    codes = rng.integers(0, 7, n).astype(np.float32)
+    codes[rng.random(n) < 0.1] = np.nan
+    X = np.stack([codes, rng.standard_normal(n).astype(np.float32)], axis=1)
+    label = rng.standard_normal(n).astype(np.float32) * 3
+    index = np.arange(100, 100 + n, dtype=np.int64)  # a shard of a larger data set
+    categories = Categories((True, False), (None, None), (7, 0))
+    encoded, fitted = target_statistics(X, label, index, n, categories, seed=5, comm=LocalCommunicator())
+    blocks = statistics_blocks(7)
+    block = np.minimum((uniform(index, stream_key(5, STREAM_TARGET_STATISTICS)) * blocks).astype(int), blocks - 1)
+    prior = label.astype(np.float64).mean()
+    for row in rng.choice(n, 200, replace=False):
+        if np.isnan(codes[row]):
+            assert np.isnan(encoded[row, 0])
+            continue
+        earlier = (codes == codes[row]) & (block < block[row])
+        expected = (label[earlier].astype(np.float64).sum() + prior) / (earlier.sum() + 1.0)
+        assert encoded[row, 0] == pytest.approx(expected, rel=1e-6)
+    np.testing.assert_array_equal(encoded[:, 1], X[:, 1])  # numeric features as they were
+    whole = [(label[codes == c].astype(np.float64).sum() + prior) / ((codes == c).sum() + 1.0) for c in range(7)]
+    np.testing.assert_allclose(fitted.statistics[0], whole, rtol=1e-6)
+    assert fitted.prior == pytest.approx(prior)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 499), st.integers(-50, 50))
+def test_a_rows_own_label_never_enters_its_statistic(row, change):
+    """Moving some of a row's label to a row of another category leaves the prior and every
+    earlier sum of the row's category as they were: its statistic does not move."""
+    from dgboost.collective import LocalCommunicator
+    from dgboost.data.categories import Categories, target_statistics
+
+    rng = np.random.default_rng(4)
+    X = rng.integers(0, 3, (500, 1)).astype(np.float32)
+    label = rng.integers(0, 10, 500).astype(np.float32)  # integers: the sums stay exact
+    other = int(np.flatnonzero(X[:, 0] != X[row, 0])[0])
+    changed = label.copy()
+    changed[row] += change
+    changed[other] -= change
+    categories = Categories((True,), (None,), (3,))
+    first, _ = target_statistics(X, label, np.arange(500), 500, categories, 0, LocalCommunicator())
+    second, _ = target_statistics(X, changed, np.arange(500), 500, categories, 0, LocalCommunicator())
+    assert first[row, 0] == second[row, 0]
+
+
+def test_target_statistics_train_predict_save_and_refuse_export(tmp_path):
+    frame, y = _table(n=4000, n_a=60)
+    test, y_test = _table(n=2000, n_a=60, seed=1)
+    params = {**PARAMS, "cat_encoding": "target_statistics", "max_depth": 4, "eta": 0.3}
+    model = dgboost.train(params, frame, y, num_boost_round=20)
+    assert not any(tree.categories for tree in model.trees)  # numeric splits of the statistics
+    assert np.sqrt(np.mean((model.predict(test) - y_test) ** 2)) < 0.6
+    path = tmp_path / "model.json"
+    model.save_model(path)
+    np.testing.assert_array_equal(dgboost.Booster.load_model(path).predict(test), model.predict(test))
+    with pytest.raises(ValueError, match="target statistics.*cannot hold"):
+        model.save_model(tmp_path / "xgb.json", format="xgboost")
+    symmetric = dgboost.train({**params, "grow_policy": "symmetric"}, frame, y, num_boost_round=5)
+    contributions = symmetric.predict(test, pred_contribs=True)
+    np.testing.assert_allclose(contributions.sum(axis=1), symmetric.predict(test, output_margin=True), rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="one-output objectives"):
+        dgboost.train({**params, "objective": "multi:softprob", "num_class": 3}, frame, (y > 0).astype(int) + 1,
+                      num_boost_round=1)
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 
 def test_a_category_column_needs_enable_categorical():
@@ -244,7 +319,7 @@ def test_a_category_column_needs_enable_categorical():
     ({"feature_types": ["c", "q"]}, "feature_types has 2 entries but X has 3 features"),
     ({"feature_types": ["c", "q", "x"]}, r"feature_types\[2\]='x' is not a feature type"),
     ({"feature_types": ["q", "c", "q"], "enable_categorical": False}, "pass enable_categorical=True"),
-    ({"feature_types": ["c", "q", "q"], "grow_policy": "symmetric"}, "symmetric.*categorical"),
+    ({"feature_types": ["c", "q", "q"], "grow_policy": "symmetric"}, "symmetric.*category-set splits"),
     ({"feature_types": ["c", "q", "q"], "monotone_constraints": [1, 0, 0]}, r"monotone_constraints\[0\]=1"),
     ({"feature_types": ["c", "q", "q"], "max_cat_threshold": 0}, "max_cat_threshold=0"),
 ])
@@ -335,3 +410,12 @@ def test_partition_route_and_prediction_of_category_sets_equal_their_twins():
     leaves = model.predict(cp.asarray(codes), pred_leaf=True)
     np.testing.assert_array_equal(cp.asnumpy(leaves), model.predict(codes, pred_leaf=True))
     del forest, cuda
+
+
+@pytest.mark.gpu
+def test_target_statistics_on_the_gpu_give_the_cpus_model():
+    pytest.importorskip("cupy")
+    frame, y = _table(n=5000, n_a=70)
+    params = {**PARAMS, "cat_encoding": "target_statistics", "max_depth": 5}
+    model = dgboost.train(params, frame, y, num_boost_round=6)
+    assert dgboost.train({**params, "device": "cuda"}, frame, y, num_boost_round=6).save_raw() == model.save_raw()

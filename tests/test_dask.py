@@ -106,11 +106,11 @@ def test_model_is_byte_identical_to_single_process(client, data, chunking, kind,
     assert got.evals_result() == expected.evals_result()
 
 
-@pytest.mark.parametrize("n_partitions", [1, 4])
-def test_categorical_frames_train_the_model_of_the_pandas_frame(client, data, n_partitions, tmp_path):
+@pytest.mark.parametrize("n_partitions, encoding", [(1, "partition"), (4, "partition"), (4, "target_statistics")])
+def test_categorical_frames_train_the_model_of_the_pandas_frame(client, data, n_partitions, encoding, tmp_path):
     """A dask DataFrame with category columns (strings, and integers with missing values): the
-    model of dgboost.train on the pandas frame, byte for byte, on 1, 2 and 3 workers, with a
-    categorical eval set; a partition whose categories come in another order is coded by value,
+    model of dgboost.train on the pandas frame, byte for byte, on 1, 2 and 3 workers, by category
+    sets and by ordered target statistics, with a categorical eval set; a partition whose categories come in another order is coded by value,
     and lazy prediction equals in-memory prediction."""
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")
@@ -121,7 +121,7 @@ def test_categorical_frames_train_the_model_of_the_pandas_frame(client, data, n_
                           "kind": pd.Categorical(np.where(rng.random(N_ROWS) < 0.1, np.nan, rng.integers(0, 3, N_ROWS))),
                           "x0": X[:, 0], "x1": X[:, 1]})
     target = y + (frame["city"].cat.codes.to_numpy() % 3 == 0)
-    params = {"enable_categorical": True, "max_depth": 4, "eval_metric": "rmse"}
+    params = {"enable_categorical": True, "max_depth": 4, "eval_metric": "rmse", "cat_encoding": encoding}
     expected = dgboost.train(params, frame, target, num_boost_round=4, evals=[(frame, target, "train")])
     dX = dd.from_pandas(frame, npartitions=n_partitions)
     dy = dd.from_pandas(pd.Series(target), npartitions=n_partitions)

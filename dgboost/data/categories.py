@@ -41,11 +41,17 @@ class Categories:
         str, int or float, in code order), None for a numeric feature or one given as codes
     counts : tuple of int, one a feature: K, the codes of a categorical feature are 0 .. K - 1
         (0 for a numeric feature, or where K is not known yet: see ``with_counts``)
+    statistics : with ``cat_encoding="target_statistics"``, one entry a feature: a categorical
+        feature's target statistic of each code over the whole training set (a float32 array of
+        K), None for a numeric feature; None for category-set splits
+    prior : the training labels' mean, the statistics' prior (with ``statistics``)
     """
 
     categorical: tuple[bool, ...]
     values: tuple
     counts: tuple[int, ...]
+    statistics: tuple | None = None
+    prior: float | None = None
 
     @property
     def n_features(self) -> int:
@@ -80,14 +86,44 @@ class Categories:
         values = np.concatenate(pieces) if pieces else np.zeros(0, CUT_DTYPE)
         return Cuts(values.astype(CUT_DTYPE), np.asarray(offsets, dtype=cuts.offsets.dtype))
 
+    @property
+    def by_statistics(self) -> bool:
+        """The categorical features train as their target statistics (numeric features)."""
+        return self.statistics is not None
+
+    def encode(self, X):
+        """Rows of codes (float32, numpy or cupy; codes the model has seen, or NaN) with each
+        categorical feature's code replaced by its whole-set target statistic (NaN stays
+        missing): a copy. ``X`` itself without statistics."""
+        if not self.by_statistics:
+            return X
+        from ..backend import asarray, get_xp
+
+        xp = get_xp(X)
+        X = X.copy()
+        for feature in self.indices.tolist():
+            column = X[:, feature]
+            present = ~xp.isnan(column)
+            table = asarray(xp, self.statistics[feature], FEATURE_DTYPE)
+            codes = xp.where(present, column, 0).astype(np.int64)
+            X[:, feature] = xp.where(present, table[codes] if table.shape[0] else FEATURE_DTYPE(math.nan),
+                                     FEATURE_DTYPE(math.nan))
+        return X
+
     def to_dict(self) -> dict:
         """JSON-ready: the types ("c"/"q") and, by feature index, each categorical feature's
-        categories (a list) or its count (codes)."""
-        return {
+        categories (a list) or its count (codes); with target statistics, their tables (float32
+        values, exactly) and prior."""
+        document = {
             "feature_types": ["c" if c else "q" for c in self.categorical],
             "categories": {str(f): (list(self.values[f]) if self.values[f] is not None else self.counts[f])
                            for f in self.indices.tolist()},
         }
+        if self.by_statistics:
+            document["target_statistics"] = {str(f): np.asarray(self.statistics[f], np.float32).tolist()
+                                             for f in self.indices.tolist()}
+            document["prior"] = float(self.prior)
+        return document
 
     @classmethod
     def from_dict(cls, data, n_features: int, where: str) -> "Categories":
@@ -113,7 +149,21 @@ class Categories:
                 raise ValueError(f"{where}.categories[{key!r}] is neither a list of categories nor a count")
             if counts[feature] > MAX_CATEGORIES:
                 raise ValueError(f"{where}.categories[{key!r}] has more than {MAX_CATEGORIES} categories")
-        return cls(categorical, tuple(values), tuple(counts))
+        statistics = prior = None
+        if "target_statistics" in data:
+            tables, prior = data["target_statistics"], data.get("prior")
+            if not isinstance(tables, dict) or sorted(tables) != sorted(given) \
+                    or not isinstance(prior, (int, float)) or isinstance(prior, bool) or not math.isfinite(prior):
+                raise ValueError(f"{where}.target_statistics must give each categorical feature's table, with a prior")
+            statistics = [None] * n_features
+            for key, table in tables.items():
+                feature = int(key)
+                if not isinstance(table, list) or len(table) != counts[feature] or not all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in table):
+                    raise ValueError(f"{where}.target_statistics[{key!r}] must be {counts[feature]} finite numbers")
+                statistics[feature] = np.asarray(table, dtype=FEATURE_DTYPE)
+            statistics, prior = tuple(statistics), float(prior)
+        return cls(categorical, tuple(values), tuple(counts), statistics, prior)
 
 
 def is_category_dtype(dtype) -> bool:
@@ -212,14 +262,15 @@ def check_codes(X, categorical: np.ndarray, name: str, feature_names=None) -> np
 
 def known_codes(X, categories: Categories, name: str = "X", feature_names=None):
     """Rows to bin or predict with a model's categories: their codes checked (``check_codes``),
-    and the codes the model has not seen made missing (``unseen_as_missing``)."""
+    the codes the model has not seen made missing (``unseen_as_missing``), and, with target
+    statistics, each code its whole-set statistic (``Categories.encode``)."""
     from . import sparse
 
     if sparse.is_sparse(X):
         raise TypeError(f"{name} is sparse: a model of categorical features takes dense rows (an array or a "
                         "DataFrame)")
     check_codes(X, np.array(categories.categorical, dtype=bool), name, feature_names)
-    return unseen_as_missing(X, categories)
+    return categories.encode(unseen_as_missing(X, categories))
 
 
 def unseen_as_missing(X, categories: Categories):
@@ -264,11 +315,15 @@ def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X"
         first = categorical.index(True)
         raise ValueError(f"feature_types marks feature {first} categorical ('c'): pass enable_categorical=True "
                          "to train on its categories")
-    if params.grow_policy == "symmetric":
-        raise ValueError("grow_policy='symmetric' does not take categorical features (a level shares one split): "
-                         "grow depthwise or lossguide, or mark them numeric ('q')")
+    by_statistics = params.cat_encoding == "target_statistics"
+    if params.grow_policy == "symmetric" and not by_statistics:
+        raise ValueError("grow_policy='symmetric' does not take category-set splits (a level shares one split): "
+                         "use cat_encoding='target_statistics', as CatBoost does, or grow depthwise or lossguide")
+    if by_statistics and params.n_outputs > 1:
+        raise ValueError(f"cat_encoding='target_statistics' takes one-output objectives (a mean label a category), "
+                         f"not objective={params.objective!r}: use cat_encoding='partition'")
     monotone = params.monotone_constraints
-    if monotone and not isinstance(monotone[0], tuple):
+    if monotone and not isinstance(monotone[0], tuple) and not by_statistics:
         for feature, direction in enumerate(monotone):
             if direction and feature < n_features and categorical[feature]:
                 raise ValueError(f"monotone_constraints[{feature}]={direction}: feature {feature} is categorical, "
@@ -295,3 +350,68 @@ def agree_counts(categories: Categories | None, X, comm, name: str = "X", featur
     xp = get_xp(X)
     agreed = to_numpy(comm.allreduce(asarray(xp, local), "max"))
     return categories.with_counts(np.where(codes, agreed, categories.counts))
+
+
+#: Blocks of the random order of target statistics: a row's statistic sums the rows of the
+#: blocks before its own. At most this many; fewer for features of many categories, so that a
+#: feature's (block, category) sums stay near 2**20 entries.
+_MOST_BLOCKS = 1024
+
+
+def statistics_blocks(n_categories: int) -> int:
+    """The blocks of the random order for a feature of ``n_categories`` (a power of two, 16 to 1024)."""
+    blocks = _MOST_BLOCKS
+    while blocks > 16 and blocks * max(n_categories, 1) > (1 << 20):
+        blocks //= 2
+    return blocks
+
+
+def target_statistics(X, label, global_index, n_total: int, categories: Categories, seed: int, comm):
+    """CatBoost's ordered target statistics of one rank's rows, the same on any number of ranks.
+
+    Each row falls in one of ``statistics_blocks(K)`` blocks, drawn from (seed, its global index):
+    the random order. A row's statistic of its category ``c`` is ``(S + prior) / (N + 1)``, where
+    S and N are the label sum and count of the rows of category ``c`` in the blocks before the
+    row's (never its own label), and ``prior`` is the mean label of every row. The sums are the
+    labels in fixed point (data's power-of-two scale, 52 bits of headroom) held as float64
+    integers, so every partial sum, ``bincount``'s on a GPU included, is exact, and one
+    ``allreduce`` a feature of its (block, category) sums and counts makes them global. A
+    missing code stays missing.
+
+    Returns
+    -------
+    (X with each categorical feature's codes replaced by its statistics, a float32 copy;
+    ``categories`` with the whole training set's statistic of each code and the prior)
+    """
+    from .._hashing import STREAM_TARGET_STATISTICS, stream_key, uniform
+    from ..backend import get_xp, to_numpy
+    from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
+
+    xp = get_xp(X)
+    label = label.astype(np.float64)
+    largest = comm.allreduce(xp.max(xp.abs(label), keepdims=True) if label.shape[0] else xp.zeros(1), "max")
+    scale = float(to_numpy(power_of_two_scale(largest, n_total, HISTOGRAM_HEADROOM_BITS))[0])
+    fixed = xp.rint(label * scale)  # integers below 2**52 in magnitude, summed exactly
+    total = float(to_numpy(comm.allreduce(xp.sum(fixed, keepdims=True)))[0])
+    prior = total / scale / max(n_total, 1)
+    draw = uniform(global_index, stream_key(seed, STREAM_TARGET_STATISTICS))
+    X = X.copy()
+    statistics = [None] * categories.n_features
+    for feature in categories.indices.tolist():
+        n_codes = max(categories.counts[feature], 1)
+        n_blocks = statistics_blocks(n_codes)
+        block = xp.minimum((draw * n_blocks).astype(np.int64), n_blocks - 1)
+        column = X[:, feature]
+        present = ~xp.isnan(column)
+        code = xp.where(present, column, 0).astype(np.int64)
+        cell = (block * n_codes + code)[present]
+        sums = xp.bincount(cell, weights=fixed[present], minlength=n_blocks * n_codes)
+        counts = xp.bincount(cell, minlength=n_blocks * n_codes).astype(np.float64)
+        both = comm.allreduce(xp.stack([sums, counts]).reshape(2, n_blocks, n_codes))
+        before = xp.cumsum(both, axis=1) - both  # the blocks before each block, exact
+        ordered = (before[0] / scale + prior) / (before[1] + 1.0)
+        X[:, feature] = xp.where(present, ordered[block, code], np.nan).astype(FEATURE_DTYPE)
+        whole = both.sum(axis=1)
+        table = to_numpy(((whole[0] / scale + prior) / (whole[1] + 1.0)).astype(FEATURE_DTYPE))
+        statistics[feature] = table[:categories.counts[feature]]
+    return X, dataclasses.replace(categories, statistics=tuple(statistics), prior=prior)
