@@ -80,6 +80,13 @@ class Booster:
         return self.feature_names or tuple(f"f{i}" for i in range(self.num_features))
 
     @property
+    def split_labels(self) -> tuple[str, ...]:
+        """The names of the features the trees split on: ``feature_labels``, then each
+        combination of categorical features (target statistics) as "a*b"."""
+        labels = self.feature_labels
+        return labels if self.categories is None else self.categories.labels(labels)
+
+    @property
     def n_outputs(self) -> int:
         return self._objective.n_outputs
 
@@ -158,7 +165,7 @@ class Booster:
             return self._predict(X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs)
 
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
-        frame_values = None if self.categories is None else self.categories.values
+        frame_values = None if self.categories is None else self.categories.values[:self.categories.n_inputs]
         X, names, _ = features(X, missing=self.params.missing, categories=frame_values)
         if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
             X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)
@@ -185,11 +192,25 @@ class Booster:
             return result[:, 0] if self.n_outputs == 1 else result
         return self._objective.transform(result)
 
+    def tree_margins(self, X, base_margin=None):
+        """The margins of rows given as the trees read them (a float32 array of every split
+        feature: categorical features already coded, or encoded as target statistics, and
+        combinations appended), from ``base_margin`` (n_rows, n_outputs) or the model's: what
+        training adds to its rows' margins. Continued training starts its rows from these."""
+        xp = get_xp(X)
+        if base_margin is None:
+            start = xp.broadcast_to(asarray(xp, self.base_margin), (X.shape[0], self.n_outputs))
+        else:
+            start = base_margin.reshape(X.shape[0], self.n_outputs)
+        return predict_margins(self._forest(xp, 0, self.num_boosted_rounds()), X, start)
+
     def _contributions(self, X: np.ndarray, start: np.ndarray, begin: int, end: int) -> np.ndarray:
         from .explain import contributions
 
         k = self.n_outputs
         phi = contributions(self.trees[begin * k:end * k], self.tree_outputs[begin * k:end * k], start, X)
+        if self.categories is not None:  # a combination's contributions shared by its two features
+            phi = self.categories.fold(phi)
         return phi[:, 0, :] if k == 1 else phi
 
     def _round_range(self, iteration_range):
@@ -246,9 +267,10 @@ class Booster:
         """
         if importance_type not in IMPORTANCE_TYPES:
             raise ValueError(f"importance_type={importance_type!r} must be one of {IMPORTANCE_TYPES}")
-        count = np.zeros(self.num_features)
-        gain = np.zeros(self.num_features)
-        cover = np.zeros(self.num_features)
+        names = self.split_labels
+        count = np.zeros(len(names))
+        gain = np.zeros(len(names))
+        cover = np.zeros(len(names))
         for tree in self.trees:
             split = ~tree.is_leaf
             np.add.at(count, tree.feature[split], 1)
@@ -256,7 +278,6 @@ class Booster:
             np.add.at(cover, tree.feature[split], tree.cover[split])
         value = {"weight": count, "total_gain": gain, "total_cover": cover,
                  "gain": gain / np.maximum(count, 1), "cover": cover / np.maximum(count, 1)}[importance_type]
-        names = self.feature_labels
         return {names[f]: float(value[f]) for f in np.flatnonzero(count)}
 
     # -- the model file ------------------------------------------------------------------
@@ -353,7 +374,8 @@ class Booster:
         if len(trees) % n_outputs:
             raise ValueError(f"{path}: {len(trees)} trees is not a whole number of rounds")
         for index, (tree, output) in enumerate(zip(trees, outputs)):
-            booster.append(Tree.from_dict(tree, num_feature, f"{path}: trees[{index}]"), output)
+            booster.append(Tree.from_dict(tree, num_feature if categories is None else categories.n_features,
+                                          f"{path}: trees[{index}]"), output)
         best_iteration = learner.get("best_iteration")
         if best_iteration is not None and not (isinstance(best_iteration, int)
                                                and 0 <= best_iteration < booster.num_boosted_rounds()):

@@ -141,7 +141,7 @@ def _number(value) -> str:
 
 def trees_to_rows(booster) -> list[dict]:
     """One dict a node, as XGBoost's ``trees_to_dataframe`` columns."""
-    names = booster.feature_labels
+    names = booster.split_labels
     rows = []
     for t, tree in enumerate(booster.trees):
         for node in range(tree.n_nodes):
@@ -165,7 +165,7 @@ def trees_to_rows(booster) -> list[dict]:
 
 def text_dump(booster, with_stats: bool = False) -> list[str]:
     """Each tree as XGBoost's text dump: one line a node, indented by depth."""
-    names = booster.feature_labels
+    names = booster.split_labels
     dumps = []
     for tree in booster.trees:
         lines = []

@@ -260,6 +260,7 @@ _CHECKS = {
     "grow_policy": _choice("depthwise", "lossguide", "symmetric"),
     "max_cat": _number(1, 2**31 - 1, integer=True),
     "cat_encoding": _choice("partition", "target_statistics"),
+    "combinations": _number(0, 64, integer=True),
     "tree_method": _choice("hist", "auto", later={
         "approx": "dgboost builds histograms only: use 'hist'",
         "exact": "dgboost builds histograms only: use 'hist'",
@@ -370,6 +371,11 @@ PARAMETERS: tuple[Spec, ...] = (
          "'target_statistics' (CatBoost's ordered target statistics: each categorical feature becomes the "
          "prior-smoothed mean label of its category over the rows before the row in a random order, "
          "(sum + prior) / (count + 1); the whole training set's at predict time)."),
+    Spec("max_cat_combinations", 2, *_CHECKS["combinations"],
+         "Target statistics: the most pairs of categorical features combined into a feature of their own "
+         "(its category a pair of categories; dgboost's own), chosen greedily before training by how much "
+         "better the pair's mean labels explain the label than either feature's, past what chance gives; "
+         "0 makes none. Not made with interaction_constraints."),
     Spec("nthread", None, _check_optional(_CHECKS["nthread"][0]), _CHECKS["nthread"][1],
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
@@ -421,6 +427,7 @@ class TrainParams:
     max_cat_to_onehot: int = 4
     max_cat_threshold: int = 64
     cat_encoding: str = "partition"
+    max_cat_combinations: int = 2
     nthread: int | None = None
 
     @classmethod

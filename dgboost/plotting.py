@@ -75,7 +75,7 @@ def plot_tree(booster: Booster, tree_idx: int = 0, ax=None, *, precision: int = 
     if not 0 <= tree_idx < len(booster.trees):
         raise ValueError(f"tree_idx={tree_idx} must be in [0, {len(booster.trees)}): the model's trees")
     tree = booster.trees[tree_idx]
-    names = booster.feature_labels
+    names = booster.split_labels
     x, y = _layout(tree)
     ax = _axes(ax, figsize=(max(6, 1.6 * int(tree.is_leaf.sum())), 1.5 * (tree.depth + 2)))
     for node in np.flatnonzero(~tree.is_leaf):

@@ -34,8 +34,8 @@ from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
-from .data.categories import (Categories, agree_counts, known_codes, resolve as resolve_categories,
-                              target_statistics)
+from .data.categories import (Categories, agree_counts, choose_combinations, known_codes,
+                              resolve as resolve_categories, target_statistics)
 from .data.sketch import Cuts, Sample, compute_cuts, draw_sample
 from .tree.tree import Tree
 
@@ -172,9 +172,19 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     _check_continues_categories(init_model, categories)
     coded = training  # its categorical features as codes, as init_model predicts them
     if categories is not None and params.cat_encoding == "target_statistics":  # numeric features from here
-        X, categories = target_statistics(training.X, training.label, rows.global_index(xp), n_total, categories,
-                                          params.seed, comm)
+        if init_model is not None and init_model.categories is not None:  # its trees split on its pairs
+            categories = categories.with_combinations(init_model.categories.combinations)
+        elif params.max_cat_combinations and params.interaction_constraints is None:
+            categories = categories.with_combinations(choose_combinations(
+                training.X, training.label, categories, params.max_cat_combinations, comm))
+        features = features.with_combinations(categories.combinations)
+        X, categories = target_statistics(categories.expand(training.X), training.label, rows.global_index(xp),
+                                          n_total, categories, params.seed, comm)
         training = dataclasses.replace(training, X=X)
+        if init_model is not None and not _same_statistics(init_model.categories, categories):
+            raise ValueError("init_model's target statistics differ from these rows' (other rows, labels or seed): "
+                             "its trees would read other statistics; continue it on the rows and seed it was "
+                             "trained on, or train a new model")
     cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     if categories is not None:
         if not categories.by_statistics:
@@ -189,12 +199,12 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
         base_margin = objective.base_margin(training.label, training.weight, comm)
     else:
         base_margin = init_model.base_margin
-        _check_continues(init_model, training)
-    booster = Booster(params, training.n_features, training.feature_names, base_margin, categories)
+        _check_continues(init_model, coded)
+    booster = Booster(params, coded.n_features, coded.feature_names, base_margin, categories)
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
-    margins = _start_margins(coded, base_margin, xp, init_model)
+    margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
               else _EvalState(e.name, build_ellpack(e.data.X, cuts, xp), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
@@ -338,9 +348,14 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
 
 def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
     """Each row's starting margins: its own base_margin if given, else the model's; then
-    the trees of ``init_model``, if any."""
+    the trees of ``init_model``, if any. With categorical features ``data.X`` holds the rows as
+    the trees read them (codes, or target statistics: the training rows' ordered ones, which the
+    first run's trees were grown and added on)."""
     if init_model is not None:
-        margins = init_model.predict(data.X, output_margin=True, base_margin=data.base_margin)
+        if init_model.categories is not None:
+            margins = init_model.tree_margins(data.X, base_margin=data.base_margin)
+        else:
+            margins = init_model.predict(data.X, output_margin=True, base_margin=data.base_margin)
         return xp.ascontiguousarray(margins.reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if data.base_margin is not None:
         return data.base_margin.astype(MARGIN_DTYPE, copy=True)
@@ -355,16 +370,25 @@ def _check_continues(init_model: Booster, training: Dataset) -> None:
 
 
 def _check_continues_categories(init_model: Booster | None, categories: Categories | None) -> None:
-    """A model continued on categorical features must have coded them alike."""
+    """A model continued on categorical features must have coded them alike (its combinations,
+    if any, are chosen again from the data)."""
     if init_model is None or (categories is None and init_model.categories is None):
         return
     theirs = init_model.categories
-    if theirs is None or categories is None or theirs.categorical != categories.categorical or theirs.values != categories.values:
+    n = None if theirs is None else theirs.n_inputs
+    if theirs is None or categories is None or theirs.categorical[:n] != categories.categorical \
+            or theirs.values[:n] != categories.values:
         raise ValueError("init_model was trained with other categorical features or categories than X's: "
                          "continue it on data with the same category columns and categories")
-    if any(mine > old for mine, old in zip(categories.counts, theirs.counts)):
-        raise ValueError(f"X holds category codes beyond init_model's (its counts {list(theirs.counts)}): continue "
-                         "it on data of the same categories")
+    if any(mine > old for mine, old in zip(categories.counts, theirs.counts[:n])):
+        raise ValueError(f"X holds category codes beyond init_model's (its counts {list(theirs.counts[:n])}): "
+                         "continue it on data of the same categories")
+
+
+def _same_statistics(theirs: Categories, mine: Categories) -> bool:
+    return theirs.by_statistics and theirs.prior == mine.prior and all(
+        (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+        for a, b in zip(theirs.statistics, mine.statistics))
 
 
 def _init_model(init_model, params: TrainParams) -> Booster | None:

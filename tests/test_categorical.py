@@ -307,6 +307,37 @@ def test_target_statistics_train_predict_save_and_refuse_export(tmp_path):
                       num_boost_round=1)
 
 
+def test_combinations_find_the_interacting_pair_and_predict_through_it():
+    rng = np.random.default_rng(8)
+    n = 20_000
+    codes = rng.integers(0, 8, (n, 3)).astype(np.float32)
+    table = np.random.default_rng(9).standard_normal((8, 8))
+    y = (table[codes[:, 0].astype(int), codes[:, 2].astype(int)] + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    X = np.concatenate([codes, rng.standard_normal((n, 1)).astype(np.float32)], axis=1)
+    params = {"enable_categorical": True, "feature_types": ["c", "c", "c", "q"], "cat_encoding": "target_statistics",
+              "max_depth": 4, "eta": 0.3}
+    paired = dgboost.train(params, X, y, num_boost_round=30)
+    assert paired.categories.combinations[0] == (0, 2)  # the pair that carries the signal, found first
+    alone = dgboost.train({**params, "max_cat_combinations": 0}, X, y, num_boost_round=30)
+    assert alone.categories.combinations == ()
+    error = lambda m: float(np.mean((m.predict(X) - y) ** 2))  # noqa: E731
+    assert error(paired) < 0.5 * error(alone)
+    assert "f0*f2" in paired.get_score("gain")
+    contributions = paired.predict(X[:300], pred_contribs=True)
+    assert contributions.shape == (300, 5)  # the pair's shared by its two features
+    np.testing.assert_allclose(contributions.sum(axis=1), paired.predict(X[:300], output_margin=True), rtol=1e-5,
+                               atol=1e-5)
+    constrained = dgboost.train({**params, "interaction_constraints": [[0, 1, 2, 3]]}, X, y, num_boost_round=2)
+    assert constrained.categories.combinations == ()
+    # Continued on its rows, the model is the one trained at once; on other labels its trees would
+    # read other statistics: refused.
+    first = dgboost.train(params, X, y, num_boost_round=20)
+    assert dgboost.train(params, X, y, num_boost_round=10, init_model=first).save_raw() == paired.save_raw()
+    shuffled = y[np.random.default_rng(1).permutation(n)]
+    with pytest.raises(ValueError, match="init_model's target statistics differ"):
+        dgboost.train(params, X, shuffled, num_boost_round=1, init_model=paired)
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 
 def test_a_category_column_needs_enable_categorical():

@@ -45,6 +45,9 @@ class Categories:
         feature's target statistic of each code over the whole training set (a float32 array of
         K), None for a numeric feature; None for category-set splits
     prior : the training labels' mean, the statistics' prior (with ``statistics``)
+    combinations : pairs (f1, f2) of input features combined into features of their own, after
+        the inputs (target statistics): the code of a row's pair is ``c1 * K2 + c2``. The tuples
+        above then cover the inputs and these features, in that order.
     """
 
     categorical: tuple[bool, ...]
@@ -52,10 +55,53 @@ class Categories:
     counts: tuple[int, ...]
     statistics: tuple | None = None
     prior: float | None = None
+    combinations: tuple = ()
 
     @property
     def n_features(self) -> int:
+        """The features the trees split on: the inputs, then the combinations."""
         return len(self.categorical)
+
+    @property
+    def n_inputs(self) -> int:
+        """The features of the rows given (without the combinations)."""
+        return len(self.categorical) - len(self.combinations)
+
+    def with_combinations(self, pairs) -> "Categories":
+        """These categories with ``pairs`` of input features combined, features of their own."""
+        pairs = tuple((int(a), int(b)) for a, b in pairs)
+        counts = tuple(self.counts[a] * self.counts[b] for a, b in pairs)
+        return dataclasses.replace(self, categorical=self.categorical + (True,) * len(pairs),
+                                   values=self.values + (None,) * len(pairs), counts=self.counts + counts,
+                                   combinations=self.combinations + pairs)
+
+    def expand(self, X):
+        """Rows of the inputs' codes with each combination's code appended (``c1 * K2 + c2``,
+        missing where either is); ``X`` itself without combinations."""
+        if not self.combinations:
+            return X
+        from ..backend import get_xp
+
+        xp = get_xp(X)
+        columns = [X[:, a] * FEATURE_DTYPE(self.counts[b]) + X[:, b] for a, b in self.combinations]
+        return xp.ascontiguousarray(xp.concatenate([X, xp.stack(columns, axis=1).astype(FEATURE_DTYPE)], axis=1))
+
+    def labels(self, names) -> tuple:
+        """The trees' feature names: the inputs' ``names``, then each combination's "a*b"."""
+        return tuple(names) + tuple(f"{names[a]}*{names[b]}" for a, b in self.combinations)
+
+    def fold(self, contributions):
+        """Per-feature contributions (..., n_features + 1: the trees' features, then the bias) as
+        the inputs' (..., n_inputs + 1): a combination's shared equally by its two features."""
+        if not self.combinations:
+            return contributions
+        n = self.n_inputs
+        folded = np.concatenate([contributions[..., :n], contributions[..., -1:]], axis=-1)
+        for index, (a, b) in enumerate(self.combinations):
+            half = contributions[..., n + index] / 2
+            folded[..., a] += half
+            folded[..., b] += half
+        return folded
 
     @property
     def indices(self) -> np.ndarray:
@@ -114,12 +160,15 @@ class Categories:
         """JSON-ready: the types ("c"/"q") and, by feature index, each categorical feature's
         categories (a list) or its count (codes); with target statistics, their tables (float32
         values, exactly) and prior."""
+        n = self.n_inputs
         document = {
-            "feature_types": ["c" if c else "q" for c in self.categorical],
+            "feature_types": ["c" if c else "q" for c in self.categorical[:n]],
             "categories": {str(f): (list(self.values[f]) if self.values[f] is not None else self.counts[f])
-                           for f in self.indices.tolist()},
+                           for f in self.indices.tolist() if f < n},
         }
-        if self.by_statistics:
+        if self.combinations:
+            document["combinations"] = [list(pair) for pair in self.combinations]
+        if self.by_statistics:  # the inputs', then the combinations', by feature index
             document["target_statistics"] = {str(f): np.asarray(self.statistics[f], np.float32).tolist()
                                              for f in self.indices.tolist()}
             document["prior"] = float(self.prior)
@@ -152,18 +201,39 @@ class Categories:
         statistics = prior = None
         if "target_statistics" in data:
             tables, prior = data["target_statistics"], data.get("prior")
-            if not isinstance(tables, dict) or sorted(tables) != sorted(given) \
+            n_pairs = len(data.get("combinations", []) or [])
+            expected = sorted(list(given) + [str(n_features + i) for i in range(n_pairs)])
+            if not isinstance(tables, dict) or sorted(tables) != expected \
                     or not isinstance(prior, (int, float)) or isinstance(prior, bool) or not math.isfinite(prior):
                 raise ValueError(f"{where}.target_statistics must give each categorical feature's table, with a prior")
             statistics = [None] * n_features
             for key, table in tables.items():
                 feature = int(key)
+                if feature >= n_features:  # a combination's: read with the combinations below
+                    continue
                 if not isinstance(table, list) or len(table) != counts[feature] or not all(
                         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in table):
                     raise ValueError(f"{where}.target_statistics[{key!r}] must be {counts[feature]} finite numbers")
                 statistics[feature] = np.asarray(table, dtype=FEATURE_DTYPE)
             statistics, prior = tuple(statistics), float(prior)
-        return cls(categorical, tuple(values), tuple(counts), statistics, prior)
+        pairs = data.get("combinations", [])
+        if not isinstance(pairs, list) or not all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(f, int) and not isinstance(f, bool)
+                                                            and 0 <= f < n_features and categorical[f] for f in p)
+                for p in pairs):
+            raise ValueError(f"{where}.combinations must be pairs of categorical features")
+        if pairs and statistics is None:
+            raise ValueError(f"{where}.combinations come with target statistics")
+        inputs = cls(categorical, tuple(values), tuple(counts)).with_combinations(pairs)
+        if statistics is not None:
+            statistics = list(statistics) + [None] * len(pairs)
+            for index in range(len(pairs)):
+                table = tables.get(str(n_features + index))
+                if not isinstance(table, list) or len(table) != inputs.counts[n_features + index]:
+                    raise ValueError(f"{where}.target_statistics lacks combination {index}'s table")
+                statistics[n_features + index] = np.asarray(table, dtype=FEATURE_DTYPE)
+            statistics = tuple(statistics)
+        return dataclasses.replace(inputs, statistics=statistics, prior=prior)
 
 
 def is_category_dtype(dtype) -> bool:
@@ -269,8 +339,9 @@ def known_codes(X, categories: Categories, name: str = "X", feature_names=None):
     if sparse.is_sparse(X):
         raise TypeError(f"{name} is sparse: a model of categorical features takes dense rows (an array or a "
                         "DataFrame)")
-    check_codes(X, np.array(categories.categorical, dtype=bool), name, feature_names)
-    return categories.encode(unseen_as_missing(X, categories))
+    n = categories.n_inputs
+    check_codes(X, np.array(categories.categorical[:n], dtype=bool), name, feature_names)
+    return categories.encode(categories.expand(unseen_as_missing(X, categories)))
 
 
 def unseen_as_missing(X, categories: Categories):
@@ -281,6 +352,8 @@ def unseen_as_missing(X, categories: Categories):
     xp = get_xp(X)
     copied = False
     for feature in categories.indices.tolist():
+        if feature >= categories.n_inputs:  # a combination: not among the rows' columns
+            break
         column = X[:, feature]
         unseen = column >= categories.counts[feature]
         if bool(unseen.any()):
@@ -415,3 +488,52 @@ def target_statistics(X, label, global_index, n_total: int, categories: Categori
         table = to_numpy(((whole[0] / scale + prior) / (whole[1] + 1.0)).astype(FEATURE_DTYPE))
         statistics[feature] = table[:categories.counts[feature]]
     return X, dataclasses.replace(categories, statistics=tuple(statistics), prior=prior)
+
+
+def choose_combinations(X, label, categories: Categories, most: int, comm) -> tuple:
+    """Up to ``most`` pairs of categorical input features to combine, the same on every rank:
+    each pair (of at most MAX_CATEGORIES pairs of categories) scored by how much better its
+    categories' smoothed mean labels explain the label than the better of its two features',
+    each explanation ``sum_c (S_c - N_c m)**2 / (N_c + 1) - v * n_c`` (S_c and N_c a category's
+    label sum and count, ``m`` the mean label, ``v`` the label variance, ``n_c`` the categories
+    with rows: what chance alone would explain). The pairs of positive score, the best first.
+    Sums exact (fixed point, as target_statistics), scored on the host from them."""
+    from ..backend import get_xp, to_numpy
+    from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
+
+    inputs = [f for f in categories.indices.tolist() if f < categories.n_inputs]
+    pairs = [(a, b) for i, a in enumerate(inputs) for b in inputs[i + 1:]
+             if categories.counts[a] * categories.counts[b] <= MAX_CATEGORIES]
+    if most <= 0 or not pairs:
+        return ()
+    xp = get_xp(X)
+    n_total = int(to_numpy(comm.allreduce(xp.asarray([label.shape[0]], dtype=np.int64)))[0])
+    largest = comm.allreduce(xp.max(xp.abs(label), keepdims=True).astype(np.float64) if label.shape[0]
+                             else xp.zeros(1), "max")
+    scales = to_numpy(power_of_two_scale(xp.concatenate([largest, largest * largest]), n_total,
+                                          HISTOGRAM_HEADROOM_BITS))
+    scale, square_scale = float(scales[0]), float(scales[1])
+    fixed = xp.rint(label.astype(np.float64) * scale)  # exact sums, as target_statistics's
+    squares = xp.rint(label.astype(np.float64) ** 2 * square_scale)
+    moments = to_numpy(comm.allreduce(xp.stack([xp.sum(fixed), xp.sum(squares)])))
+    mean = moments[0] / scale / max(n_total, 1)
+    variance = max(moments[1] / square_scale / max(n_total, 1) - mean * mean, 0.0)
+
+    def explained(codes, n_codes):
+        present = ~xp.isnan(codes)
+        code = codes[present].astype(np.int64)
+        sums = xp.bincount(code, weights=fixed[present], minlength=n_codes)
+        counts = xp.bincount(code, minlength=n_codes).astype(np.float64)
+        both = to_numpy(comm.allreduce(xp.stack([sums, counts])))
+        label_sums, row_counts = both[0] / scale, both[1]
+        return float(np.sum((label_sums - row_counts * mean) ** 2 / (row_counts + 1.0))
+                     - variance * np.count_nonzero(row_counts))
+
+    alone = {f: explained(X[:, f], max(categories.counts[f], 1)) for f in inputs}
+    scored = []
+    for a, b in pairs:
+        codes = X[:, a] * FEATURE_DTYPE(categories.counts[b]) + X[:, b]
+        score = explained(codes, max(categories.counts[a] * categories.counts[b], 1)) - max(alone[a], alone[b])
+        if score > 0:
+            scored.append((-score, a, b))
+    return tuple((a, b) for _, a, b in sorted(scored)[:most])

@@ -45,6 +45,22 @@ class FeatureRules:
                    feature_weights=_feature_weights(feature_weights, n_features))
 
 
+    def with_combinations(self, pairs) -> "FeatureRules":
+        """The rules with a feature appended for each pair (a, b) of features combined (categorical
+        target statistics): unconstrained, in the interaction sets holding both, weighted as the
+        mean of the two."""
+        if not pairs:
+            return self
+        a, b = (np.array(side, dtype=np.int64) for side in zip(*pairs))
+        monotone = None if self.monotone is None else np.concatenate(
+            [self.monotone, np.zeros(len(pairs), MONOTONE_DTYPE)])
+        sets = None if self.interaction_sets is None else np.concatenate(
+            [self.interaction_sets, self.interaction_sets[:, a] & self.interaction_sets[:, b]], axis=1)
+        weights = None if self.feature_weights is None else np.concatenate(
+            [self.feature_weights, (self.feature_weights[a] + self.feature_weights[b]) / 2])
+        return FeatureRules(monotone, sets, weights)
+
+
 @dataclasses.dataclass(frozen=True)
 class Paths:
     """Each node's path under interaction constraints (XGBoost's rule): a node may split on
