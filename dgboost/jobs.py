@@ -22,8 +22,8 @@ import pathlib
 import time
 
 #: Config keys that are not training parameters.
-JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns", "model", "num_boost_round",
-            "early_stopping_rounds", "verbose_eval", "format")
+JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns", "categorical_columns", "model",
+            "num_boost_round", "early_stopping_rounds", "verbose_eval", "format")
 
 _TABLE_FIX = "give the path of a .csv or .parquet table (or a directory of Parquet parts)"
 _MODEL_FIX = "give a model file written by dgboost train or Booster.save_model"
@@ -221,7 +221,30 @@ def columns(frame, config: dict, where: str, need_label: bool = True):
     if missing:
         raise ValueError(f"feature_columns {missing} are not columns of {where}")
     y = frame[label] if label and label in frame.columns else None
-    return frame[list(features)], y, (frame[weight] if weight else None)
+    return as_categories(frame[list(features)], config, where), y, (frame[weight] if weight else None)
+
+
+def as_categories(X, config: dict, where: str, model_categories=None):
+    """A dask frame's categorical columns as ``category`` columns of known categories: those
+    ``categorical_columns`` names (text or numbers: their categories found in one pass,
+    ``categorize``), those a Parquet file holds as categories unknown to dask (the same), or,
+    with ``model_categories`` (a model's, by column), the model's own categories (no pass)."""
+    import pandas as pd
+
+    if model_categories is not None:
+        known = {column: pd.CategoricalDtype(list(values)) for column, values in zip(X.columns, model_categories)
+                 if values is not None}
+        return X.astype(known) if known else X
+    names = list(config.get("categorical_columns") or [])
+    absent = [c for c in names if c not in X.columns]
+    if absent:
+        raise ValueError(f"categorical_columns {absent} are not feature columns of {where}")
+    unknown = [c for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)
+               and (X[c].dtype.categories is None or "__UNKNOWN_CATEGORIES__" in list(X[c].dtype.categories))]
+    names += [c for c in unknown if c not in names]
+    if not names:
+        return X
+    return X.astype({c: "category" for c in names}).categorize(columns=names)
 
 
 @contextlib.contextmanager
@@ -301,6 +324,10 @@ def _train_options(config: dict) -> tuple[dict, dict]:
     if not isinstance(features, list) or not all(isinstance(c, str) for c in features):
         raise TypeError(f"feature_columns={features!r} must be a list of column names, "
                         "e.g. feature_columns = [\"a\", \"b\"]")
+    categorical = config.get("categorical_columns", [])
+    if not isinstance(categorical, list) or not all(isinstance(c, str) for c in categorical):
+        raise TypeError(f"categorical_columns={categorical!r} must be a list of column names, "
+                        "e.g. categorical_columns = [\"carrier\", \"origin\"]")
     evals = config.get("evals", {})
     if not isinstance(evals, dict) or not all(isinstance(p, str) for p in evals.values()):
         raise TypeError(f"evals={evals!r} must be a table of name = path, e.g. [evals] valid = \"valid.csv\"")
@@ -308,6 +335,8 @@ def _train_options(config: dict) -> tuple[dict, dict]:
         raise ValueError(f"early_stopping_rounds={config['early_stopping_rounds']!r} needs an eval set to watch: "
                          "give the config an [evals] table, e.g. [evals] valid = \"valid.csv\"")
     params = {k: v for k, v in config.items() if k not in JOB_KEYS}
+    if categorical:
+        params.setdefault("enable_categorical", True)
     options = {"num_boost_round": config.get("num_boost_round", 100),
                "early_stopping_rounds": config.get("early_stopping_rounds"),
                "verbose_eval": config.get("verbose_eval", False)}
@@ -385,6 +414,8 @@ def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
                 raise ValueError(f"--data {data} lacks the model's feature columns {missing}: give a table with "
                                  "the columns the model was trained on")
             frame = frame[list(features)]
+        if booster.categories is not None:
+            frame = as_categories(frame, config, data, booster.categories.values[:booster.categories.n_inputs])
     predicted = dgb_dask.predict(None, booster, frame)  # lazy: checked now, computed by the client below
     if not hasattr(predicted, "columns") and not hasattr(predicted, "to_frame"):  # a dask array
         import dask.dataframe as dd
@@ -422,7 +453,9 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
         config = dict(config)
         if config.get("feature_columns") is None and booster.feature_names:
             config["feature_columns"] = list(booster.feature_names)
-        X, y, weight = columns(frame, config, data)
+        X, y, weight = columns(frame, {k: v for k, v in config.items() if k != "categorical_columns"}, data)
+        if booster.categories is not None:
+            X = as_categories(X, config, data, booster.categories.values[:booster.categories.n_inputs])
     margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
     with connect() as client, _parsing({"--data": data}):  # one pass: the table is read once
         margins, labels, *weights = client.compute([margins, y] + ([] if weight is None else [weight]), sync=True)

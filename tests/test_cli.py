@@ -127,6 +127,48 @@ valid = "{tmp_path / 'valid.parquet'}"
     assert result["metrics"]["auc"] == pytest.approx(evaluation["evals_result"]["valid"]["auc"][-1], abs=1e-12)
 
 
+def test_categorical_columns_of_text_train_predict_and_evaluate(tmp_path, capsys):
+    """categorical_columns: text columns of a CSV train as categories (the model of dgboost.train on
+    the frame with those columns as categories); predict and evaluate code them by the model's."""
+    import numpy as np
+    import pandas as pd
+
+    import dgboost
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"carrier": rng.choice(["AA", "DL", "UA", "WN", "B6"], 1000),
+                          "x": rng.standard_normal(1000).astype(np.float32)})
+    frame["label"] = ((frame["carrier"].isin(["AA", "UA"])) ^ (frame["x"] > 0.5)).astype(np.float32)
+    frame.iloc[:800].to_csv(tmp_path / "train.csv", index=False)
+    frame.iloc[800:].to_csv(tmp_path / "test.csv", index=False)
+    config = tmp_path / "job.toml"
+    config.write_text(f"""
+train = "{tmp_path / 'train.csv'}"
+label_column = "label"
+categorical_columns = ["carrier"]
+model = "{tmp_path / 'model.json'}"
+num_boost_round = 5
+objective = "binary:logistic"
+eval_metric = "error"
+""")
+    assert main(["train", str(config), "--quiet"]) == 0
+    model = dgboost.Booster.load_model(tmp_path / "model.json")
+    train = frame.iloc[:800].astype({"carrier": "category"})
+    expected = dgboost.train({"objective": "binary:logistic", "eval_metric": "error", "enable_categorical": True},
+                             train[["carrier", "x"]], train["label"], num_boost_round=5)
+    assert model.save_raw() == expected.save_raw()
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "test.csv"),
+                 "--out", str(out)]) == 0
+    test = frame.iloc[800:].astype({"carrier": "category"})
+    np.testing.assert_allclose(pd.read_csv(out).iloc[:, 0].to_numpy(), model.predict(test[["carrier", "x"]]),
+                               rtol=1e-6)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "test.csv"),
+                 "--label-column", "label"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["error"] < 0.05
+
+
 def test_libsvm_files_train_predict_and_evaluate(tmp_path, capsys):
     """libsvm text, as XGBoost's command line read it: indices from 0 as written, absent
     entries missing; the model of dgboost.train on the same sparse matrix."""
