@@ -374,8 +374,13 @@ class Booster:
         if len(trees) % n_outputs:
             raise ValueError(f"{path}: {len(trees)} trees is not a whole number of rounds")
         for index, (tree, output) in enumerate(zip(trees, outputs)):
-            booster.append(Tree.from_dict(tree, num_feature if categories is None else categories.n_features,
-                                          f"{path}: trees[{index}]"), output)
+            parsed = Tree.from_dict(tree, num_feature if categories is None else categories.n_features,
+                                    f"{path}: trees[{index}]")
+            if parsed.categories:
+                if categories is None:
+                    raise ValueError(f"{path}: trees[{index}] has category sets but the model no categorical features")
+                categories.check_sets(parsed, f"{path}: trees[{index}]")
+            booster.append(parsed, output)
         best_iteration = learner.get("best_iteration")
         if best_iteration is not None and not (isinstance(best_iteration, int)
                                                and 0 <= best_iteration < booster.num_boosted_rounds()):

@@ -136,7 +136,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
-    resolve_categories(params, training.n_features, training.frame_categories)
+    resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
     eval_sets = _eval_sets(evals, X, y, training, params, objective)
     xp = device_module(params.device)
@@ -167,9 +167,10 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
            features) -> Booster:
     xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
-    categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories),
+    categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories,
+                                                 feature_names=training.feature_names),
                               training.X, comm, feature_names=training.feature_names)
-    _check_continues_categories(init_model, categories)
+    categories = _check_continues_categories(init_model, categories, params)
     coded = training  # its categorical features as codes, as init_model predicts them
     if categories is not None and params.cat_encoding == "target_statistics":  # numeric features from here
         if init_model is not None and init_model.categories is not None:  # its trees split on its pairs
@@ -369,20 +370,24 @@ def _check_continues(init_model: Booster, training: Dataset) -> None:
     check_feature_names(init_model.feature_names, training.feature_names, "X (for init_model)")
 
 
-def _check_continues_categories(init_model: Booster | None, categories: Categories | None) -> None:
-    """A model continued on categorical features must have coded them alike (its combinations,
-    if any, are chosen again from the data)."""
+def _check_continues_categories(init_model: Booster | None, categories: Categories | None,
+                                params: TrainParams) -> Categories | None:
+    """``categories`` for a model continued on categorical features, which must have coded them
+    alike and by the same encoding: each feature's count at least init_model's, whose trees may
+    send its codes right (its combinations, if any, are taken again with its trees)."""
     if init_model is None or (categories is None and init_model.categories is None):
-        return
+        return categories
     theirs = init_model.categories
     n = None if theirs is None else theirs.n_inputs
     if theirs is None or categories is None or theirs.categorical[:n] != categories.categorical \
             or theirs.values[:n] != categories.values:
         raise ValueError("init_model was trained with other categorical features or categories than X's: "
                          "continue it on data with the same category columns and categories")
-    if any(mine > old for mine, old in zip(categories.counts, theirs.counts[:n])):
-        raise ValueError(f"X holds category codes beyond init_model's (its counts {list(theirs.counts[:n])}): "
-                         "continue it on data of the same categories")
+    if theirs.by_statistics != (params.cat_encoding == "target_statistics"):
+        used = "target_statistics" if theirs.by_statistics else "partition"
+        raise ValueError(f"init_model encodes its categorical features by cat_encoding={used!r}: continue it with "
+                         f"cat_encoding={used!r}")
+    return categories.with_counts(max(mine, old) for mine, old in zip(categories.counts, theirs.counts[:n]))
 
 
 def _same_statistics(theirs: Categories, mine: Categories) -> bool:

@@ -338,6 +338,48 @@ def test_combinations_find_the_interacting_pair_and_predict_through_it():
         dgboost.train(params, X, shuffled, num_boost_round=1, init_model=paired)
 
 
+def test_a_code_past_a_trees_sets_goes_left_as_in_training():
+    """Sets of low codes (one word) of a feature of 100 categories, missing values sent right: a
+    code of 32 or more is in no set, so it goes left at prediction as in training; continued
+    training, which starts from the trees' predictions, gives the model trained at once."""
+    rng = np.random.default_rng(6)
+    n = 6000
+    codes = rng.integers(0, 100, n).astype(np.float32)
+    codes[rng.random(n) < 0.2] = np.nan
+    y = np.where(np.isnan(codes) | (codes < 3), 3.0, 0.0).astype(np.float32) + 0.1 * rng.standard_normal(n)
+    X = np.stack([codes, rng.standard_normal(n).astype(np.float32)], axis=1)
+    params = {"enable_categorical": True, "feature_types": ["c", "q"], "max_cat_threshold": 3, "max_depth": 1}
+    whole = dgboost.train(params, X, y, num_boost_round=6)
+    first = dgboost.train(params, X, y, num_boost_round=3)
+    sets = [(tree, node) for tree in first.trees for node in tree.categories]
+    assert sets and all(tree.categories[node][-1] < 32 for tree, node in sets)  # one word: codes past 31 in no set
+    assert any(not tree.default_left[node] for tree, node in sets)  # where the default is right
+    assert dgboost.train(params, X, y, num_boost_round=3, init_model=first).save_raw() == whole.save_raw()
+    past = X[:200].copy()
+    past[:, 0] = 99.0
+    np.testing.assert_array_equal(first.predict(past), first.predict(np.where(past == 99.0, 40.0, past)))
+
+
+def test_continuing_keeps_the_models_categories_and_encoding():
+    X = np.stack([np.arange(400) % 10, np.arange(400) % 7], axis=1).astype(np.float32)
+    y = (X[:, 0] == 9).astype(np.float32)
+    params = {"enable_categorical": True, "feature_types": ["c", "q"], "max_depth": 2}
+    model = dgboost.train(params, X, y, num_boost_round=2)
+    fewer = X[X[:, 0] < 8]
+    continued = dgboost.train(params, fewer, y[X[:, 0] < 8], num_boost_round=1, init_model=model)
+    assert continued.categories.counts[0] == 10  # its trees may send code 9 right
+    with pytest.raises(ValueError, match="cat_encoding='partition'"):
+        dgboost.train({**params, "cat_encoding": "target_statistics"}, X, y, num_boost_round=1, init_model=model)
+
+
+def test_missing_does_not_apply_to_category_codes():
+    frame, y = _table(n=600)
+    model = dgboost.train({**PARAMS, "missing": 0.0}, frame, y, num_boost_round=3)
+    zero = frame[frame["b"] == 0].head(20)
+    unseen = zero.assign(b=pd.Categorical([None] * len(zero), categories=frame["b"].cat.categories))
+    assert not np.array_equal(model.predict(zero), model.predict(unseen))
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 
 def test_a_category_column_needs_enable_categorical():
@@ -376,6 +418,18 @@ def test_predict_refuses_a_numeric_column_for_a_categorical_one():
     numeric = frame.assign(a=frame["a"].cat.codes)
     with pytest.raises(TypeError, match="column 'a' has dtype int8 but is categorical in the model"):
         model.predict(numeric)
+
+
+def test_monotone_constraints_by_name_on_a_category_column_are_refused():
+    frame, y = _table(n=100)
+    with pytest.raises(ValueError, match=r"monotone_constraints\['a'\]=1: feature 'a' is categorical"):
+        dgboost.train({**PARAMS, "monotone_constraints": {"a": 1}}, frame, y, num_boost_round=1)
+
+
+def test_categories_of_other_types_are_refused():
+    frame = pd.DataFrame({"day": pd.Categorical(pd.to_datetime(["2026-01-01", "2026-01-02"] * 5))})
+    with pytest.raises(TypeError, match="column 'day' has a category of type Timestamp.*rename_categories"):
+        dgboost.train({"enable_categorical": True}, frame, np.ones(10, np.float32), num_boost_round=1)
 
 
 def test_too_many_categories_are_refused_before_work():

@@ -68,6 +68,12 @@ PARAMS = {
     "gradient_based": {"objective": "binary:logistic", "max_depth": 5, "sampling_method": "gradient_based",
                        "subsample": 0.3, "colsample_bytree": 0.8, "interaction_constraints": [[0, 1, 2], [3, 4]]},
     "goss": {"objective": "reg:squarederror", "max_depth": 4, "sampling_method": "goss", "max_leaves": 10},
+    # Categorical features (columns 10 and 11 as codes): category-set splits, and target statistics
+    # with pairs.
+    "categories": {"objective": "binary:logistic", "max_depth": 5, "enable_categorical": True,
+                   "feature_types": ["q"] * 10 + ["c", "c"]},
+    "target_statistics": {"objective": "reg:squarederror", "max_depth": 5, "enable_categorical": True,
+                          "feature_types": ["q"] * 10 + ["c", "c"], "cat_encoding": "target_statistics"},
 }
 
 
@@ -79,6 +85,10 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
     X, y, weight = data
     if kind == "multiclass":
         y = np.digitize(np.nan_to_num(X[:, 0]), [-0.5, 0.5]).astype(np.float32)
+    if kind in ("categories", "target_statistics"):  # codes of 40 and 7 categories, some missing
+        X = X.copy()
+        X[:, 10] = np.where(np.isnan(X[:, 10]), np.nan, np.floor(np.abs(X[:, 10]) * 13) % 40)
+        X[:, 11] = np.floor(np.abs(np.nan_to_num(X[:, 11])) * 5) % 7
     params = dict(PARAMS[kind], device="cuda")
     use_weight = kind == "regression"
     X_gpu, y_gpu = cupy.asarray(X), cupy.asarray(y)  # the same objects again in evals: the training set

@@ -122,7 +122,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
                                               else feature_weights), dtype=np.float64)
     if n_features is not None:  # else each rank checks, with its shard's features
         FeatureRules.resolve(options.params, n_features, _shards.column_names(X), feature_weights)
-        resolve_categories(options.params, n_features, categories)
+        resolve_categories(options.params, n_features, categories, feature_names=_shards.column_names(X))
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:

@@ -116,6 +116,14 @@ class Categories:
     def with_counts(self, counts) -> "Categories":
         return dataclasses.replace(self, counts=tuple(int(c) for c in counts))
 
+    def check_sets(self, tree, where: str) -> None:
+        """A model file's tree: each category set on a categorical feature, its codes below the
+        feature's count (ValueError)."""
+        for node, codes in tree.categories.items():
+            feature = int(tree.feature[node])
+            if self.by_statistics or not self.categorical[feature] or (len(codes) and codes[-1] >= self.counts[feature]):
+                raise ValueError(f"{where}: node {node}'s category set is not of a categorical feature's codes")
+
     def cuts(self, cuts):
         """``cuts`` (data/sketch.Cuts) with each categorical feature's replaced by 1 .. K - 1:
         a bin a category."""
@@ -199,9 +207,11 @@ class Categories:
             if counts[feature] > MAX_CATEGORIES:
                 raise ValueError(f"{where}.categories[{key!r}] has more than {MAX_CATEGORIES} categories")
         statistics = prior = None
+        if not isinstance(data.get("combinations", []), list):
+            raise ValueError(f"{where}.combinations must be a list of pairs of categorical features")
         if "target_statistics" in data:
             tables, prior = data["target_statistics"], data.get("prior")
-            n_pairs = len(data.get("combinations", []) or [])
+            n_pairs = len(data.get("combinations", []))
             expected = sorted(list(given) + [str(n_features + i) for i in range(n_pairs)])
             if not isinstance(tables, dict) or sorted(tables) != expected \
                     or not isinstance(prior, (int, float)) or isinstance(prior, bool) or not math.isfinite(prior):
@@ -229,8 +239,9 @@ class Categories:
             statistics = list(statistics) + [None] * len(pairs)
             for index in range(len(pairs)):
                 table = tables.get(str(n_features + index))
-                if not isinstance(table, list) or len(table) != inputs.counts[n_features + index]:
-                    raise ValueError(f"{where}.target_statistics lacks combination {index}'s table")
+                if not isinstance(table, list) or len(table) != inputs.counts[n_features + index] or not all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in table):
+                    raise ValueError(f"{where}.target_statistics lacks combination {index}'s table of finite numbers")
                 statistics[n_features + index] = np.asarray(table, dtype=FEATURE_DTYPE)
             statistics = tuple(statistics)
         return dataclasses.replace(inputs, statistics=statistics, prior=prior)
@@ -258,6 +269,12 @@ def frame_categories(columns, dtypes, name: str, enable_categorical: bool) -> tu
         if categories is None or _UNKNOWN in list(categories):  # a dask column whose categories are unknown
             raise ValueError(f"{name} column {str(column)!r} has unknown categories (a dask column read without "
                              "them): call X = X.categorize() first, so every partition codes them alike")
+        odd = next((v for v in categories if not isinstance(v, (str, int, float, np.integer, np.floating))
+                    or isinstance(v, (bool, np.bool_))), None)
+        if odd is not None:
+            raise TypeError(f"{name} column {str(column)!r} has a category of type {type(odd).__name__} ({odd!r}): "
+                            "dgboost keeps categories as text or numbers; convert them, e.g. "
+                            f"{name}[{str(column)!r}].cat.rename_categories(str)")
         if len(categories) > MAX_CATEGORIES:
             raise ValueError(f"{name} column {str(column)!r} has {len(categories)} categories; dgboost takes at most "
                              f"{MAX_CATEGORIES} a feature: merge rare ones, or encode the column as numbers")
@@ -363,7 +380,8 @@ def unseen_as_missing(X, categories: Categories):
     return X
 
 
-def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X") -> Categories | None:
+def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X",
+            feature_names=None) -> Categories | None:
     """The training data's categorical features (their counts still to be agreed, see
     ``agree_counts``), from a frame's category columns and ``params.feature_types``; None
     where no feature is categorical. Checks the parameters that go with them."""
@@ -396,10 +414,15 @@ def resolve(params, n_features: int, frame_values: tuple | None, name: str = "X"
         raise ValueError(f"cat_encoding='target_statistics' takes one-output objectives (a mean label a category), "
                          f"not objective={params.objective!r}: use cat_encoding='partition'")
     monotone = params.monotone_constraints
-    if monotone and not isinstance(monotone[0], tuple) and not by_statistics:
-        for feature, direction in enumerate(monotone):
-            if direction and feature < n_features and categorical[feature]:
-                raise ValueError(f"monotone_constraints[{feature}]={direction}: feature {feature} is categorical, "
+    if monotone and not by_statistics:
+        by_name = isinstance(monotone[0], tuple)  # the dict form: (name, direction) pairs
+        names = list(feature_names or [])
+        pairs = monotone if by_name else enumerate(monotone)
+        for key, direction in pairs:
+            feature = names.index(key) if by_name and key in names else key if not by_name else None
+            if direction and feature is not None and feature < n_features and categorical[feature]:
+                where = f"[{key!r}]" if by_name else f"[{key}]"
+                raise ValueError(f"monotone_constraints{where}={direction}: feature {key!r} is categorical, "
                                  "whose categories have no order; constrain numeric features only")
     counts = tuple(len(v) if v is not None else 0 for v in values)
     return Categories(tuple(categorical), tuple(values), counts)

@@ -170,7 +170,10 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     xp = get_xp(X)
     X = xp.ascontiguousarray(X, dtype=FEATURE_DTYPE)
     if not math.isnan(missing):
-        X = xp.where(X == FEATURE_DTYPE(missing), FEATURE_DTYPE(math.nan), X)
+        is_missing = X == FEATURE_DTYPE(missing)
+        if frame_categories is not None:  # a category column's codes are not values: `missing` is not theirs
+            is_missing[:, [j for j, c in enumerate(frame_categories) if c is not None]] = False
+        X = xp.where(is_missing, FEATURE_DTYPE(math.nan), X)
     if check_finite:
         _check_no_inf(X, name, feature_names)
     return X, feature_names, frame_categories

@@ -1139,8 +1139,8 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
     category_row : array of shape (n_nodes_total,), int32, or None: each category-set split's
         row of ``category_words`` (-1 at other nodes)                       # IN
     category_words : array of shape (n_category_splits, n_words), uint32, or None: the
-        categories each sends right (bit ``c % 32`` of word ``c // 32``; a row whose code is
-        beyond them goes the default way)                                  # IN
+        categories each sends right (bit ``c % 32`` of word ``c // 32``; a code beyond them is
+        in no set, and goes left)                                          # IN
 
     Returns
     -------
@@ -1158,7 +1158,7 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
             code = xp.where(known, value, 0).astype(np.int64)
             word = category_words[xp.maximum(rows, 0), code >> 5]
             in_set = ((word >> (code & 31).astype(np.uint32)) & 1) != 0
-            go_left = xp.where(rows < 0, go_left, xp.where(known, ~in_set, default_left[node]))
+            go_left = xp.where(rows < 0, go_left, ~(known & in_set))  # a code past the words: in no set
             go_left = xp.where(xp.isnan(value), default_left[node], go_left)
         child = xp.where(go_left, left[node], right[node])
         node = xp.where(child >= 0, child, node)

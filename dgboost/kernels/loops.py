@@ -542,13 +542,13 @@ def predict(run, n_runs, X, data, indices, indptr, left, right, feature, thresho
 def _value_goes_right(x, node, threshold, default_left, category_row, category_words):
     """Whether a raw value goes right at ``node``: missing, by its default; at a category-set
     split (``category_row[node]`` >= 0, where ``category_row`` is given), where the bit of its
-    code is set in that row of ``category_words`` (uint32; a code beyond them, by the default);
-    else where ``x >= threshold``."""
+    code is set in that row of ``category_words`` (uint32; a code beyond them is in no set: left,
+    as training sends it); else where ``x >= threshold``."""
     if np.isnan(x):
         return not default_left[node]
     if category_row is not None and category_row[node] >= 0:
-        if not (x >= 0 and x < category_words.shape[1] * 32):
-            return not default_left[node]
+        if not (x >= 0 and x < category_words.shape[1] * 32):  # in no set (codes past K are missing already)
+            return False
         code = np.int64(x)
         return (category_words[category_row[node], code >> 5] >> (code & 31)) & 1 != 0
     return not x < threshold[node]

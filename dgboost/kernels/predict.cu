@@ -54,9 +54,9 @@ struct CategorySets {
 };
 
 // Whether a present value goes left at a category-set split: where its code's bit is clear; a
-// code beyond the words goes the default way (twin: loops._value_goes_right).
+// code beyond the words is in no set: left, as training sends it (twin: loops._value_goes_right).
 __device__ __forceinline__ bool category_left(float v, int4 node, const CategorySets& sets) {
-    if (!(v >= 0.0f && v < (float)(sets.n_words * 32))) return node.y < 0;
+    if (!(v >= 0.0f && v < (float)(sets.n_words * 32))) return true;
     const int code = (int)v;
     return ((__ldg(sets.words + (i64)node.z * sets.n_words + (code >> 5)) >> (code & 31)) & 1u) == 0;
 }
