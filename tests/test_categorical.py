@@ -456,10 +456,12 @@ def _random_level(rng, n_nodes, n_categories, numeric_bins, empty=0.2):
 @pytest.mark.gpu
 @pytest.mark.parametrize("rules", [Regularisation(1.0, 0.0, 1.0, 0.0, 0.0), Regularisation(0.5, 2.0, 0.0, 0.7, 0.1)])
 @pytest.mark.parametrize("max_onehot, max_threshold", [(4, 64), (64, 3), (1, 1)])
-def test_category_split_kernels_equal_their_twins(rules, max_onehot, max_threshold):
+@pytest.mark.parametrize("in_shared", [True, False], ids=["sorted-in-shared", "ranked-in-global"])
+def test_category_split_kernels_equal_their_twins(rules, max_onehot, max_threshold, in_shared, monkeypatch):
     cp = pytest.importorskip("cupy")
     from dgboost.kernels import cuda
 
+    monkeypatch.setattr(cuda, "CATEGORY_SORT_IN_SHARED", in_shared)
     rng = np.random.default_rng(11)
     hist, node_sums, offsets, feature_of_bin = _random_level(rng, 37, [3, 40, 300, 2], 30)
     categories = CategorySplits(np.array([1, 2, 3, 4], np.int32), max_onehot, max_threshold, 5)
@@ -474,6 +476,28 @@ def test_category_split_kernels_equal_their_twins(rules, max_onehot, max_thresho
                                    None if mask is None else cp.asarray(mask), categories=categories)
         np.testing.assert_array_equal(cp.asnumpy(got), expected)
         assert (expected[:, 2] == -1).any() and (expected[:, 2] >= 0).any()  # both kinds were chosen
+
+
+@pytest.mark.gpu
+def test_a_feature_of_many_categories_splits_as_its_twin():
+    """12000 categories: sorted in shared memory (12 x 16384 bytes a block, on an H100), ties of
+    equal weights (repeated sums) in code order, as the twin."""
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cuda
+
+    rng = np.random.default_rng(12)
+    hist, node_sums, offsets, feature_of_bin = _random_level(rng, 3, [12_000], 4, empty=0.5)
+    hist[:, 4:, 0] = hist[:, 4:, 0] % 7  # many equal (g, h): equal weights
+    hist[:, 4:, 1] = np.where(hist[:, 4:, 1] > 0, hist[:, 4:, 1] % 3 + 1, 0)
+    node_sums = hist.sum(axis=1) + 5
+    categories = CategorySplits(np.array([1], np.int32), 4, 5000, -(-12_000 // 64))
+    rules, scales = Regularisation(1.0, 0.0, 0.0, 0.0, 0.0), np.array([2.0 ** 8, 2.0 ** 4])
+    expected = cpu.evaluate_splits(hist, node_sums, np.ones(3, bool), feature_of_bin, offsets, scales, rules,
+                                   categories=categories)
+    got = cuda.evaluate_splits(*(cp.asarray(a) for a in (hist, node_sums, np.ones(3, bool), feature_of_bin, offsets,
+                                                           scales)), rules, categories=categories)
+    np.testing.assert_array_equal(cp.asnumpy(got), expected)
+    assert (expected[:, 2] == -1).any()
 
 
 @pytest.mark.gpu

@@ -86,6 +86,19 @@ def _blocks(n: int, block: int = _BLOCK) -> int:
     return max(1, -(-int(n) // block))
 
 
+#: Category-set splits sort a (node, feature)'s categories in shared memory where they fit (else
+#: they are ranked in global memory); tests turn it off to check the other way.
+CATEGORY_SORT_IN_SHARED = True
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_optin(device: int) -> int:
+    """The most shared memory one block may take on ``device`` (its opt-in limit)."""
+    import cupy
+
+    return int(cupy.cuda.Device(device).attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+
+
 @functools.lru_cache(maxsize=None)
 def _shared_budget(device: int) -> int:
     """Shared memory a histogram block may take: half of an SM's opt-in limit, so
@@ -307,9 +320,10 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     n_nodes, n_bins_total, _ = hist.shape
     n_features = int(bin_offsets.shape[0]) - 1
     if categories is not None:  # the numeric scan leaves the categorical features out
-        numeric_allowed = cupy.ones((n_nodes, n_features), dtype=bool) if allowed is None \
-            else cupy.array(allowed, dtype=bool)
-        numeric_allowed[:, cupy.asarray(categories.features)] = False
+        key = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE).tobytes()
+        numeric = _numeric_features(key, n_features, cupy.cuda.Device().id)
+        numeric_allowed = cupy.broadcast_to(numeric, (n_nodes, n_features)) if allowed is None \
+            else cupy.asarray(allowed, dtype=bool) & numeric
         table = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, numeric_allowed,
                                 monotone, bounds)
         return _category_splits(hist, node_sums, active, bin_offsets, scales, rules, allowed, categories, table)
@@ -352,7 +366,8 @@ def _category_splits(hist, node_sums, active, bin_offsets, scales, rules: Regula
 
     n_nodes, n_bins_total, _ = hist.shape
     n_features = int(bin_offsets.shape[0]) - 1
-    features = cupy.asarray(categories.features, dtype=POSITION_DTYPE)
+    key = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE).tobytes()
+    features = _device_features(key, cupy.cuda.Device().id)
     n_categorical = int(features.shape[0])
     width = len(SPLIT_TABLE_COLUMNS) + categories.n_words
     table = cupy.empty((n_nodes, width), dtype=HIST_DTYPE)
@@ -360,28 +375,58 @@ def _category_splits(hist, node_sums, active, bin_offsets, scales, rules: Regula
         return table
     most = 64 * categories.n_words  # a feature's categories at most (no read of the offsets)
     n_items = n_nodes * n_categorical
-    keys = cupy.empty((max(n_items, 1), most), dtype=GAIN_DTYPE)
-    order = cupy.empty((max(n_items, 1), most), dtype=POSITION_DTYPE)
+    device = cupy.cuda.Device().id
+    n_sort = 1 << max(most - 1, 1).bit_length()  # a power of two, >= most
+    shared = n_sort * (np.dtype(GAIN_DTYPE).itemsize + np.dtype(POSITION_DTYPE).itemsize)
+    kernel = _kernel("split.cu", "category_splits")
+    if CATEGORY_SORT_IN_SHARED and shared + 64 <= _shared_optin(device):  # sorted in shared memory: no scratch
+        if shared > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = shared
+        scratch = 1
+    else:
+        n_sort, shared, scratch = 0, 0, most
+    keys = cupy.empty((max(n_items, 1), scratch), dtype=GAIN_DTYPE)
+    order = cupy.empty((max(n_items, 1), scratch), dtype=POSITION_DTYPE)
     found_gain = cupy.empty(max(n_items, 1), dtype=GAIN_DTYPE)
     found = cupy.empty((max(n_items, 1), 5), dtype=HIST_DTYPE)
     bits = cupy.empty((max(n_items, 1), categories.n_words), dtype=HIST_DTYPE)
     node_sums = cupy.ascontiguousarray(node_sums, dtype=HIST_DTYPE)
     if n_items:
-        _kernel("split.cu", "category_splits")(
+        kernel(
             (n_items,), (_SPLIT_BLOCK,),
             (cupy.ascontiguousarray(hist, dtype=HIST_DTYPE), node_sums, cupy.ascontiguousarray(bin_offsets,
                                                                                            dtype=BIN_OFFSET_DTYPE),
              np.int64(n_bins_total), features, np.int32(n_categorical), cupy.ascontiguousarray(scales, dtype=GAIN_DTYPE),
              np.float64(rules.reg_lambda), np.float64(rules.alpha), np.float64(rules.min_child_weight),
              np.float64(rules.max_delta_step), _optional(allowed, bool), np.int32(n_features),
-             np.int32(categories.max_onehot), np.int32(categories.max_threshold), np.int32(most),
-             np.int32(categories.n_words), keys, order, found_gain, found, bits))
+             np.int32(categories.max_onehot), np.int32(categories.max_threshold), np.int32(scratch),
+             np.int32(categories.n_words), keys, order, np.int32(n_sort), found_gain, found, bits),
+            shared_mem=shared)
     _kernel("split.cu", "merge_category_splits")(
         (_blocks(n_nodes),), (_BLOCK,),
         (cupy.ascontiguousarray(numeric, dtype=HIST_DTYPE), features, np.int32(n_categorical), found_gain, found, bits,
          node_sums, cupy.ascontiguousarray(active, dtype=bool), np.int32(n_nodes), np.int32(categories.n_words),
          np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
+
+
+@functools.lru_cache(maxsize=64)
+def _device_features(features_bytes: bytes, device: int):
+    """The categorical features' indices on the device, copied once (a copy from pageable host
+    memory would wait for the stream: a level would wait for the host)."""
+    import cupy
+
+    return cupy.asarray(np.frombuffer(features_bytes, dtype=POSITION_DTYPE))
+
+
+@functools.lru_cache(maxsize=64)
+def _numeric_features(features_bytes: bytes, n_features: int, device: int):
+    """(n_features,) bool on the device: True for the features not among the categorical ones."""
+    import cupy
+
+    numeric = np.ones(n_features, dtype=bool)
+    numeric[np.frombuffer(features_bytes, dtype=POSITION_DTYPE)] = False
+    return cupy.asarray(numeric)
 
 
 def _table_columns(table):

@@ -577,18 +577,23 @@ __device__ __forceinline__ double left_sums_gain(i64 sum_g, i64 sum_h, double in
 
 // The best category-set split of one (node, categorical feature) pair, a block each (blockIdx.x
 // the pair: node * n_categorical + k): the categories present in the node ordered by weight,
-// ties by code (each thread ranks some of them against all: `order` holds the codes in rank
-// order), then one thread scans as the twin does. `keys`, `order`: scratch of max_categories a
-// pair. found: (kind, k or code, direction, left g, left h), kind -1 where there is no
-// candidate; bits: n_words int64 words a pair.
+// ties by code, then one thread scans as the twin does. With n_sort > 0 (a power of two, at
+// least any feature's categories: the shared memory's room) the block sorts (weight, code) pairs
+// of its feature's categories, padded to a power of two, in shared memory (bitonic; the absent
+// categories and the padding last); else each thread ranks
+// some categories against all in global memory (`keys`, `order`: scratch of max_categories a
+// pair; O(K^2), for features too wide for shared memory). found: (kind, k or code, direction,
+// left g, left h), kind -1 where there is no candidate; bits: n_words int64 words a pair.
 extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
     const i64* __restrict__ hist, const i64* __restrict__ node_sums, const i64* __restrict__ bin_offsets,
     const long long n_bins_total, const int* __restrict__ features, const int n_categorical,
     const double* __restrict__ scales, const double reg_lambda, const double alpha, const double min_child_weight,
     const double max_delta_step, const bool* __restrict__ allowed, const int n_features, const int max_onehot,
     const int max_threshold, const int max_categories, const int n_words, double* __restrict__ keys,
-    int* __restrict__ order, double* __restrict__ found_gain, i64* __restrict__ found, i64* __restrict__ bits)
+    int* __restrict__ order, const int n_sort, double* __restrict__ found_gain, i64* __restrict__ found,
+    i64* __restrict__ bits)
 {
+    extern __shared__ double sort_keys[];  // n_sort weights, then n_sort codes (with n_sort > 0)
     __shared__ int n_present;
     const Rules r{reg_lambda, alpha, min_child_weight, max_delta_step};
     const i64 item = blockIdx.x;
@@ -598,30 +603,60 @@ extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
     const int n_categories = (int)(end - begin);
     const i64* h = hist + ((i64)node * n_bins_total + begin) * 2;
     double* key = keys + item * max_categories;
-    int* sorted = order + item * max_categories;
+    int* sorted = n_sort > 0 ? (int*)(sort_keys + n_sort) : order + item * max_categories;
     i64* out = found + item * 5;
     i64* set = bits + item * n_words;
     for (int w = threadIdx.x; w < n_words; w += BLOCK) set[w] = 0;
     if (threadIdx.x == 0) { n_present = 0; out[0] = -1; found_gain[item] = -positive_infinity(); }
     if (allowed && !allowed[(i64)node * n_features + feature]) return;
     const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
-    for (int c = threadIdx.x; c < n_categories; c += BLOCK) {  // +0.0: a -0.0 weight sorts as 0.0, as in the twin
-        key[c] = node_weight((double)h[2 * c] * inverse_g, (double)h[2 * c + 1] * inverse_h, r) + 0.0;
-    }
-    __syncthreads();
     int present_here = 0;
-    for (int c = threadIdx.x; c < n_categories; c += BLOCK) {
-        if (h[2 * c] == 0 && h[2 * c + 1] == 0) continue;
-        present_here += 1;
-        int rank = 0;
-        for (int o = 0; o < n_categories; ++o) {
-            if (h[2 * o] == 0 && h[2 * o + 1] == 0) continue;
-            rank += (key[o] < key[c]) || (key[o] == key[c] && o < c);
+    if (n_sort > 0) {
+        int width = 1;  // this feature's categories, padded to a power of two (at most n_sort)
+        while (width < n_categories) width <<= 1;
+        for (int i = threadIdx.x; i < width; i += BLOCK) {
+            const bool present = i < n_categories && (h[2 * i] != 0 || h[2 * i + 1] != 0);
+            // +0.0: a -0.0 weight sorts as 0.0, as in the twin; absent ones and padding after every code
+            sort_keys[i] = present ? node_weight((double)h[2 * i] * inverse_g, (double)h[2 * i + 1] * inverse_h, r) + 0.0
+                                   : positive_infinity();
+            sorted[i] = present ? i : (1 << 30) + i;
+            present_here += present;
         }
-        sorted[rank] = c;
+        if (present_here) atomicAdd(&n_present, present_here);
+        __syncthreads();
+        for (int size = 2; size <= width; size <<= 1) {
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int i = threadIdx.x; i < width; i += BLOCK) {
+                    const int other = i ^ stride;
+                    if (other <= i) continue;
+                    const bool after = sort_keys[i] > sort_keys[other]
+                                       || (sort_keys[i] == sort_keys[other] && sorted[i] > sorted[other]);
+                    if (after == ((i & size) == 0)) {  // out of this run's order (ascending where i & size is 0)
+                        const double k = sort_keys[i]; sort_keys[i] = sort_keys[other]; sort_keys[other] = k;
+                        const int c = sorted[i]; sorted[i] = sorted[other]; sorted[other] = c;
+                    }
+                }
+                __syncthreads();
+            }
+        }
+    } else {
+        for (int c = threadIdx.x; c < n_categories; c += BLOCK) {  // +0.0: as above
+            key[c] = node_weight((double)h[2 * c] * inverse_g, (double)h[2 * c + 1] * inverse_h, r) + 0.0;
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < n_categories; c += BLOCK) {
+            if (h[2 * c] == 0 && h[2 * c + 1] == 0) continue;
+            present_here += 1;
+            int rank = 0;
+            for (int o = 0; o < n_categories; ++o) {
+                if (h[2 * o] == 0 && h[2 * o + 1] == 0) continue;
+                rank += (key[o] < key[c]) || (key[o] == key[c] && o < c);
+            }
+            sorted[rank] = c;
+        }
+        if (present_here) atomicAdd(&n_present, present_here);
+        __syncthreads();
     }
-    if (present_here) atomicAdd(&n_present, present_here);
-    __syncthreads();
     if (threadIdx.x != 0) return;
     const int present = n_present;
     const i64 node_g = node_sums[2 * node], node_h = node_sums[2 * node + 1];
