@@ -483,6 +483,24 @@ def test_plan_leaves_out_workers_beyond_the_rows():
 
 # ---- the Dask estimators -------------------------------------------------------------------
 
+def test_dask_classifier_takes_category_frames(client3, data, tmp_path):
+    """DaskDGBClassifier(enable_categorical=True) on a dask frame of a category column: the local
+    estimator's model, predictions through the category codes of each partition."""
+    pytest.importorskip("sklearn")
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, _ = data
+    frame = pd.DataFrame({"city": pd.Categorical(np.array(["north", "south", "east", "west"])[
+        np.arange(N_ROWS) % 4]), "x0": X[:, 0]})
+    labels = np.where((frame["city"] == "north") ^ (frame["x0"] > 0), "yes", "no")
+    local = dgboost.DGBClassifier(n_estimators=4, max_depth=3, enable_categorical=True).fit(frame, labels)
+    dX, dy = dd.from_pandas(frame, npartitions=3), dd.from_pandas(pd.Series(labels), npartitions=3)
+    model = dgboost.dask.DaskDGBClassifier(n_estimators=4, max_depth=3, enable_categorical=True,
+                                           client=client3).fit(dX, dy)
+    assert _model_bytes(model.get_booster(), tmp_path, "dask") == _model_bytes(local.get_booster(), tmp_path, "local")
+    np.testing.assert_array_equal(model.predict(dX).compute(), local.predict(frame))
+
+
 def test_dask_regressor_equals_the_local_one(client3, data, tmp_path):
     pytest.importorskip("sklearn")
     import pickle
