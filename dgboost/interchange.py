@@ -110,11 +110,9 @@ def _tree(tree, index: int, num_feature: int) -> dict:
     conditions = np.where(leaf, tree.value, tree.threshold).astype(np.float32)
     split_type = np.zeros(n, dtype=int)
     split_type[list(tree.categories)] = 1  # XGBoost's categorical split: the set's categories go right
-    sets = tree.to_dict()
     return {
         "base_weights": tree.value.astype(np.float32).tolist(),
-        **{key: sets.get(key, []) for key in ("categories", "categories_nodes", "categories_segments",
-                                               "categories_sizes")},
+        **tree.category_lists(),
         "default_left": tree.default_left.astype(int).tolist(),
         "id": index,
         "left_children": tree.left.astype(int).tolist(),

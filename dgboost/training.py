@@ -177,7 +177,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             categories = categories.with_combinations(init_model.categories.combinations)
         elif params.max_cat_combinations and params.interaction_constraints is None:
             categories = categories.with_combinations(choose_combinations(
-                training.X, training.label, categories, params.max_cat_combinations, comm))
+                training.X, training.label, n_total, categories, params.max_cat_combinations, comm))
         features = features.with_combinations(categories.combinations)
         X, categories = target_statistics(categories.expand(training.X), training.label, rows.global_index(xp),
                                           n_total, categories, params.seed, comm)

@@ -481,13 +481,9 @@ def target_statistics(X, label, global_index, n_total: int, categories: Categori
     """
     from .._hashing import STREAM_TARGET_STATISTICS, stream_key, uniform
     from ..backend import get_xp, to_numpy
-    from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 
     xp = get_xp(X)
-    label = label.astype(np.float64)
-    largest = comm.allreduce(xp.max(xp.abs(label), keepdims=True) if label.shape[0] else xp.zeros(1), "max")
-    scale = float(to_numpy(power_of_two_scale(largest, n_total, HISTOGRAM_HEADROOM_BITS))[0])
-    fixed = xp.rint(label * scale)  # integers below 2**52 in magnitude, summed exactly
+    fixed, scale = _fixed_labels(label, n_total, comm)
     total = float(to_numpy(comm.allreduce(xp.sum(fixed, keepdims=True)))[0])
     prior = total / scale / max(n_total, 1)
     draw = uniform(global_index, stream_key(seed, STREAM_TARGET_STATISTICS))
@@ -513,7 +509,21 @@ def target_statistics(X, label, global_index, n_total: int, categories: Categori
     return X, dataclasses.replace(categories, statistics=tuple(statistics), prior=prior)
 
 
-def choose_combinations(X, label, categories: Categories, most: int, comm) -> tuple:
+def _fixed_labels(label, n_total: int, comm, power: int = 1):
+    """``label ** power`` in fixed point, held as float64 integers, and its scale: the largest
+    power of two that keeps the sum over every rank's rows below 2**52 (fixed_point.py), so
+    every partial sum, a GPU's ``bincount`` included, is exact."""
+    from ..backend import get_xp, to_numpy
+    from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
+
+    xp = get_xp(label)
+    values = label.astype(np.float64) ** power
+    largest = comm.allreduce(xp.max(xp.abs(values), keepdims=True) if values.shape[0] else xp.zeros(1), "max")
+    scale = float(to_numpy(power_of_two_scale(largest, n_total, HISTOGRAM_HEADROOM_BITS))[0])
+    return xp.rint(values * scale), scale
+
+
+def choose_combinations(X, label, n_total: int, categories: Categories, most: int, comm) -> tuple:
     """Up to ``most`` pairs of categorical input features to combine, the same on every rank:
     each pair (of at most MAX_CATEGORIES pairs of categories) scored by how much better its
     categories' smoothed mean labels explain the label than the better of its two features',
@@ -522,7 +532,6 @@ def choose_combinations(X, label, categories: Categories, most: int, comm) -> tu
     with rows: what chance alone would explain). The pairs of positive score, the best first.
     Sums exact (fixed point, as target_statistics), scored on the host from them."""
     from ..backend import get_xp, to_numpy
-    from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 
     inputs = [f for f in categories.indices.tolist() if f < categories.n_inputs]
     pairs = [(a, b) for i, a in enumerate(inputs) for b in inputs[i + 1:]
@@ -530,14 +539,8 @@ def choose_combinations(X, label, categories: Categories, most: int, comm) -> tu
     if most <= 0 or not pairs:
         return ()
     xp = get_xp(X)
-    n_total = int(to_numpy(comm.allreduce(xp.asarray([label.shape[0]], dtype=np.int64)))[0])
-    largest = comm.allreduce(xp.max(xp.abs(label), keepdims=True).astype(np.float64) if label.shape[0]
-                             else xp.zeros(1), "max")
-    scales = to_numpy(power_of_two_scale(xp.concatenate([largest, largest * largest]), n_total,
-                                          HISTOGRAM_HEADROOM_BITS))
-    scale, square_scale = float(scales[0]), float(scales[1])
-    fixed = xp.rint(label.astype(np.float64) * scale)  # exact sums, as target_statistics's
-    squares = xp.rint(label.astype(np.float64) ** 2 * square_scale)
+    fixed, scale = _fixed_labels(label, n_total, comm)
+    squares, square_scale = _fixed_labels(label, n_total, comm, power=2)
     moments = to_numpy(comm.allreduce(xp.stack([xp.sum(fixed), xp.sum(squares)])))
     mean = moments[0] / scale / max(n_total, 1)
     variance = max(moments[1] / square_scale / max(n_total, 1) - mean * mean, 0.0)

@@ -306,11 +306,17 @@ def build_sparse_histograms(packed, bits, cells_per_word, row_stride, n_bins_tot
     return hist
 
 
-@functools.lru_cache(maxsize=64)
 def _device_offsets(bin_offsets_bytes: bytes, device: int):
+    return _device_constant(bin_offsets_bytes, np.dtype(BIN_OFFSET_DTYPE).str, device)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_constant(data: bytes, dtype: str, device: int):
+    """A small host array (its bytes and dtype) on ``device``, copied once: a copy from pageable
+    host memory each launch would wait for the stream, so a level would wait for the host."""
     import cupy
 
-    return cupy.asarray(np.frombuffer(bin_offsets_bytes, dtype=BIN_OFFSET_DTYPE))
+    return cupy.asarray(np.frombuffer(data, dtype=dtype))
 
 
 def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules: Regularisation,
@@ -320,8 +326,9 @@ def evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales
     n_nodes, n_bins_total, _ = hist.shape
     n_features = int(bin_offsets.shape[0]) - 1
     if categories is not None:  # the numeric scan leaves the categorical features out
-        key = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE).tobytes()
-        numeric = _numeric_features(key, n_features, cupy.cuda.Device().id)
+        numeric = np.ones(n_features, dtype=bool)  # True for the features not categorical
+        numeric[categories.features] = False
+        numeric = _device_constant(numeric.tobytes(), numeric.dtype.str, cupy.cuda.Device().id)
         numeric_allowed = cupy.broadcast_to(numeric, (n_nodes, n_features)) if allowed is None \
             else cupy.asarray(allowed, dtype=bool) & numeric
         table = evaluate_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales, rules, numeric_allowed,
@@ -366,8 +373,8 @@ def _category_splits(hist, node_sums, active, bin_offsets, scales, rules: Regula
 
     n_nodes, n_bins_total, _ = hist.shape
     n_features = int(bin_offsets.shape[0]) - 1
-    key = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE).tobytes()
-    features = _device_features(key, cupy.cuda.Device().id)
+    indices = np.ascontiguousarray(categories.features, dtype=POSITION_DTYPE)
+    features = _device_constant(indices.tobytes(), indices.dtype.str, cupy.cuda.Device().id)
     n_categorical = int(features.shape[0])
     width = len(SPLIT_TABLE_COLUMNS) + categories.n_words
     table = cupy.empty((n_nodes, width), dtype=HIST_DTYPE)
@@ -408,25 +415,6 @@ def _category_splits(hist, node_sums, active, bin_offsets, scales, rules: Regula
          node_sums, cupy.ascontiguousarray(active, dtype=bool), np.int32(n_nodes), np.int32(categories.n_words),
          np.float64(rules.gamma), np.float64(MIN_SPLIT_GAIN), table))
     return table
-
-
-@functools.lru_cache(maxsize=64)
-def _device_features(features_bytes: bytes, device: int):
-    """The categorical features' indices on the device, copied once (a copy from pageable host
-    memory would wait for the stream: a level would wait for the host)."""
-    import cupy
-
-    return cupy.asarray(np.frombuffer(features_bytes, dtype=POSITION_DTYPE))
-
-
-@functools.lru_cache(maxsize=64)
-def _numeric_features(features_bytes: bytes, n_features: int, device: int):
-    """(n_features,) bool on the device: True for the features not among the categorical ones."""
-    import cupy
-
-    numeric = np.ones(n_features, dtype=bool)
-    numeric[np.frombuffer(features_bytes, dtype=POSITION_DTYPE)] = False
-    return cupy.asarray(numeric)
 
 
 def _table_columns(table):

@@ -577,7 +577,7 @@ __device__ __forceinline__ double left_sums_gain(i64 sum_g, i64 sum_h, double in
 
 // The best category-set split of one (node, categorical feature) pair, a block each (blockIdx.x
 // the pair: node * n_categorical + k): the categories present in the node ordered by weight,
-// ties by code, then one thread scans as the twin does. With n_sort > 0 (a power of two, at
+// ties by code (by code alone for a one-hot feature), then one thread scans as the twin does. With n_sort > 0 (a power of two, at
 // least any feature's categories: the shared memory's room) the block sorts (weight, code) pairs
 // of its feature's categories, padded to a power of two, in shared memory (bitonic; the absent
 // categories and the padding last); else each thread ranks
@@ -610,6 +610,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
     if (threadIdx.x == 0) { n_present = 0; out[0] = -1; found_gain[item] = -positive_infinity(); }
     if (allowed && !allowed[(i64)node * n_features + feature]) return;
     const double inverse_g = 1.0 / scales[0], inverse_h = 1.0 / scales[1];
+    const bool one_hot = n_categories < max_onehot;  // its categories in code order: every key 0
     int present_here = 0;
     if (n_sort > 0) {
         int width = 1;  // this feature's categories, padded to a power of two (at most n_sort)
@@ -617,8 +618,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
         for (int i = threadIdx.x; i < width; i += BLOCK) {
             const bool present = i < n_categories && (h[2 * i] != 0 || h[2 * i + 1] != 0);
             // +0.0: a -0.0 weight sorts as 0.0, as in the twin; absent ones and padding after every code
-            sort_keys[i] = present ? node_weight((double)h[2 * i] * inverse_g, (double)h[2 * i + 1] * inverse_h, r) + 0.0
-                                   : positive_infinity();
+            sort_keys[i] = !present ? positive_infinity() : one_hot ? 0.0
+                           : node_weight((double)h[2 * i] * inverse_g, (double)h[2 * i + 1] * inverse_h, r) + 0.0;
             sorted[i] = present ? i : (1 << 30) + i;
             present_here += present;
         }
@@ -641,7 +642,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
         }
     } else {
         for (int c = threadIdx.x; c < n_categories; c += BLOCK) {  // +0.0: as above
-            key[c] = node_weight((double)h[2 * c] * inverse_g, (double)h[2 * c + 1] * inverse_h, r) + 0.0;
+            key[c] = one_hot ? 0.0
+                     : node_weight((double)h[2 * c] * inverse_g, (double)h[2 * c + 1] * inverse_h, r) + 0.0;
         }
         __syncthreads();
         for (int c = threadIdx.x; c < n_categories; c += BLOCK) {
@@ -667,45 +669,33 @@ extern "C" __global__ void __launch_bounds__(BLOCK) category_splits(
     const double total_g = (double)node_g * inverse_g, total_h = (double)node_h * inverse_h;
     const double parent_gain = node_gain(total_g, total_h, r);
     const double least_hessian = inverse_h >= min_child_weight ? inverse_h : min_child_weight;
+    // The twin's one scan: one category alone (kind 0), or the first k (kind 1) and last k (kind 2)
+    // of the ranked categories, each with missing values right, then left.
+    const int first_kind = one_hot ? 0 : 1, last_kind = one_hot ? 0 : 2;
+    const int n_steps = one_hot ? present : min(present - 1, max_threshold);
     double best_gain = -positive_infinity();
     int best_kind = -1, best_at = 0, best_direction = 0;
     i64 best_g = 0, best_h = 0;
-    if (n_categories < max_onehot) {
-        for (int c = 0; c < n_categories; ++c) {
-            if (h[2 * c] == 0 && h[2 * c + 1] == 0) continue;
+    for (int kind = first_kind; kind <= last_kind; ++kind) {
+        i64 right_g = 0, right_h = 0;
+        for (int step = 0; step < n_steps; ++step) {
+            const int c = sorted[kind == 2 ? present - 1 - step : step];
+            if (kind == 0) { right_g = 0; right_h = 0; }  // one category alone
+            right_g += h[2 * c]; right_h += h[2 * c + 1];
             for (int d = 0; d < n_directions; ++d) {
-                const i64 sum_g = present_g - h[2 * c] + d * missing_g, sum_h = present_h - h[2 * c + 1] + d * missing_h;
+                const i64 sum_g = present_g - right_g + d * missing_g, sum_h = present_h - right_h + d * missing_h;
                 const double gain = left_sums_gain(sum_g, sum_h, inverse_g, inverse_h, total_g, total_h, parent_gain,
                                                    least_hessian, r);
                 if (gain > best_gain || best_kind < 0) {
                     best_gain = gain > best_gain ? gain : best_gain;
-                    best_kind = 0; best_at = c; best_direction = d; best_g = sum_g; best_h = sum_h;
+                    best_kind = kind; best_at = step + 1; best_direction = d; best_g = sum_g; best_h = sum_h;
                 }
             }
         }
-        if (best_kind == 0) set[best_at >> 6] |= 1LL << (best_at & 63);
-    } else {
-        const int largest = min(present - 1, max_threshold);
-        for (int kind = 1; kind <= 2; ++kind) {
-            i64 right_g = 0, right_h = 0;
-            for (int k = 1; k <= largest; ++k) {
-                const int c = sorted[kind == 1 ? k - 1 : present - k];
-                right_g += h[2 * c]; right_h += h[2 * c + 1];
-                for (int d = 0; d < n_directions; ++d) {
-                    const i64 sum_g = present_g - right_g + d * missing_g, sum_h = present_h - right_h + d * missing_h;
-                    const double gain = left_sums_gain(sum_g, sum_h, inverse_g, inverse_h, total_g, total_h,
-                                                       parent_gain, least_hessian, r);
-                    if (gain > best_gain || best_kind < 0) {
-                        best_gain = gain > best_gain ? gain : best_gain;
-                        best_kind = kind; best_at = k; best_direction = d; best_g = sum_g; best_h = sum_h;
-                    }
-                }
-            }
-        }
-        for (int k = 0; k < (best_kind > 0 ? best_at : 0); ++k) {
-            const int c = sorted[best_kind == 1 ? k : present - 1 - k];
-            set[c >> 6] |= 1LL << (c & 63);
-        }
+    }
+    for (int step = best_kind == 0 ? best_at - 1 : 0; step < best_at; ++step) {  // the set: its step's, or its steps'
+        const int c = sorted[best_kind == 2 ? present - 1 - step : step];
+        set[c >> 6] |= 1LL << (c & 63);
     }
     found_gain[item] = best_gain;
     out[0] = best_kind; out[1] = best_at; out[2] = best_direction; out[3] = best_g; out[4] = best_h;

@@ -148,14 +148,8 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, 
     scores -inf."""
     reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
     n_features = bin_offsets.shape[0] - 1
-    inverse_gradient = 1.0 / scales[0]
-    inverse_hessian = 1.0 / scales[1]
-    # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
-    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
-    node_gradient = node_sums[node, 0]
-    node_hessian = node_sums[node, 1]
-    total_gradient = np.float64(node_gradient) * inverse_gradient
-    total_hessian = np.float64(node_hessian) * inverse_hessian
+    (inverse_gradient, inverse_hessian, least_hessian, node_gradient, node_hessian, total_gradient,
+     total_hessian) = _node_terms(node_sums, node, scales, min_child_weight)
     lower, upper = -np.inf, np.inf
     if bounds is not None:
         lower, upper = bounds[node, 0], bounds[node, 1]
@@ -212,6 +206,20 @@ def _group_best(hist, node_sums, bin_offsets, scales, rules, allowed, monotone, 
     found[2] = left_gradient
     found[3] = left_hessian
     found[4] = seen_nan
+
+
+@compiled
+def _node_terms(node_sums, node, scales, min_child_weight):
+    """What scoring a node's candidates starts from: the fixed-point scales' inverses, the least
+    hessian a child may have, the node's fixed-point sums and their real values."""
+    inverse_gradient = 1.0 / scales[0]
+    inverse_hessian = 1.0 / scales[1]
+    # Hessians are multiples of 1 / scale, so "h > 0 and h >= min_child_weight" is one test.
+    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
+    node_gradient = node_sums[node, 0]
+    node_hessian = node_sums[node, 1]
+    return (inverse_gradient, inverse_hessian, least_hessian, node_gradient, node_hessian,
+            np.float64(node_gradient) * inverse_gradient, np.float64(node_hessian) * inverse_hessian)
 
 
 @compiled
@@ -454,42 +462,53 @@ def _category_best(hist, node_sums, begin, end, node, scales, rules, max_onehot,
                    bits):
     """One (node, categorical feature)'s best split, its categories the bins [begin, end) (see
     category_splits). Categories without rows in the node take no part (they go left). Fewer
-    than ``max_onehot`` categories: each category alone right (kind 0, its code). Else the
+    than ``max_onehot`` categories: each category alone right (kind 0), in code order. Else the
     categories ordered by weight (node_weights of their sums; ties by code), and the sets of the
     first ``k`` (kind 1) and of the last ``k`` (kind 2) sent right, ``k`` up to ``max_threshold``
     and below the categories present. Each with missing values right, then left (left only where
-    the node has missing values); the first of the largest gain wins."""
+    the node has missing values); the first of the largest gain wins. ``found``: (kind, its step
+    k from 1, direction, left gradient, left hessian)."""
     reg_lambda, alpha, min_child_weight, max_delta_step = rules[0], rules[1], rules[2], rules[3]
-    inverse_gradient = 1.0 / scales[0]
-    inverse_hessian = 1.0 / scales[1]
-    least_hessian = inverse_hessian if inverse_hessian >= min_child_weight else min_child_weight
-    node_gradient = node_sums[node, 0]
-    node_hessian = node_sums[node, 1]
-    total_gradient = np.float64(node_gradient) * inverse_gradient
-    total_hessian = np.float64(node_hessian) * inverse_hessian
+    (inverse_gradient, inverse_hessian, least_hessian, node_gradient, node_hessian, total_gradient,
+     total_hessian) = _node_terms(node_sums, node, scales, min_child_weight)
     parent_gain = _node_gain(total_gradient, total_hessian, reg_lambda, alpha, min_child_weight, max_delta_step)
     missing_gradient, missing_hessian = _missing_sums(hist, node, begin, end, node_gradient, node_hessian)
     present_gradient = node_gradient - missing_gradient
     present_hessian = node_hessian - missing_hessian
     n_directions = 1 if missing_gradient == 0 and missing_hessian == 0 else 2
     n_categories = end - begin
-    codes = np.empty(n_categories, np.int64)  # the categories present, ascending
+    ranked = np.empty(n_categories, np.int64)  # the categories present, ascending, then as scanned
     n_present = 0
     for code in range(n_categories):
         if hist[node, begin + code, 0] != 0 or hist[node, begin + code, 1] != 0:
-            codes[n_present] = code
+            ranked[n_present] = code
             n_present += 1
+    if n_categories < max_onehot:
+        first_kind, last_kind, n_steps = 0, 0, n_present
+    else:
+        keys = np.empty(n_present, np.float64)
+        for index in range(n_present):
+            keys[index] = _weight(np.float64(hist[node, begin + ranked[index], 0]) * inverse_gradient,
+                                  np.float64(hist[node, begin + ranked[index], 1]) * inverse_hessian, reg_lambda,
+                                  alpha, min_child_weight, max_delta_step) + 0.0  # -0.0 as 0.0, as on the GPU
+        ranked[:n_present] = ranked[:n_present][np.argsort(keys, kind="mergesort")]  # stable: ties in code order
+        first_kind, last_kind, n_steps = 1, 2, min(n_present - 1, max_threshold)
     best_gain = -np.inf
     best_kind = -1
     best_at = 0
     best_direction = 0
     best_gradient = np.int64(0)
     best_hessian = np.int64(0)
-    if n_categories < max_onehot:
-        for index in range(n_present):
-            code = codes[index]
-            right_gradient = hist[node, begin + code, 0]
-            right_hessian = hist[node, begin + code, 1]
+    for kind in range(first_kind, last_kind + 1):
+        right_gradient = np.int64(0)
+        right_hessian = np.int64(0)
+        for step in range(n_steps):
+            code = ranked[n_present - 1 - step] if kind == 2 else ranked[step]
+            if kind == 0:  # one category alone
+                right_gradient = np.int64(0)
+                right_hessian = np.int64(0)
+            right_gradient += hist[node, begin + code, 0]
+            right_hessian += hist[node, begin + code, 1]
             for direction in range(n_directions):  # missing right, then missing left
                 sum_gradient = present_gradient - right_gradient + direction * missing_gradient
                 sum_hessian = present_hessian - right_hessian + direction * missing_hessian
@@ -498,38 +517,11 @@ def _category_best(hist, node_sums, begin, end, node, scales, rules, max_onehot,
                                    max_delta_step)
                 if gain > best_gain or best_kind < 0:
                     best_gain = gain if gain > best_gain else best_gain
-                    best_kind, best_at, best_direction = 0, code, direction
+                    best_kind, best_at, best_direction = kind, step + 1, direction
                     best_gradient, best_hessian = sum_gradient, sum_hessian
-    else:
-        keys = np.empty(n_present, np.float64)
-        for index in range(n_present):
-            keys[index] = _weight(np.float64(hist[node, begin + codes[index], 0]) * inverse_gradient,
-                                  np.float64(hist[node, begin + codes[index], 1]) * inverse_hessian, reg_lambda,
-                                  alpha, min_child_weight, max_delta_step) + 0.0  # -0.0 as 0.0, as on the GPU
-        order = np.argsort(keys, kind="mergesort")  # stable: equal weights stay in code order
-        largest = min(n_present - 1, max_threshold)
-        for kind in range(1, 3):  # the first k categories right, then the last k
-            right_gradient = np.int64(0)
-            right_hessian = np.int64(0)
-            for k in range(1, largest + 1):
-                code = codes[order[k - 1] if kind == 1 else order[n_present - k]]
-                right_gradient += hist[node, begin + code, 0]
-                right_hessian += hist[node, begin + code, 1]
-                for direction in range(n_directions):
-                    sum_gradient = present_gradient - right_gradient + direction * missing_gradient
-                    sum_hessian = present_hessian - right_hessian + direction * missing_hessian
-                    gain = _split_gain(sum_gradient, sum_hessian, inverse_gradient, inverse_hessian, total_gradient,
-                                       total_hessian, parent_gain, least_hessian, reg_lambda, alpha,
-                                       min_child_weight, max_delta_step)
-                    if gain > best_gain or best_kind < 0:
-                        best_gain = gain if gain > best_gain else best_gain
-                        best_kind, best_at, best_direction = kind, k, direction
-                        best_gradient, best_hessian = sum_gradient, sum_hessian
-        for k in range(best_at if best_kind > 0 else 0):
-            code = codes[order[k] if best_kind == 1 else order[n_present - 1 - k]]
-            bits[code >> 6] |= np.int64(1) << (code & 63)
-    if best_kind == 0:
-        bits[best_at >> 6] |= np.int64(1) << (best_at & 63)
+    for step in range(best_at - 1 if best_kind == 0 else 0, best_at):  # the set: its step's, or its steps'
+        code = ranked[n_present - 1 - step] if best_kind == 2 else ranked[step]
+        bits[code >> 6] |= np.int64(1) << (code & 63)
     found_gain[0] = best_gain
     found[0] = best_kind
     found[1] = best_at

@@ -59,6 +59,15 @@ class Tree:
             depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
         return int(depth.max())
 
+    def category_lists(self) -> dict:
+        """The category sets as XGBoost's JSON holds them: ``categories_nodes`` (ascending), each
+        one's ``categories`` at ``categories_segments``, ``categories_sizes`` of them (lists of
+        Python ints; all empty without sets)."""
+        nodes = sorted(self.categories)
+        sizes = [len(self.categories[n]) for n in nodes]
+        return {"categories_nodes": nodes, "categories_segments": np.cumsum([0] + sizes[:-1]).astype(int).tolist(),
+                "categories_sizes": sizes, "categories": [int(c) for n in nodes for c in self.categories[n]]}
+
     @property
     def category_words(self) -> int:
         """uint32 words that hold its largest category set's highest code (0 without sets)."""
@@ -90,11 +99,12 @@ class Tree:
         threshold[numeric] = cuts.threshold(feature[numeric].astype(INDEX_DTYPE),
                                             split_bin[numeric].astype(INDEX_DTYPE))
         categories = {}
-        if by_set.any():
-            words = np.ascontiguousarray(record[kept][:, len(RECORD_COLUMNS):]).view(np.uint64)
-            for node in np.flatnonzero(by_set).tolist():
-                bits = np.unpackbits(words[node].view(np.uint8), bitorder="little")
-                categories[node] = np.flatnonzero(bits).astype(INDEX_DTYPE)
+        if by_set.any():  # the set nodes' words as bits, one row a node, then each row's codes
+            nodes = np.flatnonzero(by_set)
+            words = np.ascontiguousarray(record[kept[nodes], len(RECORD_COLUMNS):]).view(np.uint8)
+            rows, codes = np.nonzero(np.unpackbits(words, axis=1, bitorder="little"))
+            categories = dict(zip(nodes.tolist(), np.split(codes.astype(INDEX_DTYPE),
+                                                           np.searchsorted(rows, np.arange(1, len(nodes))))))
         return cls(
             left=left.astype(NODE_INDEX_DTYPE),
             right=np.where(split, left + 1, -1).astype(NODE_INDEX_DTYPE),
@@ -112,14 +122,7 @@ class Tree:
         """JSON-ready: lists of Python ints, bools and floats (float32 values exactly); the
         category sets, where there are any, as XGBoost writes them (``categories_nodes``, and
         each one's ``categories`` at ``categories_segments`` of ``categories_sizes``)."""
-        sets = {}
-        if self.categories:
-            nodes = sorted(self.categories)
-            sizes = [len(self.categories[n]) for n in nodes]
-            sets = {"categories_nodes": nodes, "categories_segments": np.cumsum([0] + sizes[:-1]).tolist(),
-                    "categories_sizes": sizes,
-                    "categories": [int(c) for n in nodes for c in self.categories[n]]}
-        return {**sets, 
+        return {**(self.category_lists() if self.categories else {}), 
             "left_children": self.left.tolist(),
             "right_children": self.right.tolist(),
             "split_indices": self.feature.tolist(),
