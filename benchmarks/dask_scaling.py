@@ -161,7 +161,7 @@ _RUNS = {"dgboost": _run_dgboost, "xgboost": _run_xgboost}
 def _auc(system: str, model, X_test, y_test, args) -> float:
     from dgboost.backend import to_numpy
     from dgboost.collective import LocalCommunicator
-    from dgboost.metrics import make_metric
+    from dgboost.objectives.metrics import make_metric
     from dgboost.params import TrainParams
 
     X = X_test

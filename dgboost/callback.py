@@ -12,7 +12,7 @@ import time
 from typing import TextIO
 
 from ._files import write_atomically
-from .metrics import HIGHER_IS_BETTER
+from .objectives.metrics import HIGHER_IS_BETTER
 
 #: {eval set name: {metric name: [value per round]}}
 EvalsLog = dict[str, dict[str, list[float]]]

@@ -442,7 +442,7 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
 
     from . import dask as dgb_dask
     from .collective import LocalCommunicator
-    from .metrics import make_metric
+    from .objectives.metrics import make_metric
     from .objectives import make_objective
 
     booster = load_model(model, "--model")

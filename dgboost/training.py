@@ -29,7 +29,7 @@ from .tree.constraints import FeatureRules
 from .tree.grower import Grower
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
-from .metrics import make_metric
+from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
 from .params import TrainParams
 from .reduce import global_count

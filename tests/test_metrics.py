@@ -7,7 +7,7 @@ import pytest
 from sklearn import metrics as sk
 
 from dgboost.collective import LocalCommunicator
-from dgboost.metrics import make_metric
+from dgboost.objectives.metrics import make_metric
 from dgboost.params import TrainParams
 
 COMM = LocalCommunicator()

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import dgboost
 from dgboost.callback import EarlyStopping, EvaluationMonitor, TrainingCallback
 from dgboost.collective import LocalCommunicator
-from dgboost.metrics import make_metric
+from dgboost.objectives.metrics import make_metric
 
 
 def test_one_split_tree_by_hand():

@@ -735,7 +735,7 @@ def add_leaf_values(run, n_runs, margins, output, leaf_value, positions):
 def pair_gradients(run, n_runs, kind, margin, label, weight, parameter, least_hessian, gpair):
     """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, for run ``run`` of
     ``n_runs`` equal runs of the rows: the float32 operations of the objective's array
-    program (objectives.py), one by one, in its order, so the same bits. ``kind`` 0:
+    program (objectives/), one by one, in its order, so the same bits. ``kind`` 0:
     squared error, ``margin`` the margins; 1: pseudo-Huber, ``parameter`` the slope; 2:
     logistic, ``margin`` holding ``exp(-margin)`` as NumPy computed it (numba's exp rounds
     differently), its hessian at least ``least_hessian``. ``weight``: float32 per row, or

@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from ._dtypes import INDEX_DTYPE, STAT_DTYPE
-from .backend import column_reduce, get_xp, to_numpy, to_numpy_many
-from .fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
-from .params import TrainParams
-from .reduce import device_count, exact_sums_partial, finish_exact_sums
+from .._dtypes import INDEX_DTYPE, STAT_DTYPE
+from ..backend import column_reduce, get_xp, to_numpy, to_numpy_many
+from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
+from ..params import TrainParams
+from ..reduce import device_count, exact_sums_partial, finish_exact_sums
 
 #: Probabilities are clipped to [eps, 1 - eps] inside logarithms (XGBoost's 1e-16).
 _EPS = 1e-16

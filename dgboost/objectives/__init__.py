@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
-from .backend import get_xp
-from .data.inputs import RowError
-from .params import TrainParams
-from .reduce import exact_sums
+from .._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
+from ..backend import get_xp
+from ..data.inputs import RowError
+from ..params import TrainParams
+from ..reduce import exact_sums
 
 _F32 = GRADIENT_DTYPE
 #: Smallest hessian of the probabilistic losses (XGBoost's kRtEps), so a
@@ -63,7 +63,7 @@ class Objective:
         faulted in at once, its threads meeting the compiled loops' spinning ones)."""
         if get_xp(margins) is not np or self._loop_kind is None:
             return self.gradients(margins, label, weight)
-        from .kernels import cpu
+        from ..kernels import cpu
 
         return cpu.pair_gradients(self._loop_kind, self._loop_input(margins[:, 0]), label, weight,
                                   self._loop_parameter(), _MIN_HESSIAN)[:, None, :]
