@@ -12,7 +12,7 @@ import time
 from typing import TextIO
 
 from ._files import write_atomically
-from .objectives.metrics import HIGHER_IS_BETTER
+from .objectives.metrics import higher_is_better
 
 #: {eval set name: {metric name: [value per round]}}
 EvalsLog = dict[str, dict[str, list[float]]]
@@ -212,7 +212,7 @@ class EarlyStopping(TrainingCallback):
         if metric_name not in metrics:
             raise ValueError(f"EarlyStopping metric_name={metric_name!r} is not reported; "
                              f"the metrics are {list(metrics)}")
-        maximize = self.maximize if self.maximize is not None else metric_name in HIGHER_IS_BETTER
+        maximize = self.maximize if self.maximize is not None else higher_is_better(metric_name)
         score = metrics[metric_name][-1]
         if self._improves(score, maximize):
             self._best_score, self._best_iteration = score, epoch

@@ -23,9 +23,21 @@ OBJECTIVES = (
     "multi:softmax",
     "multi:softprob",
     "count:poisson",
+    "reg:squaredlogerror",
+    "reg:gamma",
+    "reg:tweedie",
+    "reg:absoluteerror",
+    "reg:quantileerror",
+    "binary:hinge",
+    "rank:ndcg",
+    "rank:pairwise",
+    "rank:map",
 )
 
-#: The metric each objective reports when ``eval_metric`` is not given (XGBoost's).
+RANKING = ("rank:ndcg", "rank:pairwise", "rank:map")
+
+#: The metric each objective reports when ``eval_metric`` is not given (XGBoost's; the
+#: ranking objectives' and reg:tweedie's take their parameters: ``TrainParams.metrics``).
 DEFAULT_METRIC = {
     "reg:squarederror": "rmse",
     "reg:logistic": "rmse",
@@ -35,24 +47,82 @@ DEFAULT_METRIC = {
     "multi:softmax": "mlogloss",
     "multi:softprob": "mlogloss",
     "count:poisson": "poisson-nloglik",
+    "reg:squaredlogerror": "rmsle",
+    "reg:gamma": "gamma-deviance",
+    "reg:tweedie": "tweedie-nloglik",
+    "reg:absoluteerror": "mae",
+    "reg:quantileerror": "quantile",
+    "binary:hinge": "error",
+    "rank:ndcg": "ndcg",
+    "rank:pairwise": "ndcg",
+    "rank:map": "map",
 }
 
-#: Which objectives each metric makes sense for.
-_SINGLE_OUTPUT = tuple(o for o in OBJECTIVES if not o.startswith("multi:"))
+#: Which objectives each metric makes sense for (by its name before any "@").
+_REGRESSION = ("reg:squarederror", "reg:pseudohubererror", "count:poisson", "reg:squaredlogerror", "reg:gamma",
+               "reg:tweedie", "reg:absoluteerror", "reg:quantileerror", "reg:logistic")
 _PROBABILITY = ("reg:logistic", "binary:logistic", "binary:logitraw")
 _MULTICLASS = ("multi:softmax", "multi:softprob")
+_SINGLE_OUTPUT = tuple(o for o in OBJECTIVES if not o.startswith("multi:") and o != "reg:quantileerror")
 METRIC_OBJECTIVES = {
     "rmse": _SINGLE_OUTPUT,
     "mae": _SINGLE_OUTPUT,
     "mphe": _SINGLE_OUTPUT,
+    "mape": _REGRESSION,
+    "rmsle": _REGRESSION,
     "logloss": _PROBABILITY,
-    "error": _PROBABILITY,
-    "auc": _PROBABILITY + _MULTICLASS,
+    "error": _PROBABILITY + ("binary:hinge",),
+    "auc": _PROBABILITY + _MULTICLASS + ("binary:hinge",) + RANKING,
+    "aucpr": _PROBABILITY + _MULTICLASS + ("binary:hinge",) + RANKING,
     "mlogloss": _MULTICLASS,
     "merror": _MULTICLASS,
     "poisson-nloglik": ("count:poisson",),
+    "gamma-nloglik": ("reg:gamma",),
+    "gamma-deviance": ("reg:gamma",),
+    "tweedie-nloglik": ("reg:tweedie",),
+    "quantile": ("reg:quantileerror",),
+    "ndcg": RANKING,
+    "map": RANKING,
+    "pre": RANKING,
 }
 METRICS = tuple(METRIC_OBJECTIVES)
+#: Metrics that take "@k" (a cut-off: the first k documents of each query) and a trailing "-"
+#: (a query with no relevant document scores 0 rather than 1).
+RANKING_METRICS = ("ndcg", "map", "pre")
+
+
+def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
+    """A metric's name as (its base name, its "@" argument or None, its trailing "-"):
+    "ndcg@10-" is ("ndcg", 10, True), "tweedie-nloglik@1.5" ("tweedie-nloglik", 1.5, False).
+    Raises ValueError for a name that is not a metric, saying which are."""
+    base, at, argument = name.partition("@")
+    minus = False
+    if base.endswith("-") and base[:-1] in RANKING_METRICS:
+        base, minus = base[:-1], True
+    elif at and argument.endswith("-") and base in RANKING_METRICS:
+        argument, minus = argument[:-1], True
+    if base not in METRIC_OBJECTIVES:
+        hint = difflib.get_close_matches(base, METRICS, n=1)
+        suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+        raise ValueError(f"eval_metric {name!r} is not one of {', '.join(METRICS)} (ndcg, map and pre take "
+                         f"'@k' and a trailing '-'; tweedie-nloglik takes '@rho').{suggestion}")
+    if not at:
+        return base, None, minus
+    if base in RANKING_METRICS:
+        if not argument.isdigit() or int(argument) < 1:
+            raise ValueError(f"eval_metric {name!r}: the cut-off after '@' must be an integer >= 1, as in "
+                             f"'{base}@10'")
+        return base, int(argument), minus
+    if base == "tweedie-nloglik":
+        try:
+            rho = float(argument)
+        except ValueError:
+            rho = math.nan
+        if not 1.0 <= rho < 2.0:
+            raise ValueError(f"eval_metric {name!r}: the variance power after '@' must be a number in [1, 2), as "
+                             "in 'tweedie-nloglik@1.5'")
+        return base, rho, False
+    raise ValueError(f"eval_metric {name!r}: {base!r} takes no '@' argument; write {base!r}")
 
 #: XGBoost parameters a user may bring that dgboost does not implement yet: named
 #: apart so the error says "not supported yet" rather than "unknown".
@@ -135,10 +205,24 @@ def _check_eval_metric(name, value):
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise TypeError(f"{name}={value!r} must be a metric name or a list of them")
     for metric in names:
-        _choice(*METRICS)[0](name, metric)
+        parse_metric(metric)
     if len(set(names)) != len(names):
         raise ValueError(f"{name}={value!r} names a metric twice; list each once")
     return tuple(names)
+
+
+def _check_quantile_alpha(name, value):
+    """One quantile or a list of them, each in (0, 1), ascending (XGBoost's rule). Returns a tuple."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise ValueError(f"{name}=[] names no quantile: give one in (0, 1), or a list of them")
+    for index, alpha in enumerate(values):
+        where = f"{name}[{index}]" if isinstance(value, (list, tuple)) else name
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0.0 < alpha < 1.0:
+            raise ValueError(f"{where}={alpha!r} must be a quantile in (0, 1), such as 0.5 for the median")
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise ValueError(f"{name}={value!r} must be ascending without repeats (XGBoost's rule), e.g. [0.1, 0.5, 0.9]")
+    return tuple(float(alpha) for alpha in values)
 
 
 def _check_optional(check):
@@ -254,6 +338,10 @@ _CHECKS = {
     "sampling_method": _choice("uniform", "gradient_based", "goss"),
     "num_class": _number(2, 2**31 - 1, integer=True),
     "huber_slope": _number(0, _INF, lo_open=True),
+    "tweedie_variance_power": _number(1, 2, lo_open=True, hi_open=True),
+    "pair_method": _choice("topk", "mean"),
+    "num_pair": _number(1, 2**31 - 1, integer=True),
+    "bias_norm": _number(0, _INF),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
     "verbosity": _number(0, 3, integer=True),
     "nthread": _number(-1, 2**31 - 1, integer=True),
@@ -340,6 +428,27 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("tree_method", "hist", *_CHECKS["tree_method"],
          "Always the histogram method; accepted so XGBoost params dicts carry over."),
     Spec("huber_slope", 1.0, *_CHECKS["huber_slope"], "The delta of reg:pseudohubererror."),
+    Spec("tweedie_variance_power", 1.5, *_CHECKS["tweedie_variance_power"],
+         "reg:tweedie's variance power: near 1 like Poisson, near 2 like gamma."),
+    Spec("quantile_alpha", None, _check_optional(_check_quantile_alpha), "a number in (0, 1) or an ascending list of them",
+         "reg:quantileerror's quantiles, required by it: one output (and one tree a round) each."),
+    Spec("lambdarank_pair_method", "topk", *_CHECKS["pair_method"],
+         "Ranking: the pairs of each query: 'topk' pairs each of the first k documents (by the model's "
+         "order) with every document below it; 'mean' draws lambdarank_num_pair_per_sample partners of "
+         "another label for each document."),
+    Spec("lambdarank_num_pair_per_sample", None, _check_optional(_CHECKS["num_pair"][0]), _CHECKS["num_pair"][1],
+         "Ranking: k of 'topk' (default 32), or the partners drawn for each document by 'mean' (default 1)."),
+    Spec("lambdarank_unbiased", False, _check_bool, "True or False",
+         "Ranking: not supported yet (position-debiased LambdaMART); True is refused."),
+    Spec("lambdarank_bias_norm", 1.0, *_CHECKS["bias_norm"],
+         "Ranking: the position bias's norm (with lambdarank_unbiased, not supported yet)."),
+    Spec("lambdarank_normalization", True, _check_bool, "True or False",
+         "Ranking: scale each query's gradients, by log2(1 + s) / s of their sum s with 'topk', by 1 / "
+         "lambdarank_num_pair_per_sample with 'mean'."),
+    Spec("lambdarank_score_normalization", True, _check_bool, "True or False",
+         "Ranking: divide each pair's metric change by the gap between its two scores (plus 0.01)."),
+    Spec("ndcg_exp_gain", True, _check_bool, "True or False",
+         "Ranking: NDCG's gain of a relevance r is 2**r - 1 (labels then integers in [0, 31]); False: r."),
     Spec("scale_pos_weight", 1.0, *_CHECKS["scale_pos_weight"],
          "Weight multiplier of positive rows, for binary objectives."),
     Spec("verbosity", 1, *_CHECKS["verbosity"],
@@ -418,6 +527,15 @@ class TrainParams:
     grow_policy: str = "depthwise"
     tree_method: str = "hist"
     huber_slope: float = 1.0
+    tweedie_variance_power: float = 1.5
+    quantile_alpha: tuple[float, ...] | None = None
+    lambdarank_pair_method: str = "topk"
+    lambdarank_num_pair_per_sample: int | None = None
+    lambdarank_unbiased: bool = False
+    lambdarank_bias_norm: float = 1.0
+    lambdarank_normalization: bool = True
+    lambdarank_score_normalization: bool = True
+    ndcg_exp_gain: bool = True
     scale_pos_weight: float = 1.0
     verbosity: int = 1
     monotone_constraints: tuple | None = None
@@ -451,8 +569,18 @@ class TrainParams:
 
     @property
     def n_outputs(self) -> int:
-        """Margins per row: num_class for multiclass objectives, else 1."""
-        return self.num_class if self.objective.startswith("multi:") else 1
+        """Margins per row: num_class for multiclass objectives, one a quantile for
+        reg:quantileerror, else 1."""
+        if self.objective.startswith("multi:"):
+            return self.num_class
+        return len(self.quantile_alpha) if self.objective == "reg:quantileerror" else 1
+
+    @property
+    def num_pair(self) -> int:
+        """Ranking's lambdarank_num_pair_per_sample: given, or 32 for 'topk', 1 for 'mean'."""
+        if self.lambdarank_num_pair_per_sample is not None:
+            return self.lambdarank_num_pair_per_sample
+        return 32 if self.lambdarank_pair_method == "topk" else 1
 
     @property
     def effective_max_delta_step(self) -> float:
@@ -468,7 +596,12 @@ class TrainParams:
             return self.eval_metric
         if self.disable_default_eval_metric:
             return ()
-        return (DEFAULT_METRIC[self.objective],)
+        metric = DEFAULT_METRIC[self.objective]
+        if self.objective == "reg:tweedie":
+            return (f"{metric}@{self.tweedie_variance_power:g}",)
+        if self.objective in RANKING and self.lambdarank_pair_method == "topk":
+            return (f"{metric}@{self.num_pair}",)  # XGBoost's: the pairs' cut-off
+        return (metric,)
 
     def to_dict(self) -> dict[str, Any]:
         """The parameters under their XGBoost names, JSON-friendly (NaN as the string "nan")."""
@@ -537,7 +670,20 @@ def _check_together(values: dict[str, Any]) -> None:
                              f"for objective={objective!r}")
         if objective == "count:poisson" and base_score <= 0.0:
             raise ValueError(f"base_score={base_score!r} must be > 0 for count:poisson")
+    if objective == "reg:quantileerror" and values.get("quantile_alpha") is None:
+        raise ValueError("objective='reg:quantileerror' needs quantile_alpha: the quantile to fit, e.g. 0.5 for the "
+                         "median, or a list of them")
+    if objective != "reg:quantileerror" and values.get("quantile_alpha") is not None:
+        raise ValueError(f"quantile_alpha is only for objective='reg:quantileerror', not {objective!r}; remove it")
+    if values.get("lambdarank_unbiased"):
+        raise ValueError("lambdarank_unbiased=True (position-debiased LambdaMART) is not supported by dgboost yet; "
+                         "remove it")
+    if base_score is not None and objective in ("reg:gamma", "reg:tweedie") and base_score <= 0.0:
+        raise ValueError(f"base_score={base_score!r} must be > 0 for objective={objective!r} (its link is log)")
+    if base_score is not None and objective == "reg:squaredlogerror" and base_score <= -1.0:
+        raise ValueError(f"base_score={base_score!r} must be > -1 for objective='reg:squaredlogerror'")
     for metric in values.get("eval_metric") or ():
+        metric, *_ = parse_metric(metric)
         if objective not in METRIC_OBJECTIVES[metric]:
             fits = ", ".join(METRIC_OBJECTIVES[metric])
             raise ValueError(f"eval_metric {metric!r} does not fit objective={objective!r}; "

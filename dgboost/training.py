@@ -17,12 +17,12 @@ from typing import Sequence
 import numpy as np
 
 from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, MARGIN_DTYPE
-from .backend import HostRead, asarray, cuda_device_count, start_read, to_numpy, xp_for_device
+from .backend import HostRead, asarray, cuda_device_count, get_xp, start_read, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
+from .data.inputs import Dataset, RowError, RowSpans, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix, build_ellpack
 from .tree import make_grower
 from .tree.constraints import FeatureRules
@@ -31,7 +31,7 @@ from .kernels import add_leaf_values
 from .kernels.loops import using_threads
 from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
-from .params import TrainParams
+from .params import RANKING, TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
 from .data.categories import (Categories, agree_counts, choose_combinations, known_codes,
@@ -97,7 +97,8 @@ class EvalSet:
 
 def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False, init_model=None, feature_weights=None) -> Booster:
+          verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None, group=None,
+          eval_qid=None, eval_group=None) -> Booster:
     """Train a gradient-boosted tree model in this process.
 
     Parameters
@@ -123,6 +124,12 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     feature_weights : array (n_features,), optional
         Column sampling's weights (``colsample_*``): a feature is drawn as XGBoost draws
         it, more often the larger its weight; finite and >= 0.
+    qid, group : array (n_rows,) of query ids / array (n_groups,) of query sizes, optional
+        Ranking's queries (one of them, required by rank:*): XGBoost's. Each query's rows are
+        contiguous, its ids ascending; a sample_weight is then one a query (or one a row,
+        equal within each query).
+    eval_qid, eval_group : lists, one entry an eval set, optional
+        The eval sets' queries, as ``qid`` and ``group``.
 
     Returns
     -------
@@ -135,10 +142,12 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     objective = make_objective(params)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
-    training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin)
+    training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
+                               group=group)
     resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
-    eval_sets = _eval_sets(evals, X, y, training, params, objective)
+    eval_sets = _eval_sets(evals, X, y, training, params, objective, _aligned(eval_qid, evals, "eval_qid"),
+                           _aligned(eval_group, evals, "eval_group"))
     xp = device_module(params.device)
     training = training.to(xp)
     for eval_set in eval_sets:
@@ -196,6 +205,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
                 eval_set.data = dataclasses.replace(eval_set.data, X=X)
     matrix = build_ellpack(training.X, cuts, xp)
     logger.info(matrix.describe())
+    objective.prepare(training, rows, comm)
     if init_model is None:
         base_margin = objective.base_margin(training.label, training.weight, comm)
     else:
@@ -264,7 +274,7 @@ class _RoundWork:
             self.grower.eta = self.schedule.rate(epoch)
         objective, training = self.objective, self.training
         margins = self.margins
-        gpair = objective.training_gradients(margins, training.label, training.weight)
+        gpair = objective.training_gradients(margins, training.label, training.weight, epoch)
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
@@ -280,7 +290,7 @@ class _RoundWork:
         for state in self.evals:
             predictions = objective.eval_transform(state.margins)
             for metric in self.metrics:
-                partial = metric.partial(state.data.label, predictions, state.data.weight, self.comm)
+                partial = metric.partial(state.data.label, predictions, state.data.weight, self.comm, state.data.group)
                 names.append(((state.name, metric.name), metric, len(partial)))
                 parts += partial
         return _Round(start_read(records + parts), len(records), names)
@@ -437,17 +447,51 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
                         n_outputs=objective.n_outputs, where=where, **kwargs)
     if data.label is not None:
         objective.check_labels(data.label, f"{where}y")
+    check_groups(params, data.group is not None, where)
+    if data.label is not None:
+        check_metric_labels(params, data.label, f"{where}y")
     return data
 
 
-def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective):
+def check_metric_labels(params: TrainParams, label, name: str) -> None:
+    """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule)."""
+    binary = [m for m in params.metrics if m.split("@")[0].rstrip("-") in ("map", "pre")]
+    if binary and bool(((label != 0) & (label != 1)).any()):
+        xp = get_xp(label)
+        row = int(xp.nonzero((label != 0) & (label != 1))[0][0])
+        raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": eval_metric {binary[0]!r} needs labels 0 or "
+                       "1 (relevant or not); use ndcg for graded relevance")
+
+
+def check_groups(params: TrainParams, has_groups: bool, where: str = "") -> None:
+    """Ranking objectives need query groups; others take none."""
+    if params.objective in RANKING and not has_groups:
+        raise ValueError(f"objective={params.objective!r} ranks the rows of each query: pass {where}qid (a query id "
+                         f"a row) or {where}group (the queries' sizes)")
+    if params.objective not in RANKING and has_groups:
+        raise ValueError(f"{where}qid/group give query groups, which only ranking objectives (rank:ndcg, rank:pairwise, "
+                         f"rank:map) use; objective={params.objective!r} takes none: remove them")
+
+
+def _aligned(values, evals, name: str) -> list:
+    """``values`` (eval_qid or eval_group), one an eval set, or Nones."""
+    n = len(evals) if isinstance(evals, (list, tuple)) else 0
+    if values is None:
+        return [None] * n
+    if not isinstance(values, (list, tuple)) or len(values) != n:
+        raise ValueError(f"{name} must be a list with one entry an eval set ({n}), got "
+                         f"{type(values).__name__} of {len(values) if hasattr(values, '__len__') else '?'}")
+    return list(values)
+
+
+def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: Objective, qids, groups):
     eval_sets = []
-    for where, eval_X, eval_y, name in eval_entries(evals):
-        if eval_X is X and eval_y is y:
+    for (where, eval_X, eval_y, name), qid, group in zip(eval_entries(evals), qids, groups):
+        if eval_X is X and eval_y is y and qid is None and group is None:
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue
         data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ",
-                               categories=training.frame_categories)
+                               categories=training.frame_categories, qid=qid, group=group)
         if data.n_features != training.n_features:
             raise ValueError(f"{where} X has {data.n_features} features but the training X has "
                              f"{training.n_features}")

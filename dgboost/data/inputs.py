@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._dtypes import FEATURE_DTYPE, LABEL_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE, WEIGHT_DTYPE
-from ..backend import asarray, get_xp, is_cupy_array
+from ..backend import asarray, get_xp, is_cupy_array, to_numpy
 from ..kernels import first_infinite
 from . import sparse
 from .categories import frame_categories, frame_codes, is_category_dtype
@@ -68,7 +68,9 @@ class Dataset:
     feature_names : tuple of str, or None
     frame_categories : tuple, one entry a column of a DataFrame X: its categories where it is a
         category column (X holds their codes), else None; or None (no category column)
-    All arrays live on one device.
+    group : numpy array of shape (n_groups + 1,), int64, or None: the query groups of ranking,
+        each group's first row then n_rows (XGBoost's group pointer); always on the host
+    All other arrays live on one device.
     """
 
     X: Any
@@ -77,6 +79,7 @@ class Dataset:
     base_margin: Any = None
     feature_names: tuple[str, ...] | None = None
     frame_categories: tuple | None = None
+    group: Any = None
 
     @property
     def n_rows(self) -> int:
@@ -110,14 +113,15 @@ class Dataset:
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
                  allow_empty: bool = False, shard: bool = False, enable_categorical: bool = False,
-                 categories: tuple | None = None) -> Dataset:
+                 categories: tuple | None = None, qid=None, group=None) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
     ``allow_empty`` admits an X without rows: a worker's share of an eval set may be empty.
     ``shard``: these are one worker's rows, so weights may all be zero here (the caller
     checks that some row of the whole data set weighs more than 0). ``enable_categorical``
-    and ``categories``: see ``features``.
+    and ``categories``: see ``features``. ``qid`` or ``group``: ranking's query groups
+    (``query_groups``); a ``weight`` is then one a group, or one a row equal within each group.
     """
     X, feature_names, frame_categories = features(X, missing=missing, where=where, check_finite=check_finite,
                                                   allow_empty=allow_empty, enable_categorical=enable_categorical,
@@ -125,12 +129,70 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
     xp = get_xp(X)
     n_rows = X.shape[0]
     label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
+    ptr = None if qid is None and group is None else query_groups(qid, group, n_rows, where)
     if weight is not None:
+        if ptr is not None:
+            weight = _row_weights(weight, ptr, f"{where}sample_weight")
         weight = vector(weight, f"{where}sample_weight", n_rows, xp, WEIGHT_DTYPE)
         _check_weights(weight, f"{where}sample_weight", some_positive=not shard)
     if base_margin is not None:
         base_margin = margins(base_margin, f"{where}base_margin", n_rows, n_outputs, xp)
-    return Dataset(X, label, weight, base_margin, feature_names, frame_categories)
+    return Dataset(X, label, weight, base_margin, feature_names, frame_categories, ptr)
+
+
+def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
+    """Ranking's query groups as XGBoost's group pointer: (n_groups + 1,) int64 on the host.
+
+    ``qid``: one query id a row (integers), ascending, so each query's rows are contiguous
+    (XGBoost's rule); ``group``: the queries' sizes in row order, summing to ``n_rows``.
+    """
+    if qid is not None and group is not None:
+        raise ValueError(f"{where}qid and {where}group both give the query groups: pass one")
+    if group is not None:
+        sizes = to_numpy(_as_array(group, f"{where}group")).reshape(-1)
+        _check_numeric_dtype(sizes.dtype, f"{where}group")
+        if sizes.size and (np.any(sizes < 1) or np.any(sizes != np.floor(sizes))):
+            raise ValueError(f"{where}group must hold the queries' sizes, integers >= 1; it holds "
+                             f"{sizes[(sizes < 1) | (sizes != np.floor(sizes))][0]!r}")
+        if int(sizes.sum()) != n_rows:
+            raise ValueError(f"{where}group's sizes add up to {int(sizes.sum())} rows but X has {n_rows}: give "
+                             "each query's row count, in row order")
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    values = to_numpy(_as_array(qid, f"{where}qid"))
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1 or values.shape[0] != n_rows:
+        raise ValueError(f"{where}qid must give one query id a row of X ({n_rows}), got shape {values.shape}")
+    _check_numeric_dtype(values.dtype, f"{where}qid")
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+        row = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise RowError(f"{where}qid is {values[row]!r} at row ", row, ": query ids must be finite")
+    down = np.flatnonzero(values[1:] < values[:-1])
+    if down.size:
+        row = int(down[0]) + 1
+        raise RowError(f"{where}qid is not sorted: {values[row]!r} at row ", row,
+                       f" follows {values[row - 1]!r}; each query's rows must be contiguous and the ids ascending "
+                       "(XGBoost's rule): sort the rows by qid, e.g. order = np.argsort(qid, kind='stable')")
+    starts = np.flatnonzero(values[1:] != values[:-1]) + 1
+    return np.concatenate([[0], starts, [n_rows]] if n_rows else [[0]]).astype(np.int64)
+
+
+def _row_weights(weight, ptr: np.ndarray, name: str):
+    """A ranking weight one a row: XGBoost's one a group spread over its rows, or one a row
+    checked equal within each group (a query is weighed as a whole)."""
+    values = _as_array(weight, name)
+    n_groups, n_rows = ptr.shape[0] - 1, int(ptr[-1])
+    if values.ndim == 1 and values.shape[0] == n_groups and n_groups != n_rows:
+        return np.repeat(to_numpy(values), np.diff(ptr))
+    if values.ndim == 1 and values.shape[0] == n_rows and n_rows:
+        host = to_numpy(values)
+        first = np.repeat(host[ptr[:-1]], np.diff(ptr))
+        differs = np.flatnonzero(host != first)
+        if differs.size:
+            row = int(differs[0])
+            raise RowError(f"{name} differs within a query at row ", row, ": ranking weighs each query as a whole; "
+                           "give one weight a query (n_groups values) or the same weight on each of its rows")
+    return values
 
 
 def features(X, *, missing: float = math.nan, where: str = "", check_finite: bool = True,

@@ -38,6 +38,8 @@ evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
 gradient_bounds = _dispatch(cpu.gradient_bounds)
 gradient_sums = _dispatch(cpu.gradient_sums)
+group_order = _dispatch(cpu.group_order)
+lambda_gradients = _dispatch(cpu.lambda_gradients)
 most_present = _dispatch(cpu.most_present)
 next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
@@ -46,6 +48,7 @@ predict_margins = _dispatch(cpu.predict_margins)
 predict_oblivious = _dispatch(cpu.predict_oblivious)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 quantise_sparse = _dispatch(cpu.quantise_sparse)
+rank_scores = _dispatch(cpu.rank_scores)
 route_rows = _dispatch(cpu.route_rows)
 sample_keys = _dispatch(cpu.sample_keys)
 sample_magnitude_max = _dispatch(cpu.sample_magnitude_max)
@@ -70,6 +73,8 @@ __all__ = [
     "first_infinite",
     "gradient_bounds",
     "gradient_sums",
+    "group_order",
+    "lambda_gradients",
     "most_present",
     "next_frontier",
     "node_gains",
@@ -80,6 +85,7 @@ __all__ = [
     "predict_oblivious",
     "quantise_and_pack",
     "quantise_sparse",
+    "rank_scores",
     "route_rows",
     "sample_keys",
     "sample_magnitude_max",

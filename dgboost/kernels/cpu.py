@@ -23,7 +23,7 @@ from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, COLUMN_IND
                        GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE,
                        POSITION_DTYPE, ROW_POINTER_DTYPE)
 from ..backend import get_xp
-from . import loops, split_loops
+from . import loops, rank_loops, split_loops
 
 #: The fewest rows a thread of a loop over rows takes (_threads_for).
 _ROWS_PER_THREAD = 1 << 10
@@ -1192,3 +1192,89 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
     loops.predict(_threads_for(X.shape[0]), *arguments, margins)
     return margins
+
+
+# ---- learning to rank ----------------------------------------------------------------------
+
+#: The fewest groups a thread of the ranking loops takes.
+_GROUPS_PER_THREAD = 64
+
+
+def group_order(key, group_of_row):
+    """Each group's rows by ``key`` descending, ties in row order (a stable sort), groups in
+    order: the model's ranking of each query (``key`` its scores) or the ideal one (its labels).
+
+    Parameters
+    ----------
+    key : array of shape (n_rows,), float32, finite                         # IN
+    group_of_row : array of shape (n_rows,), int64, ascending               # IN
+
+    Returns
+    -------
+    array of shape (n_rows,), int64: row indices                            # OUT
+    """
+    xp = get_xp(key)
+    descending = key.dtype.type(0) - key  # 0 - x, not -x: no -0.0 to order apart from 0.0
+    if xp is np:
+        return np.lexsort((descending, group_of_row)).astype(INDEX_DTYPE)
+    by_key = xp.argsort(descending)  # cupy's sorts are stable
+    return by_key[xp.argsort(group_of_row[by_key])].astype(INDEX_DTYPE)
+
+
+def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
+                     normalization, inv_ideal, discount, draws, group_scale):
+    """LambdaMART's gradient pairs (XGBoost's rank:ndcg, rank:pairwise, rank:map).
+
+    Parameters
+    ----------
+    group_ptr : array of shape (n_groups + 1,), int64: each group's first row, then n_rows   # IN
+    order : array of shape (n_rows,), int64: group_order of the scores                  # IN
+    score, label : arrays of shape (n_rows,), float32                                    # IN
+    kind : rank_loops.NDCG, PAIRWISE or MAP: the metric change that weighs a pair
+    top_k : int: 'topk' pairs each of the first top_k places with every place below it
+    exp_gain, score_normalization, normalization : bool: XGBoost's ndcg_exp_gain,
+        lambdarank_score_normalization and lambdarank_normalization
+    inv_ideal : array of shape (n_groups,), float64: 1 / the group's ideal DCG (0 for none)  # IN
+    discount : array of shape (>= largest group,), float64: 1 / log2(place + 2)            # IN
+    draws : array of shape (n_rows, n_draws), int64: 'mean''s partners of each row (-1 for
+        none); n_draws = 0 for 'topk'                                                       # IN
+    group_scale : array of shape (n_groups,), float64: the group's weight, normalised       # IN
+
+    Returns
+    -------
+    array of shape (n_rows, 2), float32: (gradient, hessian)                              # OUT
+    """
+    n_rows, n_groups = score.shape[0], group_ptr.shape[0] - 1
+    gpair = np.zeros((n_rows, 2), dtype=GRADIENT_DTYPE)
+    scratch = np.empty((3, n_rows), dtype=np.float64)
+    threads = max(1, min(loops.threads(), n_groups // _GROUPS_PER_THREAD))
+    rank_loops.lambda_gradients(threads, group_ptr, order, score, label, int(kind), int(top_k), bool(exp_gain),
+                                bool(score_normalization), bool(normalization), inv_ideal, discount, draws, group_scale,
+                                scratch[0], scratch[1], scratch[2], gpair)
+    return gpair
+
+
+def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):
+    """Each group's ranking metric (XGBoost's ndcg@k, map@k, pre@k).
+
+    Parameters
+    ----------
+    metric : rank_loops.SCORE_NDCG, SCORE_MAP or SCORE_PRECISION
+    group_ptr : array of shape (n_groups + 1,), int64                          # IN
+    order, ideal : arrays of shape (n_rows,), int64: group_order of the predictions and
+        of the labels                                                          # IN
+    label : array of shape (n_rows,), float32                                  # IN
+    top_k : int: the cut-off (the whole group where it is larger)
+    exp_gain, minus : bool: NDCG's gain 2**r - 1; a group with nothing relevant scores 0, not 1
+    discount : array of shape (>= largest group,), float64                     # IN
+
+    Returns
+    -------
+    array of shape (n_groups,), float64                                        # OUT
+    """
+    n_groups = group_ptr.shape[0] - 1
+    scores = np.empty(n_groups, dtype=np.float64)
+    threads = max(1, min(loops.threads(), n_groups // _GROUPS_PER_THREAD))
+    rank_loops.rank_scores(threads, int(metric), group_ptr, order, ideal, label, int(top_k), bool(exp_gain),
+                           bool(minus), discount, scores)
+    return scores

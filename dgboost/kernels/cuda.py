@@ -779,3 +779,51 @@ def _int32(array):
     import cupy
 
     return cupy.ascontiguousarray(array, dtype=POSITION_DTYPE)
+
+
+# ---- learning to rank (ranking.cu) ---------------------------------------------------------
+
+#: Threads per block of lambda_gradients (a block a query group).
+_RANK_BLOCK = 128
+
+
+def group_order(key, group_of_row):
+    from .cpu import group_order as order_on_any_device  # an array program: cupy's stable sorts
+
+    return order_on_any_device(key, group_of_row)
+
+
+def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization, normalization,
+                     inv_ideal, discount, draws, group_scale):
+    import cupy
+
+    n_rows, n_groups = int(score.shape[0]), int(group_ptr.shape[0]) - 1
+    gpair = cupy.zeros((n_rows, 2), dtype=GRADIENT_DTYPE)
+    if n_groups == 0:
+        return gpair
+    scratch = cupy.empty((3, n_rows), dtype=GAIN_DTYPE)
+    draws = cupy.ascontiguousarray(draws, dtype=INDEX_DTYPE)
+    _kernel("ranking.cu", "lambda_gradients")(
+        (n_groups,), (_RANK_BLOCK,),
+        (cupy.ascontiguousarray(group_ptr, dtype=INDEX_DTYPE), cupy.ascontiguousarray(order, dtype=INDEX_DTYPE),
+         cupy.ascontiguousarray(score, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
+         np.int32(kind), np.int64(top_k), np.bool_(exp_gain), np.bool_(score_normalization), np.bool_(normalization),
+         cupy.ascontiguousarray(inv_ideal, dtype=GAIN_DTYPE), cupy.ascontiguousarray(discount, dtype=GAIN_DTYPE),
+         draws, np.int32(draws.shape[1]), cupy.ascontiguousarray(group_scale, dtype=GAIN_DTYPE),
+         scratch[0], scratch[1], scratch[2], gpair))
+    return gpair
+
+
+def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):
+    import cupy
+
+    n_groups = int(group_ptr.shape[0]) - 1
+    scores = cupy.empty(n_groups, dtype=GAIN_DTYPE)
+    if n_groups:
+        _kernel("ranking.cu", "rank_scores")(
+            (_blocks(n_groups),), (_BLOCK,),
+            (np.int32(metric), cupy.ascontiguousarray(group_ptr, dtype=INDEX_DTYPE), np.int64(n_groups),
+             cupy.ascontiguousarray(order, dtype=INDEX_DTYPE), cupy.ascontiguousarray(ideal, dtype=INDEX_DTYPE),
+             cupy.ascontiguousarray(label, dtype=GRADIENT_DTYPE), np.int64(top_k), np.bool_(exp_gain),
+             np.bool_(minus), cupy.ascontiguousarray(discount, dtype=GAIN_DTYPE), scores))
+    return scores

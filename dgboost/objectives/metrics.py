@@ -19,7 +19,9 @@ import numpy as np
 from .._dtypes import INDEX_DTYPE, STAT_DTYPE
 from ..backend import column_reduce, get_xp, to_numpy, to_numpy_many
 from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
-from ..params import TrainParams
+from ..kernels import group_order, rank_scores
+from ..kernels.rank_loops import SCORE_MAP, SCORE_NDCG, SCORE_PRECISION
+from ..params import RANKING_METRICS, TrainParams, parse_metric
 from ..reduce import device_count, exact_sums_partial, finish_exact_sums
 
 #: Probabilities are clipped to [eps, 1 - eps] inside logarithms (XGBoost's 1e-16).
@@ -32,11 +34,12 @@ class Metric:
     name: str
     maximize = False
 
-    def __call__(self, label, predictions, weight, comm) -> float:
-        return self.finish(to_numpy_many(self.partial(label, predictions, weight, comm)))
+    def __call__(self, label, predictions, weight, comm, group=None) -> float:
+        return self.finish(to_numpy_many(self.partial(label, predictions, weight, comm, group)))
 
-    def partial(self, label, predictions, weight, comm) -> list:
-        """Device arrays (8-byte dtypes), reduced over all ranks, that ``finish`` needs."""
+    def partial(self, label, predictions, weight, comm, group=None) -> list:
+        """Device arrays (8-byte dtypes), reduced over all ranks, that ``finish`` needs.
+        ``group``: the rows' query groups (``Dataset.group``), for the ranking metrics."""
         raise NotImplementedError
 
     def finish(self, parts) -> float:
@@ -50,7 +53,7 @@ class _WeightedMean(Metric):
     def __init__(self, params: TrainParams):
         self.params = params
 
-    def partial(self, label, predictions, weight, comm):
+    def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
         loss = self._loss(label.astype(STAT_DTYPE), predictions.astype(STAT_DTYPE), xp)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
@@ -127,7 +130,7 @@ class PoissonNegLogLik(_WeightedMean):
         super().__init__(params)
         self._label_terms = (None, None)  # (label, lgamma(label + 1)): an eval set's labels do not change
 
-    def partial(self, label, predictions, weight, comm):
+    def partial(self, label, predictions, weight, comm, group=None):
         if self._label_terms[0] is not label:
             self._label_terms = (label, _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
         return super().partial(label, predictions, weight, comm)
@@ -148,7 +151,7 @@ class AUC(Metric):
     def __init__(self, params: TrainParams):
         self.params = params
 
-    def partial(self, label, predictions, weight, comm):
+    def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         max_weight = comm.allreduce(column_reduce(weight, "max").reshape(1) if weight.size else xp.zeros(1), "max")
@@ -226,13 +229,169 @@ def _log_factorial(label, xp):
     return xp.asarray(values)[inverse.reshape(-1)]
 
 
-_METRICS = {m.name: m for m in (RMSE, MAE, MeanPseudoHuberError, LogLoss, BinaryError, AUC,
-                                 MultiLogLoss, MultiError, PoissonNegLogLik)}
+class MAPE(_WeightedMean):
+    name = "mape"
+
+    def _loss(self, label, prediction, xp):
+        return xp.abs((label - prediction) / label)
+
+
+class RMSLE(_WeightedMean):
+    name = "rmsle"
+
+    def _loss(self, label, prediction, xp):
+        return (xp.log1p(label) - xp.log1p(prediction)) ** 2
+
+    def _finish(self, mean):
+        return math.sqrt(mean)
+
+
+class GammaNegLogLik(_WeightedMean):
+    name = "gamma-nloglik"
+
+    def _loss(self, label, prediction, xp):
+        p = xp.maximum(prediction, 1e-6)
+        return label / p + xp.log(p)
+
+
+class GammaDeviance(_WeightedMean):
+    name = "gamma-deviance"
+
+    def _loss(self, label, prediction, xp):
+        p, y = prediction + 1e-6, label + 1e-6
+        return xp.log(p / y) + y / p - 1.0
+
+    def _finish(self, mean):
+        return 2.0 * float(mean)
+
+
+class TweedieNegLogLik(_WeightedMean):
+    """tweedie-nloglik@rho (``argument``; the objective's power where none is given)."""
+
+    name = "tweedie-nloglik"
+
+    def __init__(self, params, argument=None):
+        super().__init__(params)
+        self.rho = params.tweedie_variance_power if argument is None else argument
+        self.name = f"tweedie-nloglik@{self.rho:g}"
+
+    def _loss(self, label, prediction, xp):
+        rho = self.rho
+        log_p = xp.log(prediction)
+        return -label * xp.exp((1.0 - rho) * log_p) / (1.0 - rho) + xp.exp((2.0 - rho) * log_p) / (2.0 - rho)
+
+
+class Quantile(Metric):
+    """The pinball loss of each quantile_alpha, weighted, averaged over the quantiles."""
+
+    name = "quantile"
+
+    def __init__(self, params: TrainParams):
+        self.alphas = np.asarray(params.quantile_alpha or (0.5,), dtype=STAT_DTYPE)
+
+    def partial(self, label, predictions, weight, comm, group=None):
+        xp = get_xp(predictions)
+        predictions = predictions.reshape(label.shape[0], -1).astype(STAT_DTYPE)
+        residual = label.astype(STAT_DTYPE)[:, None] - predictions
+        alphas = xp.asarray(self.alphas)[None, :]
+        loss = xp.where(residual >= 0, alphas * residual, (alphas - 1.0) * residual).mean(axis=1)
+        weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
+        return exact_sums_partial(xp.stack([loss * weight, weight], axis=1), comm)
+
+    def finish(self, parts):
+        sum_loss, sum_weight = finish_exact_sums(parts)
+        return float(sum_loss / sum_weight)
+
+
+class AUCPR(AUC):
+    """Area under the precision-recall curve, XGBoost's: precision interpolated between
+    distinct scores (Davis and Goadrich); multiclass: the mean over classes."""
+
+    name = "aucpr"
+
+    def finish(self, parts):
+        if not parts:
+            return math.nan
+        areas = [_binary_aucpr(*parts[k:k + 3]) for k in range(0, len(parts), 3)]
+        return areas[0] if len(areas) == 1 else float(np.mean(areas))
+
+
+def _binary_aucpr(score, positive_weight, negative_weight):
+    if not np.all(score[1:] >= score[:-1]):
+        order = np.argsort(score, kind="stable")
+        score, positive_weight, negative_weight = score[order], positive_weight[order], negative_weight[order]
+    _, positive_weight, negative_weight = _group_sums(score, [positive_weight, negative_weight], np)
+    tp = np.cumsum(positive_weight[::-1]).astype(np.float64)  # descending scores
+    fp = np.cumsum(negative_weight[::-1]).astype(np.float64)
+    total_positive, total_negative = (tp[-1], fp[-1]) if tp.size else (0.0, 0.0)
+    if total_positive <= 0 or total_negative <= 0:
+        return math.nan
+    tp_prev = np.concatenate([[0.0], tp[:-1]])
+    fp_prev = np.concatenate([[0.0], fp[:-1]])
+    recall, recall_prev = tp / total_positive, tp_prev / total_positive
+    same = tp == tp_prev
+    slope = np.where(same, 0.0, (fp - fp_prev) / np.where(same, 1.0, tp - tp_prev))
+    a = np.where(same, 1.0, 1.0 + slope)
+    b = np.where(same, 0.0, (fp_prev - slope * tp_prev) / total_positive)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curved = (recall - recall_prev - b / a * (np.log(a * recall + b) - np.log(a * recall_prev + b))) / a
+    area = np.where(b != 0, curved, (recall - recall_prev) / a)
+    return float(min(np.sum(area), 1.0))
+
+
+class RankingMetric(Metric):
+    """ndcg, map and pre, each "@k" (the first k documents of a query by the model's order)
+    and "-" (a query with no relevant document scores 0, not 1): a query's score, weighted by
+    its weight, averaged over all queries of every rank (each query whole on one rank)."""
+
+    maximize = True
+
+    def __init__(self, params: TrainParams, base: str, k: int | None, minus: bool):
+        self.name = base + (f"@{k}" if k is not None else "") + ("-" if minus else "")
+        self.kind = {"ndcg": SCORE_NDCG, "map": SCORE_MAP, "pre": SCORE_PRECISION}[base]
+        self.k, self.minus, self.exp_gain = k, minus, params.ndcg_exp_gain
+        self._ideal = (None, None)  # (label, its group order): an eval set's labels do not change
+
+    def partial(self, label, predictions, weight, comm, group=None):
+        xp = get_xp(predictions)
+        ptr = xp.asarray(group.astype(INDEX_DTYPE))
+        sizes = np.diff(group)
+        group_of_row = xp.asarray(np.repeat(np.arange(sizes.shape[0], dtype=INDEX_DTYPE), sizes))
+        if self._ideal[0] is not label:
+            self._ideal = (label, group_order(label, group_of_row))
+        order = group_order(predictions.astype(np.float32), group_of_row)
+        longest = int(sizes.max()) if sizes.size else 0
+        discount = xp.asarray(1.0 / np.log2(np.arange(longest, dtype=STAT_DTYPE) + 2.0))
+        top_k = self.k if self.k is not None else max(longest, 1)
+        scores = rank_scores(self.kind, ptr, order, self._ideal[1], label, top_k, self.exp_gain, self.minus, discount)
+        group_weight = xp.ones(sizes.shape[0], STAT_DTYPE) if weight is None else \
+            weight[ptr[:-1]].astype(STAT_DTYPE)
+        return exact_sums_partial(xp.stack([scores * group_weight, group_weight], axis=1), comm)
+
+    def finish(self, parts):
+        total, weight = finish_exact_sums(parts)
+        return float(total / weight) if weight > 0 else math.nan
+
+
+_METRICS = {m.name: m for m in (RMSE, MAE, MeanPseudoHuberError, LogLoss, BinaryError, AUC, AUCPR,
+                                 MultiLogLoss, MultiError, PoissonNegLogLik, MAPE, RMSLE, GammaNegLogLik,
+                                 GammaDeviance, TweedieNegLogLik, Quantile)}
 
 
 def make_metric(name: str, params: TrainParams) -> Metric:
-    """The metric called ``name`` (validated by params.py)."""
-    return _METRICS[name](params)
+    """The metric called ``name`` (validated by params.py; "@" and "-" forms parsed there)."""
+    base, argument, minus = parse_metric(name)
+    if base in RANKING_METRICS:
+        return RankingMetric(params, base, argument, minus)
+    if base == "tweedie-nloglik":
+        return TweedieNegLogLik(params, argument)
+    return _METRICS[base](params)
 
-#: Metrics for which a larger value is better (early stopping maximises them).
-HIGHER_IS_BETTER = frozenset(name for name, metric in _METRICS.items() if metric.maximize)
+
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of the metric ``name`` is better (early stopping maximises it)."""
+    try:
+        base, _, _ = parse_metric(name)
+    except ValueError:
+        return False
+    return base in RANKING_METRICS or (base in _METRICS and _METRICS[base].maximize)

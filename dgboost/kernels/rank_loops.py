@@ -1,0 +1,197 @@
+"""Learning to rank's compiled loops: the bodies of cpu.lambda_gradients and
+cpu.rank_scores, a run a range of query groups; ranking.cu's kernels are their CUDA
+twins, operation by operation (a block a group there, a thread a document).
+
+A document's gradient is summed over its partners in the order of their places in the
+model's ranking of the group, in float32, as XGBoost sums it; each pair is scored by both
+its documents, so no two threads write one sum and the result depends on no schedule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .loops import compiled, over_runs
+
+#: The metric whose change a pair is weighted by (cpu.lambda_gradients' ``kind``).
+NDCG, PAIRWISE, MAP = 0, 1, 2
+#: rank_scores' metrics.
+SCORE_NDCG, SCORE_MAP, SCORE_PRECISION = 0, 1, 2
+
+
+@compiled
+def _gain(label, exp_gain):
+    """NDCG's gain of a relevance: ``2**label - 1`` (an integer label), or the label."""
+    if exp_gain:
+        return math.ldexp(1.0, int(label)) - 1.0
+    return np.float64(label)
+
+
+@compiled
+def _multiplicity(p, q, row, other, top_k, draws):
+    """How often the pair of the documents at places p and q is scored: with ``draws``
+    empty (topk), once where either is among the first ``top_k``; else as often as either
+    drew the other."""
+    if draws.shape[1] == 0:
+        return 1 if p < top_k or q < top_k else 0
+    count = 0
+    for t in range(draws.shape[1]):
+        count += (draws[row, t] == other) + (draws[other, t] == row)
+    return count
+
+
+@compiled
+def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normalise_scores, inv_ideal,
+          discount, relevant, precision_sum, n_relevant):
+    """One pair's (lambda, hessian) in float64, XGBoost's LambdaGrad: the documents at
+    places ``high_place`` (the larger label) and ``low_place``."""
+    difference = score[high] - score[low]  # float32, as the scores
+    exponent = -difference
+    if exponent > np.float32(88.7):
+        exponent = np.float32(88.7)
+    sigmoid = 1.0 / (math.exp(np.float64(exponent)) + 1.0)
+    if kind == NDCG:
+        gain_high, gain_low = _gain(label[high], exp_gain), _gain(label[low], exp_gain)
+        disc_high, disc_low = discount[high_place], discount[low_place]
+        delta = (gain_high * disc_high + gain_low * disc_low - gain_low * disc_high - gain_high * disc_low) * inv_ideal
+    elif kind == MAP:
+        first, second = min(high_place, low_place), max(high_place, low_place)
+        label_first = label[high] if high_place < low_place else label[low]
+        label_second = label[low] if high_place < low_place else label[high]
+        rank_first, rank_second = np.float64(first + 1), np.float64(second + 1)
+        n = relevant[first]
+        m = relevant[second]
+        between = precision_sum[second - 1] - precision_sum[first]
+        if label_first < label_second:
+            delta = (m / rank_second - (n + 1.0) / rank_first - between) / n_relevant
+        else:
+            delta = (n / rank_first - m / rank_second + between) / n_relevant
+    else:
+        delta = 1.0
+    delta = abs(delta)
+    if normalise_scores:
+        delta = delta / (abs(np.float64(difference)) + 0.01)
+    lam = (sigmoid - 1.0) * delta
+    curvature = sigmoid * (1.0 - sigmoid)
+    if curvature < 1e-16:
+        curvature = 1e-16
+    return lam, curvature * delta * 2.0
+
+
+@over_runs
+def lambda_gradients(run, n_runs, group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
+                     normalization, inv_ideal, discount, draws, group_scale, partial, relevant, precision_sum, gpair):
+    """The gradient pairs of the groups of run ``run`` (cpu.lambda_gradients says what
+    each argument holds); ``partial``, ``relevant`` and ``precision_sum`` are scratch of
+    one float64 a row."""
+    n_groups = group_ptr.shape[0] - 1
+    for group in range(n_groups * run // n_runs, n_groups * (run + 1) // n_runs):
+        start, stop = group_ptr[group], group_ptr[group + 1]
+        _group_gradients(start, stop - start, group, order, score, label, kind, top_k, exp_gain,
+                         score_normalization, normalization, inv_ideal, discount, draws, group_scale, partial,
+                         relevant, precision_sum, gpair)
+
+
+@compiled
+def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_gain, score_normalization,
+                     normalization, inv_ideal, discount, draws, group_scale, partial, relevant, precision_sum, gpair):
+    n_relevant = 0.0
+    if kind == MAP:  # the model order's running relevant count and precision sum
+        hits, total = 0.0, 0.0
+        for p in range(count):
+            y = np.float64(label[order[start + p]])
+            hits += y
+            total += y / np.float64(p + 1)
+            relevant[start + p] = hits
+            precision_sum[start + p] = total
+        n_relevant = hits
+    normalise_scores = score_normalization and score[order[start]] != score[order[start + count - 1]]
+    topk = draws.shape[1] == 0
+    for p in range(count):
+        row = order[start + p]
+        gradient, hessian = np.float32(0), np.float32(0)
+        own = 0.0
+        n_partners = count if (not topk or p < top_k) else min(top_k, count)
+        for q in range(n_partners):
+            other = order[start + q]
+            if q == p or label[row] == label[other]:
+                continue
+            times = _multiplicity(p, q, row, other, top_k, draws)
+            if times == 0:
+                continue
+            if label[row] > label[other]:
+                lam, hes = _pair(kind, row, other, p, q, score, label, exp_gain, normalise_scores, inv_ideal[group],
+                                 discount, relevant[start:], precision_sum[start:], n_relevant)
+            else:
+                lam, hes = _pair(kind, other, row, q, p, score, label, exp_gain, normalise_scores, inv_ideal[group],
+                                 discount, relevant[start:], precision_sum[start:], n_relevant)
+            pair_gradient, pair_hessian = np.float32(lam), np.float32(hes)
+            for _ in range(times):
+                if label[row] > label[other]:
+                    gradient = gradient + pair_gradient
+                else:
+                    gradient = gradient - pair_gradient
+                hessian = hessian + pair_hessian
+            if p < q:
+                own += -2.0 * np.float64(pair_gradient)
+        gpair[row, 0] = gradient
+        gpair[row, 1] = hessian
+        partial[start + p] = own
+    norm = 1.0
+    if normalization:
+        if topk:
+            total = 0.0
+            for p in range(count):
+                total += partial[start + p]
+            if total > 0:
+                norm = math.log2(1.0 + total) / total
+        else:
+            norm = 1.0 / np.float64(draws.shape[1])
+    scale = norm * group_scale[group]
+    for p in range(count):
+        row = order[start + p]
+        gpair[row, 0] = np.float32(np.float64(gpair[row, 0]) * scale)
+        gpair[row, 1] = np.float32(np.float64(gpair[row, 1]) * scale)
+
+
+@over_runs
+def rank_scores(run, n_runs, metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount, scores):
+    """Each group's score of run ``run`` (cpu.rank_scores)."""
+    n_groups = group_ptr.shape[0] - 1
+    for group in range(n_groups * run // n_runs, n_groups * (run + 1) // n_runs):
+        start, stop = group_ptr[group], group_ptr[group + 1]
+        scores[group] = _group_score(metric, start, stop - start, order, ideal, label, top_k, exp_gain, minus,
+                                     discount)
+
+
+@compiled
+def _group_score(metric, start, count, order, ideal, label, top_k, exp_gain, minus, discount):
+    n = min(top_k, count)
+    empty = 0.0 if minus else 1.0
+    if metric == SCORE_NDCG:
+        best = 0.0
+        for p in range(n):
+            best += discount[p] * _gain(label[ideal[start + p]], exp_gain)
+        if not best > 0:
+            return empty
+        found = 0.0
+        for p in range(n):
+            found += discount[p] * _gain(label[order[start + p]], exp_gain)
+        return min(1.0, found / best)
+    if metric == SCORE_MAP:
+        hits, total, n_relevant = 0.0, 0.0, 0.0
+        for p in range(count):
+            n_relevant += np.float64(label[order[start + p]])
+        for p in range(n):
+            y = np.float64(label[order[start + p]])
+            hits += y
+            total += hits / np.float64(p + 1) * y
+        if not n_relevant > 0:
+            return empty
+        return min(1.0, total / min(n_relevant, np.float64(top_k)))
+    found = 0.0
+    for p in range(n):
+        found += np.float64(label[order[start + p]])
+    return min(1.0, found / np.float64(n))

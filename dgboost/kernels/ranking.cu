@@ -1,0 +1,180 @@
+// Learning to rank (twins: rank_loops.lambda_gradients, rank_loops.rank_scores): a block a
+// query group. lambda_gradients: a thread a document, which sums its pairs over its partners
+// in the order of their places, in float32 as XGBoost does; one thread sums what the group
+// needs in order (MAP's running sums, the lambdas' total), so the float64 sums are the
+// twin's. Compiled with --fmad=false.
+#include "common.cuh"
+
+#define NDCG 0
+#define PAIRWISE 1
+#define MAP 2
+
+__device__ __forceinline__ double gain_of(float label, bool exp_gain) {
+    return exp_gain ? ldexp(1.0, (int)label) - 1.0 : (double)label;
+}
+
+__device__ __forceinline__ int multiplicity(i64 p, i64 q, i64 row, i64 other, i64 top_k,
+                                            const i64* __restrict__ draws, int n_draws) {
+    if (n_draws == 0) return (p < top_k || q < top_k) ? 1 : 0;
+    int count = 0;
+    for (int t = 0; t < n_draws; ++t)
+        count += (draws[row * n_draws + t] == other) + (draws[other * n_draws + t] == row);
+    return count;
+}
+
+// One pair's (lambda, hessian), the documents at places high_place (the larger label) and low_place.
+__device__ void pair_terms(int kind, i64 high, i64 low, i64 high_place, i64 low_place,
+                           const float* __restrict__ score, const float* __restrict__ label, bool exp_gain,
+                           bool normalise_scores, double inv_ideal, const double* __restrict__ discount,
+                           const double* __restrict__ relevant, const double* __restrict__ precision_sum,
+                           double n_relevant, double* lam, double* hes) {
+    const float difference = score[high] - score[low];
+    float exponent = -difference;
+    if (exponent > 88.7f) exponent = 88.7f;
+    const double sigmoid = 1.0 / (exp((double)exponent) + 1.0);
+    double delta;
+    if (kind == NDCG) {
+        const double gain_high = gain_of(label[high], exp_gain), gain_low = gain_of(label[low], exp_gain);
+        const double disc_high = discount[high_place], disc_low = discount[low_place];
+        delta = (gain_high * disc_high + gain_low * disc_low - gain_low * disc_high - gain_high * disc_low) * inv_ideal;
+    } else if (kind == MAP) {
+        const i64 first = min(high_place, low_place), second = max(high_place, low_place);
+        const float label_first = high_place < low_place ? label[high] : label[low];
+        const float label_second = high_place < low_place ? label[low] : label[high];
+        const double rank_first = (double)(first + 1), rank_second = (double)(second + 1);
+        const double n = relevant[first], m = relevant[second];
+        const double between = precision_sum[second - 1] - precision_sum[first];
+        if (label_first < label_second)
+            delta = (m / rank_second - (n + 1.0) / rank_first - between) / n_relevant;
+        else
+            delta = (n / rank_first - m / rank_second + between) / n_relevant;
+    } else {
+        delta = 1.0;
+    }
+    delta = fabs(delta);
+    if (normalise_scores) delta = delta / (fabs((double)difference) + 0.01);
+    *lam = (sigmoid - 1.0) * delta;
+    double curvature = sigmoid * (1.0 - sigmoid);
+    if (curvature < 1e-16) curvature = 1e-16;
+    *hes = curvature * delta * 2.0;
+}
+
+extern "C" __global__ void lambda_gradients(
+    const i64* __restrict__ group_ptr, const i64* __restrict__ order, const float* __restrict__ score,
+    const float* __restrict__ label, const int kind, const i64 top_k, const bool exp_gain,
+    const bool score_normalization, const bool normalization, const double* __restrict__ inv_ideal,
+    const double* __restrict__ discount, const i64* __restrict__ draws, const int n_draws,
+    const double* __restrict__ group_scale, double* __restrict__ partial, double* __restrict__ relevant,
+    double* __restrict__ precision_sum, float* __restrict__ gpair)
+{
+    const i64 group = blockIdx.x;
+    const i64 start = group_ptr[group], count = group_ptr[group + 1] - start;
+    __shared__ double n_relevant, norm;
+    if (threadIdx.x == 0) {
+        double hits = 0.0, total = 0.0;
+        if (kind == MAP) {
+            for (i64 p = 0; p < count; ++p) {
+                const double y = (double)label[order[start + p]];
+                hits += y;
+                total += y / (double)(p + 1);
+                relevant[start + p] = hits;
+                precision_sum[start + p] = total;
+            }
+        }
+        n_relevant = hits;
+    }
+    __syncthreads();
+    const bool normalise_scores = score_normalization && score[order[start]] != score[order[start + count - 1]];
+    const bool topk = n_draws == 0;
+    for (i64 p = threadIdx.x; p < count; p += blockDim.x) {
+        const i64 row = order[start + p];
+        float gradient = 0.0f, hessian = 0.0f;
+        double own = 0.0;
+        const i64 n_partners = (!topk || p < top_k) ? count : min(top_k, count);
+        for (i64 q = 0; q < n_partners; ++q) {
+            const i64 other = order[start + q];
+            if (q == p || label[row] == label[other]) continue;
+            const int times = multiplicity(p, q, row, other, top_k, draws, n_draws);
+            if (times == 0) continue;
+            double lam, hes;
+            const bool high = label[row] > label[other];
+            if (high)
+                pair_terms(kind, row, other, p, q, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
+                           relevant + start, precision_sum + start, n_relevant, &lam, &hes);
+            else
+                pair_terms(kind, other, row, q, p, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
+                           relevant + start, precision_sum + start, n_relevant, &lam, &hes);
+            const float pair_gradient = (float)lam, pair_hessian = (float)hes;
+            for (int t = 0; t < times; ++t) {
+                gradient = high ? gradient + pair_gradient : gradient - pair_gradient;
+                hessian = hessian + pair_hessian;
+            }
+            if (p < q) own += -2.0 * (double)pair_gradient;
+        }
+        gpair[2 * row] = gradient;
+        gpair[2 * row + 1] = hessian;
+        partial[start + p] = own;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double scale = 1.0;
+        if (normalization) {
+            if (topk) {
+                double total = 0.0;
+                for (i64 p = 0; p < count; ++p) total += partial[start + p];
+                if (total > 0) scale = log2(1.0 + total) / total;
+            } else {
+                scale = 1.0 / (double)n_draws;
+            }
+        }
+        norm = scale * group_scale[group];
+    }
+    __syncthreads();
+    for (i64 p = threadIdx.x; p < count; p += blockDim.x) {
+        const i64 row = order[start + p];
+        gpair[2 * row] = (float)((double)gpair[2 * row] * norm);
+        gpair[2 * row + 1] = (float)((double)gpair[2 * row + 1] * norm);
+    }
+}
+
+#define SCORE_NDCG 0
+#define SCORE_MAP 1
+
+// A thread a group: its metric over its first top_k places (rank_loops._group_score).
+extern "C" __global__ void rank_scores(const int metric, const i64* __restrict__ group_ptr, const i64 n_groups,
+                                       const i64* __restrict__ order, const i64* __restrict__ ideal,
+                                       const float* __restrict__ label, const i64 top_k, const bool exp_gain,
+                                       const bool minus, const double* __restrict__ discount,
+                                       double* __restrict__ scores)
+{
+    const i64 group = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (group >= n_groups) return;
+    const i64 start = group_ptr[group], count = group_ptr[group + 1] - start;
+    const i64 n = min(top_k, count);
+    const double empty = minus ? 0.0 : 1.0;
+    double result;
+    if (metric == SCORE_NDCG) {
+        double best = 0.0, found = 0.0;
+        for (i64 p = 0; p < n; ++p) best += discount[p] * gain_of(label[ideal[start + p]], exp_gain);
+        if (!(best > 0)) {
+            result = empty;
+        } else {
+            for (i64 p = 0; p < n; ++p) found += discount[p] * gain_of(label[order[start + p]], exp_gain);
+            result = fmin(1.0, found / best);
+        }
+    } else if (metric == SCORE_MAP) {
+        double hits = 0.0, total = 0.0, n_relevant = 0.0;
+        for (i64 p = 0; p < count; ++p) n_relevant += (double)label[order[start + p]];
+        for (i64 p = 0; p < n; ++p) {
+            const double y = (double)label[order[start + p]];
+            hits += y;
+            total += hits / (double)(p + 1) * y;
+        }
+        result = n_relevant > 0 ? fmin(1.0, total / fmin(n_relevant, (double)top_k)) : empty;
+    } else {
+        double found = 0.0;
+        for (i64 p = 0; p < n; ++p) found += (double)label[order[start + p]];
+        result = fmin(1.0, found / (double)n);
+    }
+    scores[group] = result;
+}

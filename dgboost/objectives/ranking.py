@@ -1,0 +1,153 @@
+"""Learning to rank: LambdaMART with XGBoost's rank:ndcg, rank:pairwise and rank:map.
+
+Rows come in query groups (``Dataset.group``), whole on one rank: a Dask job cuts its
+shares at query boundaries. Each round every group's documents are ordered by their
+scores, pairs are formed ('topk': each of the first k places with every place below
+it; 'mean': partners drawn for each document among those of another label) and each
+pair's gradient is weighted by how much swapping the two would change the group's
+metric (kernels ``lambda_gradients``). Draws are keyed by (seed, round, global row
+index), so the model is the same on any number of workers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._dtypes import INDEX_DTYPE, MARGIN_DTYPE
+from .._hashing import STREAM_RANK_PAIRS, stream_key, uniform
+from ..backend import asarray, get_xp, to_numpy
+from ..kernels import group_order, lambda_gradients
+from ..kernels.rank_loops import MAP, NDCG, PAIRWISE
+from ..reduce import exact_sums
+from .base import Objective, _raise_for_first
+
+#: The largest relevance of exponential gain (2**31 - 1 is float64-exact; XGBoost's bound).
+MAX_EXP_RELEVANCE = 31
+
+
+class LambdaRank(Objective):
+    """rank:ndcg, rank:pairwise and rank:map."""
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.name = params.objective
+        self.kind = {"rank:ndcg": NDCG, "rank:pairwise": PAIRWISE, "rank:map": MAP}[params.objective]
+        self.topk = params.lambdarank_pair_method == "topk"
+        self.k = params.num_pair if self.topk else None
+        self._groups = None
+
+    def check_labels(self, label, name):
+        xp = get_xp(label)
+        if self.kind == MAP:
+            _raise_for_first((label != 0) & (label != 1), label, name,
+                             "labels must be 0 or 1 (relevant or not) for objective='rank:map'", xp)
+        elif self.kind == NDCG and self.params.ndcg_exp_gain:
+            _raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
+                             f"relevance labels must be integers in [0, {MAX_EXP_RELEVANCE}] for objective='rank:ndcg' "
+                             "with ndcg_exp_gain (gain 2**label - 1); set ndcg_exp_gain=False for other labels", xp)
+
+    def link(self, base_score):
+        return np.full(1, base_score, dtype=MARGIN_DTYPE)
+
+    def estimate_base_score(self, label, weight, comm):
+        return 0.0  # XGBoost's one Newton step from 0, whose pairs cancel: 0 up to its rounding
+
+    def prepare(self, data, rows, comm):
+        super().prepare(data, rows, comm)
+        self._groups = QueryGroups(data.group, data.label, data.weight, comm, ideal_cut=self.k,
+                                   exp_gain=self.params.ndcg_exp_gain, global_index=rows.global_index(data.xp))
+
+    def training_gradients(self, margins, label, weight, epoch=0):
+        return self.gradients(margins, label, weight, epoch)
+
+    def gradients(self, margins, label, weight, epoch=0):
+        groups = self._groups
+        score = margins[:, 0]
+        order = group_order(score, groups.group_of_row)
+        draws = groups.no_draws if self.topk else groups.draws(self.params.num_pair,
+                                                               stream_key(self.params.seed, STREAM_RANK_PAIRS, epoch))
+        gpair = lambda_gradients(groups.ptr, order, score, label, self.kind, self.k or 0,
+                                 self.params.ndcg_exp_gain, self.params.lambdarank_score_normalization,
+                                 self.params.lambdarank_normalization, groups.inv_ideal, groups.discount, draws,
+                                 groups.scale)
+        return gpair[:, None, :]
+
+
+class QueryGroups:
+    """One rank's query groups on its device, and what every round reads of them: each row's
+    group, the groups' weights (normalised to average 1 over all ranks, XGBoost's rule), the
+    discounts, each group's ideal DCG, and for 'mean' each row's partners to draw from."""
+
+    def __init__(self, ptr: np.ndarray, label, weight, comm, *, ideal_cut: int | None, exp_gain: bool, global_index):
+        xp = get_xp(label)
+        sizes = np.diff(ptr)
+        n_groups = sizes.shape[0]
+        self.ptr = asarray(xp, ptr.astype(INDEX_DTYPE))
+        self.group_of_row = asarray(xp, np.repeat(np.arange(n_groups, dtype=INDEX_DTYPE), sizes))
+        self.start_of_row = self.ptr[self.group_of_row]
+        self.global_index = global_index
+        longest = int(sizes.max()) if n_groups else 0
+        self.discount = asarray(xp, 1.0 / np.log2(np.arange(longest, dtype=np.float64) + 2.0))
+        host_label = to_numpy(label)
+        group_weight = np.ones(n_groups) if weight is None else to_numpy(weight)[ptr[:-1]].astype(np.float64)
+        total_weight, total_groups = exact_sums(np.stack([group_weight, np.ones(n_groups)], axis=1), comm)
+        self.scale = asarray(xp, group_weight * (total_groups / total_weight))
+        ideal = group_order(host_label, np.repeat(np.arange(n_groups, dtype=INDEX_DTYPE), sizes))
+        self.inv_ideal = asarray(xp, _inverse_ideal_dcg(ptr, host_label, ideal, ideal_cut, exp_gain))
+        self.ideal = asarray(xp, ideal)
+        self._ideal_host, self._label_host = ideal, host_label
+        self.no_draws = xp.zeros((label.shape[0], 0), dtype=INDEX_DTYPE)
+        self._others = None
+
+    def draws(self, n_draws: int, key: int):
+        """'mean''s partners: for each row ``n_draws`` rows of its group of another label, drawn
+        uniformly by (key, global row index, draw): (n_rows, n_draws) int64, -1 where a group has
+        one label only."""
+        xp = get_xp(self.ptr)
+        ideal, first_other, n_other = self._other_labels()
+        columns = []
+        for t in range(n_draws):
+            u = uniform(self.global_index * n_draws + t, key)
+            pick = xp.floor(u * n_other).astype(INDEX_DTYPE)
+            pick = xp.where(pick >= first_other[0], pick + first_other[1], pick)  # skip the row's own label
+            partner = ideal[self.start_of_row + xp.where(n_other > 0, pick, 0)]
+            columns.append(xp.where(n_other > 0, partner, -1))
+        return xp.stack(columns, axis=1)
+
+    def _other_labels(self):
+        """Each row's group's rows of other labels, as ranges of the ideal order: (the ideal
+        order, (the row's label's first ideal place, the count of its label), the count of
+        the others)."""
+        if self._others is None:
+            xp = get_xp(self.ptr)
+            ideal, label = self._ideal_host, self._label_host
+            ptr = to_numpy(self.ptr)
+            n = ideal.shape[0]
+            sizes = np.diff(ptr)
+            group = np.repeat(np.arange(sizes.shape[0]), sizes)
+            sorted_label = label[ideal]
+            new_run = np.ones(n, dtype=bool)
+            new_run[1:] = (sorted_label[1:] != sorted_label[:-1]) | (group[1:] != group[:-1])
+            run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
+            run_id = np.cumsum(new_run) - 1
+            run_length = np.bincount(run_id)[run_id]
+            first, length = np.empty(n, INDEX_DTYPE), np.empty(n, INDEX_DTYPE)
+            first[ideal] = run_start - ptr[group]  # the row's label's run, by place in its group
+            length[ideal] = run_length
+            n_other = sizes[group] - length  # a group's rows hold its places: row and place share it
+            self._others = (self.ideal, (asarray(xp, first), asarray(xp, length)), asarray(xp, n_other))
+        return self._others
+
+
+def _inverse_ideal_dcg(ptr, label, ideal, cut, exp_gain) -> np.ndarray:
+    """1 / each group's DCG in its ideal order over its first ``cut`` places (all for None); 0
+    where it is 0 (no relevant document)."""
+    n = ideal.shape[0]
+    place = np.arange(n) - np.repeat(ptr[:-1], np.diff(ptr))
+    sorted_label = label[ideal].astype(np.float64)
+    gain = np.exp2(sorted_label) - 1.0 if exp_gain else sorted_label
+    contribution = np.where(place < (cut or n), (1.0 / np.log2(place + 2.0)) * gain, 0.0)
+    best = np.array([math.fsum(contribution[a:b]) for a, b in zip(ptr[:-1], ptr[1:])])
+    return np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0), 0.0)
