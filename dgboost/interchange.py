@@ -49,9 +49,9 @@ def xgboost_document(booster) -> dict:
             "learner_model_param": {
                 "base_score": _vector(_base_score(booster)),
                 "boost_from_average": "1",
-                "num_class": str(params.num_class if n_outputs > 1 else 0),
+                "num_class": str(params.num_class if params.objective.startswith("multi:") else 0),
                 "num_feature": str(booster.num_features),
-                "num_target": "1",
+                "num_target": str(1 if params.objective.startswith("multi:") else n_outputs),
             },
             "objective": _objective(params),
         },
@@ -71,11 +71,11 @@ def _base_score(booster) -> list[float]:
     as XGBoost reads it), or per-class margins."""
     margin = [float(m) for m in booster.base_margin]
     objective = booster.params.objective
-    if booster.n_outputs > 1:
+    if objective.startswith("multi:"):
         return margin
     if objective in ("binary:logistic", "reg:logistic"):
         return [1.0 / (1.0 + math.exp(-margin[0]))]
-    if objective == "count:poisson":
+    if objective in ("count:poisson", "reg:gamma", "reg:tweedie"):
         return [math.exp(margin[0])]
     return margin
 
@@ -88,6 +88,23 @@ def _objective(params) -> dict:
         return {"name": name, "pseudo_huber_param": {"huber_slope": _number(params.huber_slope)}}
     if name == "count:poisson":
         return {"name": name, "poisson_regression_param": {"max_delta_step": _number(params.effective_max_delta_step)}}
+    if name == "reg:tweedie":
+        return {"name": name, "tweedie_regression_param": {
+            "tweedie_variance_power": _number(params.tweedie_variance_power)}}
+    if name == "reg:quantileerror":
+        return {"name": name, "quantile_loss_param": {"quantile_alpha": _vector(params.quantile_alpha)}}
+    if name.startswith("rank:"):
+        flag = lambda value: "1" if value else "0"  # noqa: E731
+        return {"name": name, "lambdarank_param": {
+            "lambdarank_bias_norm": _number(params.lambdarank_bias_norm),
+            "lambdarank_normalization": flag(params.lambdarank_normalization),
+            "lambdarank_num_pair_per_sample": str(params.num_pair),
+            "lambdarank_pair_method": params.lambdarank_pair_method,
+            "lambdarank_score_normalization": flag(params.lambdarank_score_normalization),
+            "lambdarank_unbiased": flag(params.lambdarank_unbiased),
+            "ndcg_exp_gain": flag(params.ndcg_exp_gain)}}
+    if name in ("reg:squaredlogerror", "reg:absoluteerror", "binary:hinge"):
+        return {"name": name}
     return {"name": name, "reg_loss_param": {"scale_pos_weight": _number(params.scale_pos_weight)}}
 
 

@@ -34,7 +34,9 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "random_state", "missing", "eval_metric", "device", "huber_slope", "tree_method", "grow_policy",
            "n_jobs", "monotone_constraints", "interaction_constraints", "colsample_bytree", "colsample_bylevel",
            "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate", "max_greedy_nodes",
-           "enable_categorical", "feature_types", "max_cat_to_onehot", "max_cat_threshold")
+           "enable_categorical", "feature_types", "max_cat_to_onehot", "max_cat_threshold", "tweedie_variance_power",
+           "quantile_alpha", "lambdarank_pair_method", "lambdarank_num_pair_per_sample", "lambdarank_normalization",
+           "lambdarank_score_normalization", "ndcg_exp_gain")
 
 
 class _DGBModel(BaseEstimator):
@@ -48,7 +50,10 @@ class _DGBModel(BaseEstimator):
                  monotone_constraints=None, interaction_constraints=None, colsample_bytree=None,
                  colsample_bylevel=None, colsample_bynode=None, feature_weights=None, max_leaves=None,
                  sampling_method=None, top_rate=None, other_rate=None, max_greedy_nodes=None,
-                 enable_categorical=None, feature_types=None, max_cat_to_onehot=None, max_cat_threshold=None):
+                 enable_categorical=None, feature_types=None, max_cat_to_onehot=None, max_cat_threshold=None,
+                 tweedie_variance_power=None, quantile_alpha=None, lambdarank_pair_method=None,
+                 lambdarank_num_pair_per_sample=None, lambdarank_normalization=None,
+                 lambdarank_score_normalization=None, ndcg_exp_gain=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -88,6 +93,13 @@ class _DGBModel(BaseEstimator):
         self.feature_types = feature_types
         self.max_cat_to_onehot = max_cat_to_onehot
         self.max_cat_threshold = max_cat_threshold
+        self.tweedie_variance_power = tweedie_variance_power
+        self.quantile_alpha = quantile_alpha
+        self.lambdarank_pair_method = lambdarank_pair_method
+        self.lambdarank_num_pair_per_sample = lambdarank_num_pair_per_sample
+        self.lambdarank_normalization = lambdarank_normalization
+        self.lambdarank_score_normalization = lambdarank_score_normalization
+        self.ndcg_exp_gain = ndcg_exp_gain
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):
@@ -150,20 +162,23 @@ class _DGBModel(BaseEstimator):
             return _validate_data(self, X, **kwargs), None
         return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), **kwargs)
 
-    def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None) -> None:
-        if sample_weight is not None and not is_cupy_array(X) and type(X).__name__ != "DataFrame":
+    def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None,
+             **queries) -> None:
+        if sample_weight is not None and not is_cupy_array(X) and type(X).__name__ != "DataFrame" \
+                and not any(v is not None for v in queries.values()):
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         booster = self._run(train, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model,
-                            check_eval_X=lambda eval_X: self._check(eval_X, reset=False)[0])
+                            check_eval_X=lambda eval_X: self._check(eval_X, reset=False)[0], **queries)
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             booster.feature_names = tuple(str(name) for name in names)
         self._Booster = booster
 
     def _run(self, trainer, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model,
-             check_eval_X) -> Booster:
+             check_eval_X, **queries) -> Booster:
         """``trainer`` (dgboost.train, or dgboost.dask.train with a client) with this estimator's
-        arguments; eval sets named validation_0, 1, ..., their labels mapped as y's were."""
+        arguments; eval sets named validation_0, 1, ..., their labels mapped as y's were;
+        ``queries``: a ranker's qid, group, eval_qid and eval_group, where given."""
         evals = []
         for index, entry in enumerate(eval_set or ()):
             if not isinstance(entry, (list, tuple)) or len(entry) != 2:
@@ -172,7 +187,8 @@ class _DGBModel(BaseEstimator):
         return trainer(params, X, y, num_boost_round=self.n_estimators, evals=evals, sample_weight=sample_weight,
                        base_margin=base_margin, early_stopping_rounds=self.early_stopping_rounds,
                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
-                       init_model=_booster_of(init_model), feature_weights=self.feature_weights)
+                       init_model=_booster_of(init_model), feature_weights=self.feature_weights,
+                       **{name: value for name, value in queries.items() if value is not None})
 
     def _eval_labels(self, y):
         return y
@@ -250,6 +266,30 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
             return self._margins(X, True, iteration_range)
         probabilities = to_numpy(self.predict_proba(X, iteration_range=iteration_range))
         return self.classes_[probabilities.argmax(axis=1)]
+
+
+class DGBRanker(_DGBModel):
+    """Gradient-boosted trees for learning to rank (``objective`` default ``rank:ndcg``):
+    rows come in queries, given by ``qid`` (a query id a row, ascending) or ``group`` (the
+    queries' sizes), as XGBRanker takes them; ``predict`` returns scores to sort a query by."""
+
+    def fit(self, X, y, *, group=None, qid=None, sample_weight=None, base_margin=None, eval_set=None,
+            eval_group=None, eval_qid=None, verbose=False, init_model=None):
+        """Train on (X, y) of queries ``qid`` or ``group``; ``sample_weight`` is one a query (or
+        one a row, equal within each query); ``eval_set`` a list of (X, y) pairs with their
+        queries in ``eval_qid`` or ``eval_group``."""
+        if qid is None and group is None and type(X).__name__ == "DataFrame" and "qid" in X.columns:
+            raise ValueError("X has a 'qid' column: pass it as qid=X.pop('qid') (XGBRanker reads it from the frame; "
+                             "dgboost takes it as an argument, so it is never a feature)")
+        X, y = self._check(X, _required(self, y), reset=True)
+        params = self._train_params({"objective": self.objective or "rank:ndcg"})
+        self._fit(X, y, params, sample_weight, base_margin, eval_set, verbose, init_model, qid=qid, group=group,
+                  eval_qid=eval_qid, eval_group=eval_group)
+        return self
+
+    def predict(self, X, *, output_margin: bool = False, iteration_range=None):
+        """Each row's score: sorting a query's rows by it, descending, ranks them."""
+        return self._margins(X, output_margin, iteration_range)
 
 
 def encode_labels(y, classes: np.ndarray) -> np.ndarray:

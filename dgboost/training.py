@@ -146,8 +146,8 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                                group=group)
     resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
-    eval_sets = _eval_sets(evals, X, y, training, params, objective, _aligned(eval_qid, evals, "eval_qid"),
-                           _aligned(eval_group, evals, "eval_group"))
+    eval_sets = _eval_sets(evals, X, y, training, params, objective, aligned_list(eval_qid, evals, "eval_qid"),
+                           aligned_list(eval_group, evals, "eval_group"))
     xp = device_module(params.device)
     training = training.to(xp)
     for eval_set in eval_sets:
@@ -473,7 +473,7 @@ def check_groups(params: TrainParams, has_groups: bool, where: str = "") -> None
                          f"rank:map) use; objective={params.objective!r} takes none: remove them")
 
 
-def _aligned(values, evals, name: str) -> list:
+def aligned_list(values, evals, name: str) -> list:
     """``values`` (eval_qid or eval_group), one an eval set, or Nones."""
     n = len(evals) if isinstance(evals, (list, tuple)) else 0
     if values is None:

@@ -46,16 +46,16 @@ from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
-from ..training import Options, eval_entries
+from ..training import Options, aligned_list, check_groups, eval_entries
 from . import _shards
 from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
 
-__all__ = ["DaskDGBClassifier", "DaskDGBRegressor", "local_cluster", "predict", "train"]
+__all__ = ["DaskDGBClassifier", "DaskDGBRanker", "DaskDGBRegressor", "local_cluster", "predict", "train"]
 
 
 def __getattr__(name: str):
     """The estimators load on first use: they need scikit-learn."""
-    if name in ("DaskDGBClassifier", "DaskDGBRegressor"):
+    if name in ("DaskDGBClassifier", "DaskDGBRanker", "DaskDGBRegressor"):
         from . import _estimators
 
         return getattr(_estimators, name)
@@ -73,7 +73,8 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3
 
 def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False, init_model=None, feature_weights=None) -> Booster:
+          verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None,
+          eval_qid=None) -> Booster:
     """Train a gradient-boosted tree model on the workers of a Dask cluster.
 
     Parameters
@@ -95,6 +96,11 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         Continue training from this model, as in ``dgboost.train``.
     feature_weights : array (n_features,), optional
         Column sampling's weights, as in ``dgboost.train`` (a small array on the client).
+    qid : dask collection with X's row partitioning, optional
+        Ranking's query ids (rank:*), ascending over the whole collection. The workers' shares
+        are cut only where a query starts, so no query is split (the log says how even
+        that leaves them); a query may span partitions.
+    eval_qid : list, one dask collection an eval set (None for the training set), optional
 
     Returns
     -------
@@ -109,10 +115,11 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     if y is None:
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
     _shards.check_collection(y, "y", features=False, like=X)
-    for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin)):
+    for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
         if value is not None:
             _shards.check_collection(value, name, features=False, like=X)
-    eval_specs = _check_evals(evals, X, y, categorical)
+    check_groups(options.params, qid is not None)
+    eval_specs = _check_evals(evals, X, y, categorical, aligned_list(eval_qid, evals, "eval_qid"), options.params)
     categories = _shards.column_categories(X, categorical)  # every partition codes its categories by these
     timeout = _timeout()
     keep_nccl = _keep_nccl()
@@ -127,23 +134,24 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     started = time.perf_counter()
     with _Futures(client) as futures:
         job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin,
-                                                categories)
+                                                categories, qid)
         evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers, categories)
         # Every piece in memory before any rank starts: a rank occupies its worker's
         # thread, so a slice still to be cut there would wait for the whole job.
         distributed.wait([f for w in job_workers for f in shards[w]])
         logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
-                      tuple((name, is_training) for _, _, name, is_training in eval_specs), n_features,
+                      tuple((name, is_training) for _, _, name, is_training, _ in eval_specs), n_features,
                       client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
                       feature_weights=feature_weights)
         return _run_job(client, job, shards, runs, evals_of, futures)
 
 
-def _share_rows(client, futures, params, X, y, weight, base_margin, categories=None):
+def _share_rows(client, futures, params, X, y, weight, base_margin, categories=None, qid=None):
     """(the job's workers, each one's piece futures, each one's global row runs)."""
-    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, "", categories))
-    lengths = _lengths(client, bundles)
+    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, "", categories, qid))
+    summaries = _summaries(client, bundles)
+    lengths = [summary.n_rows for summary in summaries]
     if sum(lengths) == 0:
         raise ValueError("X has no rows: training needs at least one")
     workers = sorted(_workers(client))
@@ -151,7 +159,7 @@ def _share_rows(client, futures, params, X, y, weight, base_margin, categories=N
         raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                            "or use dgboost.dask.local_cluster()")
     holders = _holders(client, bundles, workers)
-    plan = _shards.plan_shards(lengths, holders, workers)
+    plan = _plan(summaries, holders, workers, qid is not None)
     _log_balance(lengths, holders, plan, workers)
     job_workers = [w for w in workers if plan[w]]  # workers beyond the rows sit the job out
     shards = {w: [futures.track_one(_piece(client, bundles[p.part], p, lengths[p.part], holders[p.part]))
@@ -160,18 +168,48 @@ def _share_rows(client, futures, params, X, y, weight, base_margin, categories=N
     return job_workers, shards, runs
 
 
+def _plan(summaries, holders, workers, by_query: bool) -> dict:
+    """Each worker's pieces: near-equal shares (``plan_shards``), or for ranking shares cut at
+    query boundaries (``plan_query_shards``: the log says how uneven they are)."""
+    lengths = [summary.n_rows for summary in summaries]
+    if not by_query:
+        return _shards.plan_shards(lengths, holders, workers)
+    _shards.check_query_order(summaries)
+    starts, last = [], None
+    for summary in summaries:  # a partition's first row starts a query unless it goes on the last one
+        inner = np.zeros(0, np.int64) if summary.query_starts is None else summary.query_starts
+        new = summary.n_rows and (last is None or summary.qid_first != last)
+        starts.append(np.concatenate([[0], inner]) if new else inner)
+        last = summary.qid_last if summary.n_rows else last
+    plan = _shards.plan_query_shards(lengths, starts, holders, workers)
+    shares = [sum(p.n_rows for p in pieces) for pieces in plan.values()]
+    logger.info("dgboost.dask: shares cut at query boundaries: the largest %.3f of an equal share",
+                max(shares) / (sum(shares) / len(shares)))
+    return plan
+
+
 def _share_evals(client, futures, params, eval_specs, job_workers, categories=None) -> dict[str, list[list]]:
-    """Each job worker's bundles of each eval set (none for the training set, which it has)."""
+    """Each job worker's bundles of each eval set (none for the training set, which it has); a
+    ranking eval set's shares are cut at query boundaries too, so each query is scored whole."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
-    for index, (eval_X, eval_y, _, is_training) in enumerate(eval_specs):
+    for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs):
         if is_training:
             for w in job_workers:
                 evals_of[w].append([])
             continue
-        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] ", categories))
-        plan = _shards.plan_evals(_lengths(client, parts), _holders(client, parts, job_workers), job_workers)
+        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] ", categories,
+                                       eval_qid))
+        summaries = _summaries(client, parts)
+        holders = _holders(client, parts, job_workers)
+        if eval_qid is None:
+            plan = _shards.plan_evals([s.n_rows for s in summaries], holders, job_workers)
+            for w in job_workers:
+                evals_of[w].append([parts[i] for i in plan[w]])
+            continue
+        plan = _plan(summaries, holders, job_workers, True)
         for w in job_workers:
-            evals_of[w].append([parts[i] for i in plan[w]])
+            evals_of[w].append([futures.track_one(_piece(client, parts[p.part], p, summaries[p.part].n_rows,
+                                                         holders[p.part])) for p in plan[w]])
     return evals_of
 
 
@@ -314,19 +352,23 @@ def _keep_nccl() -> bool:
     return value
 
 
-def _check_evals(evals, X, y, enable_categorical: bool = False) -> list[tuple]:
-    """[(X, y, name, is_training)] of checked eval sets."""
+def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=None) -> list[tuple]:
+    """[(X, y, name, is_training, qid)] of checked eval sets."""
     specs = []
-    for where, eval_X, eval_y, name in eval_entries(evals):
-        is_training = eval_X is X and eval_y is y
+    for (where, eval_X, eval_y, name), eval_qid in zip(eval_entries(evals), list(qids) or [None] * len(evals)):
+        is_training = eval_X is X and eval_y is y and eval_qid is None
         if not is_training:
+            if params is not None:
+                check_groups(params, eval_qid is not None, f"{where} ")
+            if eval_qid is not None:
+                _shards.check_collection(eval_qid, f"{where} qid", features=False, like=eval_X)
             _shards.check_collection(eval_X, f"{where} X", features=True, enable_categorical=enable_categorical)
             _shards.check_collection(eval_y, f"{where} y", features=False, like=eval_X)
             n, n_train = _shards.n_columns(eval_X), _shards.n_columns(X)
             if n is not None and n_train is not None and n != n_train:
                 raise ValueError(f"{where} X has {n} features but the training X has {n_train}")
             check_feature_names(_shards.column_names(X), _shards.column_names(eval_X), f"{where} X")
-        specs.append((eval_X, eval_y, name, is_training))
+        specs.append((eval_X, eval_y, name, is_training, eval_qid))
     return specs
 
 
@@ -353,26 +395,27 @@ class _Futures:
         self.held.clear()
 
 
-def _bundles(client, params, X, y, weight, base_margin, what: str, categories=None) -> list:
-    """One future per row partition: its X, y, weight and base_margin, validated where the
-    partition is (a Dataset, or the partition's bad input: see ``_lengths``).
+def _bundles(client, params, X, y, weight, base_margin, what: str, categories=None, qid=None) -> list:
+    """One future per row partition: its X, y, weight, base_margin and qid, validated where the
+    partition is (a Dataset, or the partition's bad input: see ``_summaries``).
 
     Keys are the job's own (not pure), so that a job's clean-up never cancels another's.
     """
-    parts = [_shards.partitions(v) for v in (X, y, weight, base_margin)]
+    parts = [_shards.partitions(v) for v in (X, y, weight, base_margin, qid)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
-    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, i, what, params, categories)
-               for i, (x, yy, w, m) in enumerate(zip(*parts))]
+    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, q, i, what, params, categories)
+               for i, (x, yy, w, m, q) in enumerate(zip(*parts))]
     return client.compute(bundles)
 
 
-def _lengths(client, bundles) -> list[int]:
-    """Each partition's rows. Bad input in any partition is raised here, once, naming its row
-    in the whole data set, before any rank starts and without a traceback in a worker's log."""
+def _summaries(client, bundles) -> list:
+    """What the client learns of each partition (its rows; its queries). Bad input in any
+    partition is raised here, once, naming its row in the whole data set, before any rank
+    starts and without a traceback in a worker's log."""
     summaries = client.gather(client.map(_shards.summarise, bundles, pure=True))
     _shards.check_summaries(summaries)
-    return [summary.n_rows for summary in summaries]
+    return summaries
 
 
 def _holders(client, futures, workers) -> list:

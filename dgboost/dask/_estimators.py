@@ -1,6 +1,7 @@
-"""scikit-learn style estimators over dask collections: ``DaskDGBRegressor``, ``DaskDGBClassifier``.
+"""scikit-learn style estimators over dask collections: ``DaskDGBRegressor``, ``DaskDGBClassifier``,
+``DaskDGBRanker``.
 
-They take every constructor argument of ``dgboost.DGBRegressor`` / ``DGBClassifier``
+They take every constructor argument of ``dgboost.DGBRegressor`` / ``DGBClassifier`` / ``DGBRanker``
 plus ``client`` (None: the current client when fitting), train through
 ``dgboost.dask.train`` and predict lazily through ``dgboost.dask.predict``.
 ``to_local()`` gives the plain estimator; pickling drops the client.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sklearn import DGBClassifier, DGBRegressor, _DGBModel, encode_labels, two_columns
+from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, two_columns
 from . import _shards
 
 
@@ -41,14 +42,14 @@ class _DaskModel:
                 setattr(local, name, getattr(self, name))
         return local
 
-    def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model=None):
+    def _train(self, X, y, params, sample_weight, base_margin, eval_set, verbose, init_model=None, **queries):
         import functools
 
         from . import train
 
         _shards.check_collection(X, "X", features=True, enable_categorical=bool(params.get("enable_categorical")))
         booster = self._run(functools.partial(train, self.client), X, y, params, sample_weight, base_margin,
-                            eval_set, verbose, init_model, check_eval_X=lambda eval_X: eval_X)
+                            eval_set, verbose, init_model, check_eval_X=lambda eval_X: eval_X, **queries)
         self._Booster = booster
         self.n_features_in_ = booster.num_features
         if booster.feature_names is not None:
@@ -118,6 +119,23 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         if _shards.is_dask_array(probabilities):
             return probabilities.map_blocks(_labels_of, classes, drop_axis=1, dtype=classes.dtype)
         return probabilities.map_partitions(_label_series, classes, meta=(None, classes.dtype))
+
+
+class DaskDGBRanker(_DaskModel, DGBRanker):
+    """``dgboost.DGBRanker`` over dask collections: ``qid`` a dask collection with X's
+    partitions (a query may span partitions; ids ascend over the whole collection)."""
+
+    _local = DGBRanker
+
+    def fit(self, X, y, *, qid=None, sample_weight=None, base_margin=None, eval_set=None, eval_qid=None,
+            verbose=False, init_model=None):
+        params = self._train_params({"objective": self.objective or "rank:ndcg"})
+        self._train(X, y, params, sample_weight, base_margin, eval_set, verbose, init_model, qid=qid,
+                    eval_qid=eval_qid)
+        return self
+
+    def predict(self, X, *, output_margin: bool = False):
+        return self._lazy(X, output_margin)
 
 
 def _unique(y):

@@ -156,7 +156,8 @@ def _eval_set(index: int, name: str, is_training: bool, parts: list, training: D
 
         data = make_dataset(np.zeros((0, training.n_features), np.float32), np.zeros(0, np.float32),
                             n_outputs=objective.n_outputs, where=where, allow_empty=True)
-        data = dataclasses.replace(data, feature_names=training.feature_names)
+        group = None if training.group is None else np.zeros(1, np.int64)  # no queries here
+        data = dataclasses.replace(data, feature_names=training.feature_names, group=group)
     return EvalSet(name, data)
 
 

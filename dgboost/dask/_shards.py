@@ -15,10 +15,11 @@ import math
 
 import numpy as np
 
-from ..backend import get_xp
+from ..backend import get_xp, to_numpy
 from ..data import sparse
 from ..data.categories import frame_categories
-from ..data.inputs import ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_sparse_chunks, is_numeric_dtype
+from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
+                           query_groups)
 from ..objectives import make_objective
 from ..training import checked_dataset
 
@@ -82,6 +83,71 @@ def plan_shards(lengths, holders, workers) -> dict[str, list[Piece]]:
                 spare.append(Piece(piece.part, piece.start + take, piece.stop))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     return {w: sorted(pieces, key=lambda p: offsets[p.part] + p.start) for w, pieces in shares.items()}
+
+
+def plan_query_shards(lengths, query_starts, holders, workers) -> dict[str, list[Piece]]:
+    """Shares of all rows for ``workers`` cut only where a query starts, so that no query is
+    split (ranking): contiguous ranges of the rows, each as near an equal share as the query
+    boundaries allow, each given to the worker holding most of its rows.
+
+    Parameters
+    ----------
+    lengths, holders, workers : as ``plan_shards``
+    query_starts : sequence of int arrays: the rows of each partition where a query starts
+        (its first row, where a new query begins there, among them)
+
+    Returns
+    -------
+    {worker: [Piece, ...]}, as ``plan_shards`` (a worker may get none).
+    """
+    lengths = [int(n) for n in lengths]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    total = int(offsets[-1])
+    cuts = np.unique(np.concatenate([np.asarray(starts, np.int64) + offsets[part]
+                                     for part, starts in enumerate(query_starts)] + [np.array([0, total], np.int64)]))
+    bounds = [0]
+    for i in range(1, len(workers)):  # the query start nearest each equal share's end, in order
+        target = total * i // len(workers)
+        at = int(np.searchsorted(cuts, target))
+        nearest = [int(c) for c in cuts[max(at - 1, 0):at + 1]]
+        best = min(nearest, key=lambda c: (abs(c - target), c))
+        bounds.append(max(best, bounds[-1]))
+    bounds.append(total)
+    ranges = [(bounds[i], bounds[i + 1]) for i in range(len(workers))]
+    held = np.zeros((len(ranges), len(workers)), np.int64)  # rows of each range each worker holds
+    index = {w: k for k, w in enumerate(workers)}
+    for part, holder in enumerate(holders):
+        if holder in index:
+            for r, (a, b) in enumerate(ranges):
+                held[r, index[holder]] += max(0, min(b, offsets[part + 1]) - max(a, offsets[part]))
+    owner: dict[int, str] = {}
+    free = list(workers)
+    for r in sorted(range(len(ranges)), key=lambda r: (-held[r].max(), r)):
+        worker = max(free, key=lambda w: (held[r, index[w]], -index[w]))
+        owner[r] = worker
+        free.remove(worker)
+    shares: dict[str, list[Piece]] = {w: [] for w in workers}
+    for r, (a, b) in enumerate(ranges):
+        for part in range(len(lengths)):
+            start, stop = max(a, offsets[part]), min(b, offsets[part + 1])
+            if start < stop:
+                shares[owner[r]].append(Piece(part, int(start - offsets[part]), int(stop - offsets[part])))
+    return shares
+
+
+def check_query_order(summaries) -> None:
+    """Each partition's queries follow the previous partition's (qid ascending over the whole
+    data set, so each query's rows are contiguous): else a clear error before any work."""
+    last, last_part = None, None
+    for part, summary in enumerate(summaries):
+        if summary.n_rows == 0:
+            continue
+        if last is not None and summary.qid_first < last:
+            raise ValueError(f"qid is not sorted across partitions: partition {last_part} ends with query {last!r} but "
+                             f"partition {part} starts with {summary.qid_first!r}; each query's rows must be contiguous "
+                             "and the ids ascending over the whole collection: sort by qid first "
+                             "(e.g. frame.sort_values('qid'), or set_index('qid'))")
+        last, last_part = summary.qid_last, part
 
 
 def global_runs(pieces, lengths) -> tuple[tuple[int, int], ...]:
@@ -233,7 +299,7 @@ def n_columns(value) -> int | None:
 # ---- tasks (run on the workers) -------------------------------------------------------------
 #
 # A bundle is one partition's rows checked and converted as ``dgboost.train`` checks its
-# input, made where the partition is. It travels as a tuple (X, label, weight, base_margin,
+# input, made where the partition is. It travels as a tuple (X, label, weight, base_margin, qid,
 # feature_names, frame_categories), not as the Dataset it stands for: distributed serialises each array of a
 # tuple with its own serialiser (cupy's through device memory), a dataclass only by pickle.
 # Bad input is not raised on the worker (which would log a traceback) but returned as
@@ -248,24 +314,31 @@ class Rejected:
     n_rows: int
 
 
-def make_bundle(X, y, weight, base_margin, part: int, what: str, params, categories=None):
+def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, categories=None):
     """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected.
     ``categories``: the categories of the frame's category columns, by column, from its
-    metadata: every partition codes its categories by them, by value."""
+    metadata: every partition codes its categories by them, by value. ``qid``: ranking's query
+    ids of the rows, kept in the bundle (host, int64 or float64) for the query-aware shares."""
     n_rows = int(X.shape[0]) if hasattr(X, "shape") else len(X) if hasattr(X, "__len__") else 0
     try:
-        for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin)):
+        for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin), ("qid", qid)):
             if value is not None and len(value) != n_rows:
                 raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n_rows}: give "
                                  f"{what}{name} X's row partitioning")
         data = checked_dataset(X, y, params, make_objective(params), weight=weight, base_margin=base_margin,
-                               where=what, allow_empty=True, shard=True, categories=categories)
+                               where=what, allow_empty=True, shard=True, categories=categories, qid=qid)
     except RowError as error:  # the client names the row in the whole data set
         return Rejected(error, n_rows)
     except (ValueError, TypeError) as error:
         return Rejected(type(error)(f"{error} (partition {part})") if type(error) in (ValueError, TypeError)
                         else error, n_rows)
-    return (data.X, data.label, data.weight, data.base_margin, data.feature_names, data.frame_categories)
+    qid = None if qid is None else _query_ids(qid)
+    return (data.X, data.label, data.weight, data.base_margin, qid, data.feature_names, data.frame_categories)
+
+
+def _query_ids(qid) -> np.ndarray:
+    values = np.asarray(qid.to_numpy() if hasattr(qid, "to_numpy") else to_numpy(qid)).reshape(-1)
+    return values.astype(np.int64 if values.dtype.kind in "biu" else np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,13 +348,20 @@ class Summary:
     n_rows: int
     error: Exception | None = None
     some_weight: bool = True
+    qid_first: object = None  # ranking: the partition's first and last query ids, and the rows
+    qid_last: object = None   # where a query starts after its first (its query boundaries)
+    query_starts: object = None
 
 
 def summarise(bundle) -> Summary:
     if isinstance(bundle, Rejected):
         return Summary(bundle.n_rows, bundle.error)
-    X, _, weight, *_ = bundle
-    return Summary(int(X.shape[0]), some_weight=weight is None or bool((weight > 0).any()))
+    X, _, weight, _, qid, *_ = bundle
+    some_weight = weight is None or bool((weight > 0).any())
+    if qid is None or not qid.shape[0]:
+        return Summary(int(X.shape[0]), some_weight=some_weight)
+    return Summary(int(X.shape[0]), some_weight=some_weight, qid_first=qid[0].item(), qid_last=qid[-1].item(),
+                   query_starts=np.flatnonzero(qid[1:] != qid[:-1]) + 1)
 
 
 def check_summaries(summaries: list[Summary]) -> None:
@@ -305,10 +385,15 @@ def slice_bundle(bundle, start: int, stop: int):
 
 
 def concat_bundles(bundles) -> Dataset:
-    """One Dataset of a worker's bundles, in order."""
+    """One Dataset of a worker's bundles, in order; with query ids, its query groups (the shares
+    were cut at query boundaries, and the client checked the ids ascend over the partitions)."""
     if len(bundles) == 1:
-        return Dataset(*bundles[0])
-    xp = get_xp(bundles[0][0])
-    join = lambda parts: sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)  # noqa: E731
-    columns = [None if bundles[0][k] is None else join([b[k] for b in bundles]) for k in range(4)]
-    return Dataset(*columns, feature_names=bundles[0][4], frame_categories=bundles[0][5])
+        *columns, qid, feature_names, categories = bundles[0]
+    else:
+        xp = get_xp(bundles[0][0])
+        join = lambda parts: sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)  # noqa: E731
+        *columns, qid = [None if bundles[0][k] is None else
+                         (np.concatenate if k == 4 else join)([b[k] for b in bundles]) for k in range(5)]
+        feature_names, categories = bundles[0][5], bundles[0][6]
+    group = None if qid is None else query_groups(qid, None, int(qid.shape[0]))
+    return Dataset(*columns, feature_names=feature_names, frame_categories=categories, group=group)
