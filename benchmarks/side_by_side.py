@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from benchmarks.datasets import SPARSE, TASKS, load  # noqa: E402
+from benchmarks.datasets import QUERY_SETS, SPARSE, TASKS, load_with_queries  # noqa: E402
 from dgboost.backend import to_numpy  # noqa: E402
 
 
@@ -116,23 +116,24 @@ def _params(args):
 
 def _run_system(args) -> dict:
     started = time.perf_counter()
-    X, y, X_test, y_test = load(args.dataset, args.rows, args.test_rows, args.device)
+    X, y, X_test, y_test, qid, qid_test = load_with_queries(args.dataset, args.rows, args.test_rows, args.device)
     load_seconds = time.perf_counter() - started
     params = _params(args)
     with _PeakDeviceMemory(args.device) as device_memory:
         if args.system == "dgboost":
-            timings, predictions = _dgboost(params, args, X, y, X_test)
+            timings, predictions = _dgboost(params, args, X, y, X_test, qid)
         elif args.system == "catboost":
             timings, predictions = _catboost(params, args, to_numpy(X), to_numpy(y), to_numpy(X_test))
         else:
-            timings, predictions = _xgboost(params, args, X, y, X_test)
-    metric_name, metric = TASKS[args.dataset][3](y_test, predictions)
+            timings, predictions = _xgboost(params, args, X, y, X_test, qid)
+    queries = (qid_test,) if args.dataset in QUERY_SETS else ()
+    metric_name, metric = TASKS[args.dataset][3](y_test, predictions, *queries)
     return {"load_s": load_seconds, **timings, "metric": metric_name, "value": metric,
             "peak_host_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "peak_device_mib": device_memory.peak_mib}
 
 
-def _dgboost(params, args, X, y, X_test):
+def _dgboost(params, args, X, y, X_test, qid=None):
     import logging
 
     import dgboost
@@ -141,12 +142,13 @@ def _dgboost(params, args, X, y, X_test):
     logging.getLogger("dgboost").addHandler(matrices)
     params = {**params, "device": args.device, "verbosity": 2}
     warm = slice(0, min(len(y), _WARM_UP_ROWS))
-    dgboost.train(params, X[warm], y[warm], num_boost_round=2).predict(X[warm])  # warm-up: kernels
+    queries = (lambda rows: {}) if qid is None else (lambda rows: {"qid": qid[rows]})  # noqa: E731
+    dgboost.train(params, X[warm], y[warm], num_boost_round=2, **queries(warm)).predict(X[warm])  # warm-up: kernels
     started = time.perf_counter()
-    dgboost.train(params, X, y, num_boost_round=0)
+    dgboost.train(params, X, y, num_boost_round=0, **queries(slice(None)))
     build = time.perf_counter() - started
     started = time.perf_counter()
-    booster = dgboost.train(params, X, y, num_boost_round=args.rounds)
+    booster = dgboost.train(params, X, y, num_boost_round=args.rounds, **queries(slice(None)))
     total = time.perf_counter() - started
     predictions, predict = _timed(args.device, booster.predict, X_test)
     _, predict_train = _timed(args.device, booster.predict, X)
@@ -167,17 +169,18 @@ class _Lines:
         self.lines.append(record.getMessage())
 
 
-def _xgboost(params, args, X, y, X_test):
+def _xgboost(params, args, X, y, X_test, qid=None):
     import xgboost as xgb
 
     params = {**params, "device": args.device, "tree_method": "hist"}
     # Categorical columns (feature_types) are the DMatrix's to know, as XGBoost takes them.
     kinds = {key: params.pop(key) for key in ("feature_types", "enable_categorical") if key in params}
     matrix_of = functools.partial(xgb.QuantileDMatrix, max_bin=args.max_bin, nthread=args.nthread or None, **kinds)
+    queries = (lambda rows: {}) if qid is None else (lambda rows: {"qid": qid[rows]})  # noqa: E731
     warm = slice(0, min(len(y), _WARM_UP_ROWS))
-    xgb.train(params, matrix_of(X[warm], y[warm]), 2).inplace_predict(X[warm])
+    xgb.train(params, matrix_of(X[warm], y[warm], **queries(warm)), 2).inplace_predict(X[warm])
     started = time.perf_counter()
-    matrix = matrix_of(X, y)
+    matrix = matrix_of(X, y, **queries(slice(None)))
     build = time.perf_counter() - started
     started = time.perf_counter()
     booster = xgb.train(params, matrix, args.rounds)

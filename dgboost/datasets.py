@@ -235,3 +235,43 @@ def make_bosch_like(n_rows: int, seed: int = 0, n_features: int = 968, n_station
         y[start:stop] = rng.random(rows) < 1.0 / (1.0 + np.exp(-z))
         X[start:stop] = values
     return X, y
+
+
+#: The ranking set's relevance grades 0-4 by share of documents, as in MSLR-WEB (about).
+_RELEVANCE_SHARES = (0.52, 0.32, 0.13, 0.02, 0.01)
+
+
+def make_ranking_like(n_rows: int, seed: int = 0):
+    """Learning to rank with 136 features, in the manner of MSLR-WEB: ``(X, y, qid)``.
+
+    Queries of 10 to 100 documents (uniform sizes, the last query cut to fit ``n_rows``),
+    ``qid`` their ascending ids. Columns 0-9 are query features (one ``N(0, 1)`` draw a
+    query, the same on its rows); columns 10-135 document features, ``N(0, 1)``. Each
+    document's latent relevance is ``z = 0.4 (x[10:42].w) + 0.5 sin(x10 x11) + x12 [x13 > 0]
+    + 0.3 x0 x14 + q + N(0, 0.6**2)``, ``w`` 32 standard normals (fixed seed) and ``q`` a
+    query's own ``N(0, 0.5**2)`` shift; the grade ``y`` (0-4) cuts ``z`` at the normal
+    quantiles that give grades 0..4 to 52 / 32 / 13 / 2 / 1 % of the documents.
+    """
+    weights = np.random.default_rng(_COEFFICIENT_SEED + 7).standard_normal(32)
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(10, 101, n_rows // 10 + 2)
+    ends = np.cumsum(sizes)
+    sizes = sizes[: int(np.searchsorted(ends, n_rows)) + 1]
+    sizes[-1] -= int(sizes.sum()) - n_rows
+    qid = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+    X = np.empty((n_rows, 136), dtype=FEATURE_DTYPE)
+    X[:, :10] = np.repeat(rng.standard_normal((sizes.shape[0], 10)), sizes, axis=0)
+    shift = np.repeat(0.5 * rng.standard_normal(sizes.shape[0]), sizes)
+    y = np.empty(n_rows, dtype=LABEL_DTYPE)
+    spread = np.sqrt(0.16 * 32 + 0.5 ** 2 * 0.43 + 0.5 + 0.09 + 0.25 + 0.36)  # z's standard deviation, about
+    from statistics import NormalDist
+
+    cuts = [NormalDist(0.0, spread).inv_cdf(p) for p in np.cumsum(_RELEVANCE_SHARES)[:-1]]
+    for start in range(0, n_rows, _CHUNK_ROWS // 4):
+        stop = min(start + _CHUNK_ROWS // 4, n_rows)
+        x = rng.standard_normal((stop - start, 126))
+        X[start:stop, 10:] = x
+        z = (0.4 * (x[:, :32] @ weights) + 0.5 * np.sin(x[:, 0] * x[:, 1]) + x[:, 2] * (x[:, 3] > 0)
+             + 0.3 * X[start:stop, 0] * x[:, 4] + shift[start:stop] + 0.6 * rng.standard_normal(stop - start))
+        y[start:stop] = np.digitize(z, cuts)
+    return X, y, qid

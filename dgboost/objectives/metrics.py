@@ -342,7 +342,8 @@ def _binary_aucpr(score, positive_weight, negative_weight):
 class RankingMetric(Metric):
     """ndcg, map and pre, each "@k" (the first k documents of a query by the model's order)
     and "-" (a query with no relevant document scores 0, not 1): a query's score, weighted by
-    its weight, averaged over all queries of every rank (each query whole on one rank)."""
+    its weight, averaged over all queries of every rank (each query whole on one rank). As in
+    XGBoost, a query with nothing relevant adds its NDCG of 1 unweighted (its weight still divides)."""
 
     maximize = True
 
@@ -366,7 +367,10 @@ class RankingMetric(Metric):
         scores = rank_scores(self.kind, ptr, order, self._ideal[1], label, top_k, self.exp_gain, self.minus, discount)
         group_weight = xp.ones(sizes.shape[0], STAT_DTYPE) if weight is None else \
             weight[ptr[:-1]].astype(STAT_DTYPE)
-        return exact_sums_partial(xp.stack([scores * group_weight, group_weight], axis=1), comm)
+        weighted = scores * group_weight
+        if self.kind == SCORE_NDCG:  # XGBoost's: a query with nothing relevant adds its 1 (or 0) unweighted
+            weighted = xp.where(label[self._ideal[1][ptr[:-1]]] > 0, weighted, scores)
+        return exact_sums_partial(xp.stack([weighted, group_weight], axis=1), comm)
 
     def finish(self, parts):
         total, weight = finish_exact_sums(parts)

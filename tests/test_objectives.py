@@ -1,0 +1,175 @@
+"""The regression and classification objectives XGBoost 3.4 defines beyond the first eight:
+their models against XGBoost's (identical trees on discrete features), their metrics, their
+export, their intercepts, and their bad labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dgboost
+from dgboost.collective import LocalCommunicator
+from dgboost.objectives.metrics import make_metric
+from dgboost.objectives.regression import label_quantile
+from dgboost.params import TrainParams
+
+xgb = pytest.importorskip("xgboost")
+#: XGBoost 3.4 replaced the absolute and quantile errors' leaf refresh by the smooth surrogates dgboost
+#: implements; older releases train other trees.
+XGBOOST_3_4 = tuple(int(part) for part in xgb.__version__.split(".")[:2]) >= (3, 4)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(1)
+    n = 4000
+    X = (np.round(rng.standard_normal((n, 6)) * 2) / 2).astype(np.float32)  # discrete: the same bins
+    mean = np.exp(0.5 * X[:, 0] - 0.3 * X[:, 1])
+    labels = {
+        "reg:squaredlogerror": mean * rng.gamma(2, 0.5, n),
+        "reg:gamma": mean * rng.gamma(2, 0.5, n),
+        "reg:tweedie": np.where(rng.random(n) < 0.3, 0, mean * rng.gamma(2, 0.5, n)),
+        "binary:hinge": (X[:, 0] + rng.standard_normal(n) > 0).astype(float),
+        "reg:absoluteerror": 3 * X[:, 0] + rng.standard_t(2, n),
+        "reg:quantileerror": 3 * X[:, 0] + rng.standard_normal(n),
+    }
+    weight = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    return X, {k: v.astype(np.float32) for k, v in labels.items()}, weight
+
+
+CASES = [
+    ("reg:squaredlogerror", {}), ("reg:gamma", {}), ("reg:tweedie", {"tweedie_variance_power": 1.3}),
+    ("binary:hinge", {}), ("reg:absoluteerror", {}), ("reg:quantileerror", {"quantile_alpha": [0.1, 0.5, 0.9]}),
+    ("reg:quantileerror", {"quantile_alpha": 0.3}),
+]
+
+
+@pytest.mark.parametrize("objective, extra", CASES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_models_are_xgboosts(rows, objective, extra, weighted):
+    if objective in ("reg:absoluteerror", "reg:quantileerror") and not XGBOOST_3_4:
+        pytest.skip(f"xgboost {xgb.__version__} refreshes leaves by quantiles; dgboost trains XGBoost 3.4's "
+                    "surrogates (test_majorised_gradients_by_hand checks them without XGBoost)")
+    X, labels, weight = rows
+    y = labels[objective]
+    w = weight if weighted else None
+    params = {"objective": objective, "max_depth": 3, "eta": 0.3, **extra}
+    ours = dgboost.train(params, X, y, sample_weight=w, num_boost_round=15, evals=[(X, y, "train")])
+    result = {}
+    theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y, weight=w), 15,
+                       evals=[(xgb.DMatrix(X, y, weight=w), "train")], evals_result=result, verbose_eval=False)
+    expected = theirs.predict(xgb.DMatrix(X))
+    np.testing.assert_allclose(ours.predict(X).reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+    (name, curve), = result["train"].items()
+    assert ours.evals_result()["train"][name][-1] == pytest.approx(curve[-1], rel=1e-5)
+
+
+@pytest.mark.parametrize("objective, extra", CASES)
+def test_xgboost_predicts_the_exported_model(rows, objective, extra, tmp_path):
+    X, labels, _ = rows
+    model = dgboost.train({"objective": objective, "max_depth": 4, **extra}, X, labels[objective], num_boost_round=8)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(path)
+    for margin in (False, True):
+        expected = exported.predict(xgb.DMatrix(X), output_margin=margin)
+        np.testing.assert_allclose(np.asarray(model.predict(X, output_margin=margin)).reshape(expected.shape),
+                                   expected, rtol=1e-5, atol=1e-5)
+
+
+def test_majorised_gradients_by_hand():
+    """XGBoost 3.4's surrogates at a few points, written out: absolute error r c, c with
+    c = delta / hypot(delta, r); quantile 0.5 S (tanh(x) + 1 - 2 alpha), 12.5 tanh(x) / x."""
+    from dgboost.objectives import make_objective
+
+    label = np.array([0.0, 1.0, 4.0, -2.0], np.float32)
+    margin = np.array([[1.0], [1.0], [0.0], [-1.0]], np.float32)
+    absolute = make_objective(TrainParams.from_dict({"objective": "reg:absoluteerror"}))
+    absolute.comm = LocalCommunicator()
+    delta = np.mean(np.sqrt(np.abs(margin[:, 0] - label))) ** 2
+    r = margin[:, 0] - label
+    c = np.where(np.hypot(delta, r) > 0, delta / np.hypot(delta, r), 1.0)
+    np.testing.assert_allclose(absolute.gradients(margin, label, None)[:, 0], np.stack([r * c, c], 1), rtol=1e-6)
+    quantile = make_objective(TrainParams.from_dict({"objective": "reg:quantileerror", "quantile_alpha": 0.8}))
+    quantile.comm = LocalCommunicator()
+    x = r / (0.04 * delta)
+    ratio = np.maximum(np.where(x == 0, 1.0, np.tanh(x) / np.where(x == 0, 1.0, x)), 3e-4)
+    expected = np.stack([0.5 * delta * (np.tanh(x) + 1 - 1.6), 12.5 * ratio], 1)
+    np.testing.assert_allclose(quantile.gradients(margin, label, None)[:, 0], expected, rtol=1e-5)
+
+
+def test_quantile_intercepts_are_the_labels_quantiles(rows):
+    _, labels, weight = rows
+    y = labels["reg:quantileerror"]
+    for alpha in (0.1, 0.5, 0.9):  # R's type 6, numpy's "weibull"
+        assert label_quantile(y, None, alpha) == pytest.approx(float(np.quantile(y.astype(np.float64), alpha,
+                                                                                   method="weibull")))
+    order = np.argsort(y)
+    cdf = np.cumsum(weight[order])
+    assert label_quantile(y, weight, 0.5) == y[order][np.searchsorted(cdf, cdf[-1] * 0.5)]
+    model = dgboost.train({"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.9]}, rows[0], y,
+                          num_boost_round=0)
+    np.testing.assert_allclose(model.base_margin, [label_quantile(y, None, 0.1), label_quantile(y, None, 0.9)],
+                               rtol=1e-6)
+
+
+def test_several_quantiles_never_cross(rows):
+    X, labels, _ = rows
+    model = dgboost.train({"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9], "max_depth": 3},
+                          X, labels["reg:quantileerror"], num_boost_round=20)
+    predictions = model.predict(X)
+    assert predictions.shape == (len(X), 3) and np.all(np.diff(predictions, axis=1) >= 0)
+    covered = (labels["reg:quantileerror"][:, None] <= predictions).mean(axis=0)
+    np.testing.assert_allclose(covered, [0.1, 0.5, 0.9], atol=0.06)  # a surrogate after 20 rounds: near
+
+
+@pytest.mark.parametrize("name, objective, extra", [
+    ("mape", "reg:gamma", {}), ("rmsle", "reg:squaredlogerror", {}), ("gamma-nloglik", "reg:gamma", {}),
+    ("gamma-deviance", "reg:gamma", {}), ("tweedie-nloglik@1.2", "reg:tweedie", {"tweedie_variance_power": 1.2}),
+    ("quantile", "reg:quantileerror", {"quantile_alpha": [0.2, 0.7]}), ("aucpr", "binary:logistic", {}),
+    ("aucpr", "binary:hinge", {}), ("error", "binary:hinge", {}),
+])
+def test_metrics_are_xgboosts(rows, name, objective, extra):
+    X, labels, weight = rows
+    y = labels.get(objective, labels["binary:hinge"])
+    params = {"objective": objective, "max_depth": 2, "eval_metric": name, **extra}
+    result = {}
+    matrix = xgb.DMatrix(X, y, weight=weight)
+    theirs = xgb.train({**params, "tree_method": "hist"}, matrix, 3, evals=[(matrix, "t")], evals_result=result,
+                       verbose_eval=False)
+    predictions = theirs.predict(matrix)
+    got = make_metric(name, TrainParams.from_dict(params))(y, predictions, weight, LocalCommunicator())
+    assert got == pytest.approx(result["t"][name][-1], rel=2e-5)
+
+
+@pytest.mark.parametrize("params, labels, match", [
+    ({"objective": "reg:gamma"}, [1.0, 0.0, 2.0], "> 0 for objective='reg:gamma'"),
+    ({"objective": "reg:tweedie"}, [1.0, -1.0, 2.0], ">= 0 for objective='reg:tweedie'"),
+    ({"objective": "reg:squaredlogerror"}, [1.0, -1.0, 2.0], "> -1"),
+    ({"objective": "binary:hinge"}, [1.0, 0.5, 0.0], "0 or 1"),
+    ({"objective": "reg:quantileerror"}, [1.0, 2.0, 3.0], "needs quantile_alpha"),
+    ({"objective": "reg:quantileerror", "quantile_alpha": 1.0}, [1.0, 2.0, 3.0], "in \\(0, 1\\)"),
+    ({"objective": "reg:quantileerror", "quantile_alpha": [0.5, 0.1]}, [1.0, 2.0, 3.0], "ascending"),
+    ({"objective": "reg:squarederror", "quantile_alpha": 0.5}, [1.0, 2.0, 3.0], "only for"),
+    ({"objective": "reg:tweedie", "tweedie_variance_power": 2.0}, [1.0, 2.0, 3.0], "out of range"),
+    ({"objective": "reg:gamma", "base_score": -1.0}, [1.0, 2.0, 3.0], "must be > 0"),
+    ({"objective": "reg:gamma", "eval_metric": "tweedie-nloglik@2.5"}, [1.0, 2.0, 3.0], "\\[1, 2\\)"),
+    ({"objective": "reg:gamma", "eval_metric": "ndcg@5"}, [1.0, 2.0, 3.0], "does not fit"),
+    ({"objective": "reg:gamma", "eval_metric": "rmse@5"}, [1.0, 2.0, 3.0], "takes no '@'"),
+])
+def test_bad_labels_and_params_are_refused_before_any_work(params, labels, match):
+    X = np.arange(6, dtype=np.float32).reshape(3, 2)
+    with pytest.raises(ValueError, match=match):
+        dgboost.train(params, X, np.array(labels, np.float32), num_boost_round=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("objective, extra", CASES)
+def test_gpu_models_are_the_cpus(rows, objective, extra):
+    X, labels, weight = rows
+    params = {"objective": objective, "max_depth": 4, **extra}
+    on_cpu = dgboost.train(params, X, labels[objective], sample_weight=weight, num_boost_round=10)
+    on_gpu = dgboost.train({**params, "device": "cuda"}, X, labels[objective], sample_weight=weight,
+                           num_boost_round=10)
+    np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5, atol=1e-5)
