@@ -20,7 +20,7 @@ import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.collective import CollectiveError  # noqa: E402
-from dgboost.dask._shards import global_runs, plan_evals, plan_shards  # noqa: E402
+from dgboost.dask._shards import global_runs, plan_evals, plan_query_shards, plan_shards  # noqa: E402
 
 N_ROWS = 3000
 
@@ -597,3 +597,53 @@ def test_a_progress_bar_on_the_clients_terminal(client3, data, terminal):
     assert frames[0].startswith("[" + " " * 24 + "] 0/5 rounds, building the matrix")
     assert frames[-1].startswith("[" + "#" * 24 + "] 5/5 rounds  train-auc:0.")  # drawn before train returns
     assert "[0]\t" not in terminal.text  # no plain lines from the worker on a terminal
+
+
+# ---- ranking: shares cut at query boundaries ----------------------------------------------------
+
+def _ranking_data():
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((N_ROWS, 6)).astype(np.float32)
+    sizes = rng.integers(1, 150, N_ROWS)  # uneven queries, many spanning partitions
+    sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), N_ROWS)) + 1]
+    sizes[-1] -= int(sizes.sum()) - N_ROWS
+    qid = np.repeat(np.arange(sizes.shape[0]) * 3 + 5, sizes)  # ids need only ascend
+    y = np.clip(np.round(X[:, 0] + X[:, 1] * X[:, 2] + rng.standard_normal(N_ROWS) * 0.5 + 1), 0, 4)
+    return X, y.astype(np.float32), qid
+
+
+def test_plan_query_shards_never_splits_a_query():
+    lengths = [10, 10, 10]
+    starts = [np.array([0, 4, 9]), np.array([3]), np.array([0, 5])]  # queries [0,4) [4,9) [9,13) [13,20) [20,25) [25,30)
+    plan = plan_query_shards(lengths, starts, ["a", "b"], ["a", "b"])
+    offsets = [0, 10, 20]
+    edges = sorted(offsets[p.part] + p.start for pieces in plan.values() for p in pieces)
+    assert {e for e in edges if e not in (0, 10, 20)} <= {0, 4, 9, 13, 20, 25}
+    sizes = [sum(p.n_rows for p in pieces) for pieces in plan.values()]
+    assert sum(sizes) == 30 and sorted(sizes) == [13, 17]  # 13 is the query start nearest 15
+
+
+@pytest.mark.parametrize("method", ["topk", "mean"])
+def test_ranking_model_is_byte_identical_on_any_workers(client, method, tmp_path):
+    X, y, qid = _ranking_data()
+    params = {"objective": "rank:ndcg", "max_depth": 4, "lambdarank_pair_method": method, "eval_metric": "ndcg@5"}
+    local = dgboost.train(params, X, y, qid=qid, num_boost_round=6, evals=[(X, y, "t")], eval_qid=[qid])
+    chunks = (700, 900, 400, 1000)
+    dX, dy, dq = (da.from_array(a, chunks=(chunks,) + a.shape[1:]) for a in (X, y, qid))
+    model = dgboost.dask.train(client, params, dX, dy, qid=dq, num_boost_round=6, evals=[(dX, dy, "t")],
+                               eval_qid=[dq])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    assert model.evals_result() == local.evals_result()
+
+
+def test_ranker_estimator_and_bad_query_order(client3, tmp_path):
+    X, y, qid = _ranking_data()
+    dX, dy, dq = (da.from_array(a, chunks=(1000,) + a.shape[1:]) for a in (X, y, qid))
+    ranker = dgboost.dask.DaskDGBRanker(n_estimators=4, max_depth=3).fit(dX, dy, qid=dq)
+    local = dgboost.DGBRanker(n_estimators=4, max_depth=3).fit(X, y, qid=qid)
+    np.testing.assert_array_equal(ranker.predict(dX).compute(), local.predict(X))
+    shuffled = np.concatenate([qid[1000:2000], qid[:1000], qid[2000:]])
+    with pytest.raises(ValueError, match="not sorted across partitions"):
+        dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=da.from_array(shuffled, chunks=1000))
+    with pytest.raises(ValueError, match="pass qid"):
+        dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy)
