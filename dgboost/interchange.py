@@ -75,7 +75,7 @@ def _base_score(booster) -> list[float]:
         return margin
     if objective in ("binary:logistic", "reg:logistic"):
         return [1.0 / (1.0 + math.exp(-margin[0]))]
-    if objective in ("count:poisson", "reg:gamma", "reg:tweedie"):
+    if objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:aft", "survival:cox"):
         return [math.exp(margin[0])]
     return margin
 
@@ -103,7 +103,10 @@ def _objective(params) -> dict:
             "lambdarank_score_normalization": flag(params.lambdarank_score_normalization),
             "lambdarank_unbiased": flag(params.lambdarank_unbiased),
             "ndcg_exp_gain": flag(params.ndcg_exp_gain)}}
-    if name in ("reg:squaredlogerror", "reg:absoluteerror", "binary:hinge"):
+    if name == "survival:aft":
+        return {"name": name, "aft_loss_param": {"aft_loss_distribution": params.aft_loss_distribution,
+                                                 "aft_loss_distribution_scale": _number(params.aft_loss_distribution_scale)}}
+    if name in ("reg:squaredlogerror", "reg:absoluteerror", "binary:hinge", "survival:cox"):
         return {"name": name}
     return {"name": name, "reg_loss_param": {"scale_pos_weight": _number(params.scale_pos_weight)}}
 

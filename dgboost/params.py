@@ -32,6 +32,8 @@ OBJECTIVES = (
     "rank:ndcg",
     "rank:pairwise",
     "rank:map",
+    "survival:aft",
+    "survival:cox",
 )
 
 RANKING = ("rank:ndcg", "rank:pairwise", "rank:map")
@@ -56,6 +58,8 @@ DEFAULT_METRIC = {
     "rank:ndcg": "ndcg",
     "rank:pairwise": "ndcg",
     "rank:map": "map",
+    "survival:aft": "aft-nloglik",
+    "survival:cox": "cox-nloglik",
 }
 
 #: Which objectives each metric makes sense for (by its name before any "@").
@@ -63,7 +67,7 @@ _REGRESSION = ("reg:squarederror", "reg:pseudohubererror", "count:poisson", "reg
                "reg:tweedie", "reg:absoluteerror", "reg:quantileerror", "reg:logistic")
 _PROBABILITY = ("reg:logistic", "binary:logistic", "binary:logitraw")
 _MULTICLASS = ("multi:softmax", "multi:softprob")
-_SINGLE_OUTPUT = tuple(o for o in OBJECTIVES if not o.startswith("multi:") and o != "reg:quantileerror")
+_SINGLE_OUTPUT = tuple(o for o in OBJECTIVES if not o.startswith(("multi:", "survival:")) and o != "reg:quantileerror")
 METRIC_OBJECTIVES = {
     "rmse": _SINGLE_OUTPUT,
     "mae": _SINGLE_OUTPUT,
@@ -81,6 +85,9 @@ METRIC_OBJECTIVES = {
     "gamma-deviance": ("reg:gamma",),
     "tweedie-nloglik": ("reg:tweedie",),
     "quantile": ("reg:quantileerror",),
+    "aft-nloglik": ("survival:aft",),
+    "interval-regression-accuracy": ("survival:aft",),
+    "cox-nloglik": ("survival:cox",),
     "ndcg": RANKING,
     "map": RANKING,
     "pre": RANKING,
@@ -340,6 +347,7 @@ _CHECKS = {
     "huber_slope": _number(0, _INF, lo_open=True),
     "tweedie_variance_power": _number(1, 2, lo_open=True, hi_open=True),
     "pair_method": _choice("topk", "mean"),
+    "aft_distribution": _choice("normal", "logistic", "extreme"),
     "num_pair": _number(1, 2**31 - 1, integer=True),
     "bias_norm": _number(0, _INF),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
@@ -432,6 +440,9 @@ PARAMETERS: tuple[Spec, ...] = (
          "reg:tweedie's variance power: near 1 like Poisson, near 2 like gamma."),
     Spec("quantile_alpha", None, _check_optional(_check_quantile_alpha), "a number in (0, 1) or an ascending list of them",
          "reg:quantileerror's quantiles, required by it: one output (and one tree a round) each."),
+    Spec("aft_loss_distribution", "normal", *_CHECKS["aft_distribution"],
+         "survival:aft's error distribution: log(time) = margin + scale * error."),
+    Spec("aft_loss_distribution_scale", 1.0, *_CHECKS["huber_slope"], "survival:aft's scale of the error."),
     Spec("lambdarank_pair_method", "topk", *_CHECKS["pair_method"],
          "Ranking: the pairs of each query: 'topk' pairs each of the first k documents (by the model's "
          "order) with every document below it; 'mean' draws lambdarank_num_pair_per_sample partners of "
@@ -529,6 +540,8 @@ class TrainParams:
     huber_slope: float = 1.0
     tweedie_variance_power: float = 1.5
     quantile_alpha: tuple[float, ...] | None = None
+    aft_loss_distribution: str = "normal"
+    aft_loss_distribution_scale: float = 1.0
     lambdarank_pair_method: str = "topk"
     lambdarank_num_pair_per_sample: int | None = None
     lambdarank_unbiased: bool = False

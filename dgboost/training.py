@@ -98,7 +98,7 @@ class EvalSet:
 def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
           verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None, group=None,
-          eval_qid=None, eval_group=None) -> Booster:
+          eval_qid=None, eval_group=None, label_lower_bound=None, label_upper_bound=None) -> Booster:
     """Train a gradient-boosted tree model in this process.
 
     Parameters
@@ -130,6 +130,9 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
         equal within each query).
     eval_qid, eval_group : lists, one entry an eval set, optional
         The eval sets' queries, as ``qid`` and ``group``.
+    label_lower_bound, label_upper_bound : arrays (n_rows,), optional
+        survival:aft's bounds of each row's event time (XGBoost's names), in place of ``y``;
+        ``y`` of shape (n_rows, 2) holds them as its columns too.
 
     Returns
     -------
@@ -140,6 +143,9 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                             init_model=init_model)
     params = options.params
     objective = make_objective(params)
+    if y is None and label_lower_bound is not None and label_upper_bound is not None:
+        y = np.stack([np.asarray(to_numpy(label_lower_bound), np.float64).reshape(-1),
+                      np.asarray(to_numpy(label_upper_bound), np.float64).reshape(-1)], axis=1)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
@@ -443,8 +449,8 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
     ``data.make_dataset`` (``kwargs``: its ``allow_empty``, ``shard``), then the objective's
     rule for labels."""
     data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
-                        enable_categorical=params.enable_categorical,
-                        n_outputs=objective.n_outputs, where=where, **kwargs)
+                        enable_categorical=params.enable_categorical, n_outputs=objective.n_outputs,
+                        label_columns=objective.label_columns, where=where, **kwargs)
     if data.label is not None:
         objective.check_labels(data.label, f"{where}y")
     check_groups(params, data.group is not None, where)

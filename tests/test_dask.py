@@ -647,3 +647,20 @@ def test_ranker_estimator_and_bad_query_order(client3, tmp_path):
         dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=da.from_array(shuffled, chunks=1000))
     with pytest.raises(ValueError, match="pass qid"):
         dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy)
+
+
+@pytest.mark.parametrize("objective", ["survival:aft", "survival:cox"])
+def test_survival_model_is_byte_identical_on_any_workers(client, objective, tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((N_ROWS, 5)).astype(np.float32)
+    time = np.exp(0.5 * X[:, 0] + 0.5 * rng.standard_normal(N_ROWS)).astype(np.float32)
+    if objective == "survival:aft":
+        y = np.stack([time, np.where(rng.random(N_ROWS) < 0.3, np.inf, time)], axis=1).astype(np.float32)
+    else:
+        y = np.where(rng.random(N_ROWS) < 0.3, -time, time).astype(np.float32)
+    params = {"objective": objective, "max_depth": 3}
+    local = dgboost.train(params, X, y, num_boost_round=5, evals=[(X, y, "t")])
+    dX, dy = da.from_array(X, chunks=(700, 5)), da.from_array(y, chunks=(700,) + y.shape[1:])
+    model = dgboost.dask.train(client, params, dX, dy, num_boost_round=5, evals=[(dX, dy, "t")])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    assert model.evals_result() == local.evals_result()

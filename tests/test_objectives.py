@@ -173,3 +173,83 @@ def test_gpu_models_are_the_cpus(rows, objective, extra):
     on_gpu = dgboost.train({**params, "device": "cuda"}, X, labels[objective], sample_weight=weight,
                            num_boost_round=10)
     np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5, atol=1e-5)
+
+
+# ---- survival ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def survival():
+    rng = np.random.default_rng(3)
+    n = 3000
+    X = (np.round(rng.standard_normal((n, 5)) * 2) / 2).astype(np.float32)
+    time = np.exp(0.5 * X[:, 0] + 0.5 * rng.standard_normal(n)).astype(np.float32)
+    lower, upper = time.copy(), time.copy()
+    kind = rng.random(n)
+    upper[kind < 0.3] = np.inf  # right censored
+    lower[(kind >= 0.3) & (kind < 0.4)] = 0  # left censored
+    interval = (kind >= 0.4) & (kind < 0.6)
+    lower[interval], upper[interval] = time[interval] * 0.7, time[interval] * 1.3
+    cox = np.where(rng.random(n) < 0.3, -time, time).astype(np.float32)  # negative: censored
+    return X, lower, upper, cox
+
+
+@pytest.mark.parametrize("distribution", ["normal", "logistic", "extreme"])
+def test_aft_is_xgboosts(survival, distribution, tmp_path):
+    X, lower, upper, _ = survival
+    params = {"objective": "survival:aft", "aft_loss_distribution": distribution, "aft_loss_distribution_scale": 1.2,
+              "max_depth": 3, "eval_metric": ["aft-nloglik", "interval-regression-accuracy"]}
+    matrix = xgb.DMatrix(X)
+    matrix.set_float_info("label_lower_bound", lower)
+    matrix.set_float_info("label_upper_bound", upper)
+    result = {}
+    theirs = xgb.train({**params, "tree_method": "hist"}, matrix, 10, evals=[(matrix, "t")], evals_result=result,
+                       verbose_eval=False)
+    ours = dgboost.train(params, X, None, label_lower_bound=lower, label_upper_bound=upper, num_boost_round=10,
+                         evals=[(X, np.stack([lower, upper], 1), "t")])
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(matrix), rtol=1e-5)
+    for name in params["eval_metric"]:
+        assert ours.evals_result()["t"][name][-1] == pytest.approx(result["t"][name][-1], rel=1e-6)
+    path = tmp_path / "aft.json"
+    ours.save_model(path, format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(path)
+    np.testing.assert_allclose(exported.predict(matrix), ours.predict(X), rtol=1e-5)
+
+
+def test_cox_is_xgboosts(survival, tmp_path):
+    X, _, _, y = survival
+    result = {}
+    matrix = xgb.DMatrix(X, y)
+    theirs = xgb.train({"objective": "survival:cox", "max_depth": 3, "tree_method": "hist"}, matrix, 10,
+                       evals=[(matrix, "t")], evals_result=result, verbose_eval=False)
+    ours = dgboost.train({"objective": "survival:cox", "max_depth": 3}, X, y, num_boost_round=10, evals=[(X, y, "t")])
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(matrix), rtol=1e-5)
+    assert ours.evals_result()["t"]["cox-nloglik"][-1] == pytest.approx(result["t"]["cox-nloglik"][-1], rel=1e-6)
+    path = tmp_path / "cox.json"
+    ours.save_model(path, format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(path)
+    np.testing.assert_allclose(exported.predict(matrix), ours.predict(X), rtol=1e-5)
+
+
+@pytest.mark.parametrize("bounds, match", [
+    ([[1.0, 0.5]], "upper bound must be >= its lower bound"),
+    ([[-1.0, 2.0]], "lower bound must be a finite time >= 0"),
+    ([[np.inf, np.inf]], "lower bound must be a finite time"),
+    ([[np.nan, 1.0]], "must hold numbers"),
+])
+def test_bad_survival_bounds_are_refused(bounds, match):
+    X = np.zeros((3, 2), np.float32)
+    y = np.array([[1.0, 2.0], [1.0, 1.0]] + bounds, np.float32)
+    with pytest.raises(ValueError, match=match):
+        dgboost.train({"objective": "survival:aft"}, X, y, num_boost_round=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("objective", ["survival:aft", "survival:cox"])
+def test_gpu_survival_is_the_cpus(survival, objective):
+    X, lower, upper, cox = survival
+    y = np.stack([lower, upper], 1) if objective == "survival:aft" else cox
+    on_cpu = dgboost.train({"objective": objective, "max_depth": 4}, X, y, num_boost_round=10)
+    on_gpu = dgboost.train({"objective": objective, "max_depth": 4, "device": "cuda"}, X, y, num_boost_round=10)
+    np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5)

@@ -113,7 +113,7 @@ class Dataset:
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
                  allow_empty: bool = False, shard: bool = False, enable_categorical: bool = False,
-                 categories: tuple | None = None, qid=None, group=None) -> Dataset:
+                 categories: tuple | None = None, qid=None, group=None, label_columns: int = 1) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
@@ -128,7 +128,12 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
                                                   categories=categories)
     xp = get_xp(X)
     n_rows = X.shape[0]
-    label = None if y is None else vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
+    if y is None:
+        label = None
+    elif label_columns == 1:
+        label = vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
+    else:
+        label = _bounds(y, f"{where}y", n_rows, label_columns, xp)
     ptr = None if qid is None and group is None else query_groups(qid, group, n_rows, where)
     if weight is not None:
         if ptr is not None:
@@ -260,6 +265,23 @@ def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
     _check_numeric_dtype(values.dtype, name)
     values = asarray(xp, values).astype(dtype)
     _check_finite(values, name)
+    return values
+
+
+def _bounds(values, name: str, n_rows: int, n_columns: int, xp: ModuleType):
+    """Labels of several columns a row (survival:aft's [lower, upper]), float32; +inf allowed
+    (an unbounded upper end), NaN and -inf not."""
+    values = _as_array(values, name)
+    if values.ndim != 2 or values.shape != (n_rows, n_columns):
+        raise ValueError(f"{name} must have shape ({n_rows}, {n_columns}) (for survival:aft each row's lower and upper "
+                         f"bound of its event time), got {values.shape}")
+    _check_numeric_dtype(values.dtype, name)
+    values = asarray(xp, values).astype(LABEL_DTYPE)
+    bad = xp.isnan(values) | (values == -np.inf)
+    if bool(bad.any()):
+        row = _first_bad_row(bad)
+        raise RowError(f"{name} has {values[row].tolist()} at row ", row, f": {name} must hold numbers (inf only as an "
+                       "upper bound)")
     return values
 
 

@@ -1,7 +1,7 @@
 """Objectives: gradients and hessians of each loss, the link, and the intercept.
 
 ``base.py`` holds the interface (``Objective``); ``regression.py``,
-``classification.py`` and ``ranking.py`` the losses, by XGBoost's names;
+``classification.py``, ``ranking.py`` and ``survival.py`` the losses, by XGBoost's names;
 ``metrics.py`` the evaluation metrics beside them.
 """
 
@@ -11,6 +11,7 @@ from ..params import TrainParams
 from .base import Objective
 from .classification import Hinge, Logistic, Softmax
 from .ranking import LambdaRank
+from .survival import AcceleratedFailureTime, Cox
 from .regression import (AbsoluteError, Gamma, Poisson, PseudoHuberError, QuantileError, SquaredError, SquaredLogError,
                          Tweedie)
 
@@ -32,6 +33,8 @@ _OBJECTIVES = {
     "rank:ndcg": LambdaRank,
     "rank:pairwise": LambdaRank,
     "rank:map": LambdaRank,
+    "survival:aft": AcceleratedFailureTime,
+    "survival:cox": Cox,
 }
 
 

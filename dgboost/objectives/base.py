@@ -29,6 +29,8 @@ class Objective:
 
     name: str
     n_outputs = 1
+    #: Label columns a row: 2 for survival:aft's [lower, upper] bounds.
+    label_columns = 1
 
     def __init__(self, params: TrainParams):
         self.params = params

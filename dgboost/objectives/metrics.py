@@ -339,6 +339,49 @@ def _binary_aucpr(score, positive_weight, negative_weight):
     return float(min(np.sum(area), 1.0))
 
 
+class AFTNegLogLik(_WeightedMean):
+    """aft-nloglik: survival:aft's loss (its margin in, XGBoost's), weighted mean."""
+
+    name = "aft-nloglik"
+
+    def _loss(self, label, prediction, xp):
+        from .survival import AcceleratedFailureTime
+
+        return AcceleratedFailureTime(self.params).loss(prediction, label)
+
+
+class IntervalAccuracy(_WeightedMean):
+    """interval-regression-accuracy: the weight of rows whose predicted time exp(margin) lies
+    within their [lower, upper] bounds."""
+
+    name = "interval-regression-accuracy"
+    maximize = True
+
+    def _loss(self, label, prediction, xp):
+        time = xp.exp(prediction)
+        return ((label[:, 0] <= time) & (time <= label[:, 1])).astype(STAT_DTYPE)
+
+
+class CoxNegLogLik(Metric):
+    """cox-nloglik: the partial likelihood over every rank's rows (gathered; XGBoost's, unweighted)."""
+
+    name = "cox-nloglik"
+
+    def __init__(self, params: TrainParams):
+        self.params = params
+
+    def partial(self, label, predictions, weight, comm, group=None):
+        from .survival import cox_negative_log_likelihood
+
+        xp = get_xp(predictions)
+        times = np.concatenate([to_numpy(p) for p in comm.allgather(label)]).astype(np.float64)
+        hazard = np.concatenate([to_numpy(p) for p in comm.allgather(predictions)]).astype(np.float64)
+        return [xp.asarray(np.array([cox_negative_log_likelihood(times, hazard)]))]
+
+    def finish(self, parts):
+        return float(parts[0][0])
+
+
 class RankingMetric(Metric):
     """ndcg, map and pre, each "@k" (the first k documents of a query by the model's order)
     and "-" (a query with no relevant document scores 0, not 1): a query's score, weighted by
@@ -379,7 +422,8 @@ class RankingMetric(Metric):
 
 _METRICS = {m.name: m for m in (RMSE, MAE, MeanPseudoHuberError, LogLoss, BinaryError, AUC, AUCPR,
                                  MultiLogLoss, MultiError, PoissonNegLogLik, MAPE, RMSLE, GammaNegLogLik,
-                                 GammaDeviance, TweedieNegLogLik, Quantile)}
+                                 GammaDeviance, TweedieNegLogLik, Quantile, AFTNegLogLik, IntervalAccuracy,
+                                 CoxNegLogLik)}
 
 
 def make_metric(name: str, params: TrainParams) -> Metric:
