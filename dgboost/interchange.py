@@ -74,9 +74,9 @@ def _base_score(booster) -> list[float]:
     if objective.startswith("multi:"):
         return margin
     if objective in ("binary:logistic", "reg:logistic"):
-        return [1.0 / (1.0 + math.exp(-margin[0]))]
+        return [1.0 / (1.0 + math.exp(-m)) for m in margin]
     if objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:aft", "survival:cox"):
-        return [math.exp(margin[0])]
+        return [math.exp(m) for m in margin]
     return margin
 
 

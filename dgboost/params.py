@@ -37,6 +37,13 @@ OBJECTIVES = (
 )
 
 RANKING = ("rank:ndcg", "rank:pairwise", "rank:map")
+#: The objectives that train several targets, y of shape (n_rows, k): one output, and one tree a
+#: round, a target (XGBoost's multi_strategy="one_output_per_tree").
+MULTI_TARGET = ("reg:squarederror", "reg:pseudohubererror", "reg:squaredlogerror", "reg:absoluteerror",
+                "reg:logistic", "binary:logistic", "reg:gamma", "reg:tweedie", "count:poisson", "binary:hinge")
+#: The metrics of several targets: the weighted mean over rows of the mean over targets (XGBoost's).
+MULTI_TARGET_METRICS = ("rmse", "mae", "mphe", "mape", "rmsle", "logloss", "error", "poisson-nloglik",
+                        "gamma-nloglik", "gamma-deviance", "tweedie-nloglik")
 
 #: The metric each objective reports when ``eval_metric`` is not given (XGBoost's; the
 #: ranking objectives' and reg:tweedie's take their parameters: ``TrainParams.metrics``).
@@ -136,7 +143,6 @@ def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
 NOT_YET_SUPPORTED = (
     "booster",
     "max_cached_hist_node",
-    "multi_strategy",
     "num_parallel_tree",
     "refresh_leaf",
     "updater",
@@ -348,6 +354,8 @@ _CHECKS = {
     "tweedie_variance_power": _number(1, 2, lo_open=True, hi_open=True),
     "pair_method": _choice("topk", "mean"),
     "aft_distribution": _choice("normal", "logistic", "extreme"),
+    "multi_strategy": _choice("one_output_per_tree", later={
+        "multi_output_tree": "vector-leaf trees are not supported yet"}),
     "num_pair": _number(1, 2**31 - 1, integer=True),
     "bias_norm": _number(0, _INF),
     "scale_pos_weight": _number(0, _INF, lo_open=True),
@@ -440,6 +448,11 @@ PARAMETERS: tuple[Spec, ...] = (
          "reg:tweedie's variance power: near 1 like Poisson, near 2 like gamma."),
     Spec("quantile_alpha", None, _check_optional(_check_quantile_alpha), "a number in (0, 1) or an ascending list of them",
          "reg:quantileerror's quantiles, required by it: one output (and one tree a round) each."),
+    Spec("num_target", None, _check_optional(_CHECKS["num_pair"][0]), _CHECKS["num_pair"][1],
+         "Targets of multi-output regression: found from y's columns (give it to have them checked)."),
+    Spec("multi_strategy", "one_output_per_tree", *_CHECKS["multi_strategy"],
+         "Several targets train one tree a target a round (XGBoost's default; its multi_output_tree, "
+         "vector-leaf trees, is not supported yet)."),
     Spec("aft_loss_distribution", "normal", *_CHECKS["aft_distribution"],
          "survival:aft's error distribution: log(time) = margin + scale * error."),
     Spec("aft_loss_distribution_scale", 1.0, *_CHECKS["huber_slope"], "survival:aft's scale of the error."),
@@ -540,6 +553,8 @@ class TrainParams:
     huber_slope: float = 1.0
     tweedie_variance_power: float = 1.5
     quantile_alpha: tuple[float, ...] | None = None
+    num_target: int | None = None
+    multi_strategy: str = "one_output_per_tree"
     aft_loss_distribution: str = "normal"
     aft_loss_distribution_scale: float = 1.0
     lambdarank_pair_method: str = "topk"
@@ -586,7 +601,9 @@ class TrainParams:
         reg:quantileerror, else 1."""
         if self.objective.startswith("multi:"):
             return self.num_class
-        return len(self.quantile_alpha) if self.objective == "reg:quantileerror" else 1
+        if self.objective == "reg:quantileerror":
+            return len(self.quantile_alpha)
+        return self.num_target or 1
 
     @property
     def num_pair(self) -> int:
@@ -615,6 +632,20 @@ class TrainParams:
         if self.objective in RANKING and self.lambdarank_pair_method == "topk":
             return (f"{metric}@{self.num_pair}",)  # XGBoost's: the pairs' cut-off
         return (metric,)
+
+    def with_targets(self, n_targets: int, name: str = "y") -> "TrainParams":
+        """These parameters for labels of ``n_targets`` columns: num_target set (1: left as
+        given), checked against the objective and a num_target given."""
+        if n_targets == 1 and not (self.num_target or 1) > 1:
+            return self
+        if self.num_target is not None and self.num_target != n_targets:
+            raise ValueError(f"num_target={self.num_target} but {name} has {n_targets} columns: give one target a column")
+        if self.objective not in MULTI_TARGET:
+            raise ValueError(f"{name} has {n_targets} columns (several targets), which objective={self.objective!r} "
+                             f"does not take; the objectives of several targets are {', '.join(MULTI_TARGET)}")
+        values = {spec.name: getattr(self, _FIELD_OF.get(spec.name, spec.name)) for spec in PARAMETERS}
+        _check_together({**{k: v for k, v in values.items() if v is not None}, "num_target": n_targets})
+        return dataclasses.replace(self, num_target=n_targets)
 
     def to_dict(self) -> dict[str, Any]:
         """The parameters under their XGBoost names, JSON-friendly (NaN as the string "nan")."""
@@ -688,6 +719,9 @@ def _check_together(values: dict[str, Any]) -> None:
                          "median, or a list of them")
     if objective != "reg:quantileerror" and values.get("quantile_alpha") is not None:
         raise ValueError(f"quantile_alpha is only for objective='reg:quantileerror', not {objective!r}; remove it")
+    if (values.get("num_target") or 1) > 1 and objective not in MULTI_TARGET:
+        raise ValueError(f"num_target={values['num_target']} (several targets) does not fit objective={objective!r}; "
+                         f"the objectives of several targets are {', '.join(MULTI_TARGET)}")
     if values.get("lambdarank_unbiased"):
         raise ValueError("lambdarank_unbiased=True (position-debiased LambdaMART) is not supported by dgboost yet; "
                          "remove it")
@@ -697,6 +731,9 @@ def _check_together(values: dict[str, Any]) -> None:
         raise ValueError(f"base_score={base_score!r} must be > -1 for objective='reg:squaredlogerror'")
     for metric in values.get("eval_metric") or ():
         metric, *_ = parse_metric(metric)
+        if (values.get("num_target") or 1) > 1 and metric not in MULTI_TARGET_METRICS:
+            raise ValueError(f"eval_metric {metric!r} does not take several targets; those that do: "
+                             f"{', '.join(MULTI_TARGET_METRICS)}")
         if objective not in METRIC_OBJECTIVES[metric]:
             fits = ", ".join(METRIC_OBJECTIVES[metric])
             raise ValueError(f"eval_metric {metric!r} does not fit objective={objective!r}; "

@@ -160,7 +160,9 @@ class _DGBModel(BaseEstimator):
                   "accept_sparse": "csr"}
         if y is None:
             return _validate_data(self, X, **kwargs), None
-        return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), **kwargs)
+        multi_output = isinstance(self, RegressorMixin)  # several targets: y of shape (n_rows, k)
+        return _validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin), multi_output=multi_output,
+                              **kwargs)
 
     def _fit(self, X, y, params: dict, sample_weight, base_margin, eval_set, verbose, init_model=None,
              **queries) -> None:
@@ -213,7 +215,13 @@ def _required(estimator, y):
 
 
 class DGBRegressor(RegressorMixin, _DGBModel):
-    """Gradient-boosted trees for regression (``objective`` default ``reg:squarederror``)."""
+    """Gradient-boosted trees for regression (``objective`` default ``reg:squarederror``); a y of
+    shape (n_rows, k) trains k targets (one tree a target a round), and predicts k columns."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
     def fit(self, X, y, *, sample_weight=None, base_margin=None, eval_set=None, verbose=False, init_model=None):
         """Train on (X, y); ``eval_set`` is a list of (X, y) pairs, named validation_0, 1, ...;

@@ -142,12 +142,17 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
                             init_model=init_model)
     params = options.params
-    objective = make_objective(params)
     if y is None and label_lower_bound is not None and label_upper_bound is not None:
         y = np.stack([np.asarray(to_numpy(label_lower_bound), np.float64).reshape(-1),
                       np.asarray(to_numpy(label_upper_bound), np.float64).reshape(-1)], axis=1)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
+    params = params.with_targets(target_columns(y, params))
+    options = dataclasses.replace(options, params=params)
+    if options.init_model is not None and options.init_model.n_outputs != params.n_outputs:
+        raise ValueError(f"init_model has {options.init_model.n_outputs} outputs but y has {params.n_outputs} "
+                         "targets: continue it on labels of as many columns")
+    objective = make_objective(params)
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
                                group=group)
     resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
@@ -422,6 +427,8 @@ def _init_model(init_model, params: TrainParams) -> Booster | None:
         raise TypeError(f"init_model must be a dgboost.Booster or a model file's path, got "
                         f"{type(init_model).__name__}")
     outputs = make_objective(params).n_outputs
+    if params.num_target is None and init_model.params.num_target:  # y's columns set it: train checks them
+        outputs = init_model.n_outputs
     if (init_model.params.objective, init_model.n_outputs) != (params.objective, outputs):
         raise ValueError(f"init_model was trained with objective={init_model.params.objective!r} and "
                          f"{init_model.n_outputs} outputs; continue it with the same objective (and num_class)")
@@ -450,7 +457,8 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
     rule for labels."""
     data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
                         enable_categorical=params.enable_categorical, n_outputs=objective.n_outputs,
-                        label_columns=objective.label_columns, where=where, **kwargs)
+                        label_columns=objective.label_columns, label_bounds=objective.label_bounds, where=where,
+                        **kwargs)
     if data.label is not None:
         objective.check_labels(data.label, f"{where}y")
     check_groups(params, data.group is not None, where)
@@ -467,6 +475,14 @@ def check_metric_labels(params: TrainParams, label, name: str) -> None:
         row = int(xp.nonzero((label != 0) & (label != 1))[0][0])
         raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": eval_metric {binary[0]!r} needs labels 0 or "
                        "1 (relevant or not); use ndcg for graded relevance")
+
+
+def target_columns(y, params: TrainParams) -> int:
+    """The targets ``y`` holds: its columns where it is 2-D (but survival:aft's two bounds), else 1."""
+    shape = getattr(y, "shape", None)
+    if shape is None or len(shape) != 2 or params.objective == "survival:aft":
+        return 1
+    return int(shape[1])
 
 
 def check_groups(params: TrainParams, has_groups: bool, where: str = "") -> None:

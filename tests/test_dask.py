@@ -664,3 +664,14 @@ def test_survival_model_is_byte_identical_on_any_workers(client, objective, tmp_
     model = dgboost.dask.train(client, params, dX, dy, num_boost_round=5, evals=[(dX, dy, "t")])
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
     assert model.evals_result() == local.evals_result()
+
+
+def test_several_targets_on_any_workers(client, tmp_path):
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((N_ROWS, 4)).astype(np.float32)
+    Y = np.stack([X[:, 0] + rng.standard_normal(N_ROWS), 2 * X[:, 1] * X[:, 2]], axis=1).astype(np.float32)
+    local = dgboost.train({"max_depth": 3}, X, Y, num_boost_round=4, evals=[(X, Y, "t")])
+    dX, dY = da.from_array(X, chunks=(800, 4)), da.from_array(Y, chunks=(800, 2))
+    model = dgboost.dask.train(client, {"max_depth": 3}, dX, dY, num_boost_round=4, evals=[(dX, dY, "t")])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    assert model.evals_result() == local.evals_result()

@@ -253,3 +253,49 @@ def test_gpu_survival_is_the_cpus(survival, objective):
     on_cpu = dgboost.train({"objective": objective, "max_depth": 4}, X, y, num_boost_round=10)
     on_gpu = dgboost.train({"objective": objective, "max_depth": 4, "device": "cuda"}, X, y, num_boost_round=10)
     np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5)
+
+
+# ---- several targets ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("objective", ["reg:squarederror", "reg:gamma", "reg:absoluteerror", "binary:logistic"])
+def test_several_targets_are_xgboosts(rows, objective, tmp_path):
+    if objective == "reg:absoluteerror" and not XGBOOST_3_4:
+        pytest.skip(f"xgboost {xgb.__version__} refreshes leaves by quantiles")
+    X, labels, _ = rows
+    rng = np.random.default_rng(9)
+    Y = np.stack([labels["reg:gamma"], labels["reg:tweedie"] + 0.5, np.exp(0.3 * X[:, 2])], axis=1)
+    if objective == "binary:logistic":
+        Y = (Y > np.median(Y, axis=0)).astype(np.float32)
+    elif objective != "reg:gamma":
+        Y = Y + rng.standard_normal(Y.shape).astype(np.float32)
+    Y = Y.astype(np.float32)
+    result = {}
+    matrix = xgb.DMatrix(X, Y)
+    theirs = xgb.train({"objective": objective, "max_depth": 3, "tree_method": "hist"}, matrix, 10,
+                       evals=[(matrix, "t")], evals_result=result, verbose_eval=False)
+    ours = dgboost.train({"objective": objective, "max_depth": 3}, X, Y, num_boost_round=10, evals=[(X, Y, "t")])
+    assert ours.predict(X).shape == (len(X), 3) and ours.num_boosted_rounds() == 10 and len(ours.trees) == 30
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(matrix), rtol=1e-5, atol=1e-5)
+    (name, curve), = result["t"].items()
+    assert ours.evals_result()["t"][name][-1] == pytest.approx(curve[-1], rel=1e-5)
+    path = tmp_path / "targets.json"
+    ours.save_model(path)
+    assert dgboost.Booster.load_model(path).save_raw() == ours.save_raw()
+    ours.save_model(path, format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(path)
+    np.testing.assert_allclose(exported.predict(matrix), ours.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_several_targets_in_the_estimator_and_their_errors(rows):
+    X, labels, _ = rows
+    Y = np.stack([labels["reg:quantileerror"], labels["reg:absoluteerror"]], axis=1)
+    model = dgboost.DGBRegressor(n_estimators=5, max_depth=3).fit(X, Y)
+    assert model.predict(X).shape == (len(X), 2)
+    with pytest.raises(ValueError, match="does not take"):
+        dgboost.train({"objective": "reg:quantileerror", "quantile_alpha": 0.5}, X, Y, num_boost_round=1)
+    with pytest.raises(ValueError, match="num_target=3 but y has 2 columns"):
+        dgboost.train({"num_target": 3}, X, Y, num_boost_round=1)
+    with pytest.raises(ValueError, match="does not take several targets"):
+        dgboost.train({"objective": "binary:logistic", "eval_metric": "auc"}, X, (Y > 0).astype(np.float32),
+                      num_boost_round=1)

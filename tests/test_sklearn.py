@@ -14,11 +14,14 @@ import dgboost  # noqa: E402
 from dgboost.sklearn import DGBClassifier, DGBRegressor  # noqa: E402
 
 # Checks that cannot pass, and why (scikit-learn skips these, reporting them as expected failures).
-EXPECTED_FAILED_CHECKS = {}
+#: Predictions are float32, the model's precision, as XGBoost's; scikit-learn wants float64 for
+#: several targets (XGBoost's XGBRegressor fails this check the same way).
+EXPECTED_FAILED_CHECKS = {"check_regressor_multioutput": "float32 predictions, as XGBoost's"}
 
 
 @parametrize_with_checks([DGBRegressor(n_estimators=5), DGBClassifier(n_estimators=5)],
-                         expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS)
+                         expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS
+                         if isinstance(estimator, DGBRegressor) else {})
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
 # scikit-learn itself skips its array-API checks unless SCIPY_ARRAY_API is set.
@@ -33,8 +36,9 @@ def task(rng):
 
 def test_estimators_load_from_the_top_level():
     assert dgboost.DGBRegressor is DGBRegressor and dgboost.DGBClassifier is DGBClassifier
-    with pytest.raises(AttributeError, match="no attribute 'DGBRanker'"):
-        dgboost.DGBRanker
+    assert dgboost.DGBRanker.__name__ == "DGBRanker"
+    with pytest.raises(AttributeError, match="no attribute 'DGBForest'"):
+        dgboost.DGBForest
 
 
 def test_regressor_equals_train(task):

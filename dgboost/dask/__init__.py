@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -115,6 +116,7 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     if y is None:
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
     _shards.check_collection(y, "y", features=False, like=X)
+    options = dataclasses.replace(options, params=options.params.with_targets(_target_columns(y, options.params)))
     for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
         if value is not None:
             _shards.check_collection(value, name, features=False, like=X)
@@ -145,6 +147,15 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
                       client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
                       feature_weights=feature_weights)
         return _run_job(client, job, shards, runs, evals_of, futures)
+
+
+def _target_columns(y, params) -> int:
+    """The targets of a dask y: a 2-D array's columns (but survival:aft's bounds), a DataFrame's."""
+    if params.objective == "survival:aft":
+        return 1
+    if _shards.is_dask_array(y):
+        return int(y.shape[1]) if y.ndim == 2 else 1
+    return len(y.columns) if hasattr(y, "columns") else 1
 
 
 def _share_rows(client, futures, params, X, y, weight, base_margin, categories=None, qid=None):

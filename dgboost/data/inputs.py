@@ -113,7 +113,8 @@ class Dataset:
 def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = math.nan,
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
                  allow_empty: bool = False, shard: bool = False, enable_categorical: bool = False,
-                 categories: tuple | None = None, qid=None, group=None, label_columns: int = 1) -> Dataset:
+                 categories: tuple | None = None, qid=None, group=None, label_columns: int = 1,
+                 label_bounds: bool = False) -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
@@ -132,8 +133,10 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
         label = None
     elif label_columns == 1:
         label = vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
-    else:
+    elif label_bounds:
         label = _bounds(y, f"{where}y", n_rows, label_columns, xp)
+    else:  # several targets
+        label = margins(y, f"{where}y", n_rows, label_columns, xp)
     ptr = None if qid is None and group is None else query_groups(qid, group, n_rows, where)
     if weight is not None:
         if ptr is not None:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from ..params import TrainParams
-from .base import Objective
+from .base import MultiTarget, Objective
 from .classification import Hinge, Logistic, Softmax
 from .ranking import LambdaRank
 from .survival import AcceleratedFailureTime, Cox
@@ -39,8 +39,9 @@ _OBJECTIVES = {
 
 
 def make_objective(params: TrainParams) -> Objective:
-    """The objective named by ``params.objective``."""
-    return _OBJECTIVES[params.objective](params)
+    """The objective named by ``params.objective`` (of ``params.num_target`` targets)."""
+    objective = _OBJECTIVES[params.objective](params)
+    return MultiTarget(params, objective) if params.num_target and params.num_target > 1 else objective
 
 
 __all__ = ["Objective", "make_objective"]

@@ -29,8 +29,10 @@ class Objective:
 
     name: str
     n_outputs = 1
-    #: Label columns a row: 2 for survival:aft's [lower, upper] bounds.
+    #: Label columns a row: 2 for survival:aft's [lower, upper] bounds, k for k targets.
     label_columns = 1
+    #: The label columns are bounds (survival:aft's), whose upper may be inf.
+    label_bounds = False
 
     def __init__(self, params: TrainParams):
         self.params = params
@@ -145,3 +147,46 @@ def _raise_for_first(bad, label, name, rule, xp):
     if bool(bad.any()):
         row = int(xp.nonzero(bad)[0][0])
         raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": {rule}")
+
+
+class MultiTarget(Objective):
+    """Several targets, y of shape (n_rows, k): ``single``'s loss on each target's column, one
+    output (and one tree a round) a target, XGBoost's multi_strategy="one_output_per_tree"; each
+    target's intercept is estimated from its own column."""
+
+    label_columns = property(lambda self: self.n_outputs)
+
+    def __init__(self, params: TrainParams, single: Objective):
+        super().__init__(params)
+        self.single = single
+        self.name = single.name
+        self.n_outputs = params.num_target
+
+    def prepare(self, data, rows, comm):
+        super().prepare(data, rows, comm)
+        self.single.prepare(data, rows, comm)
+
+    def check_labels(self, label, name):
+        for target in range(label.shape[1]):
+            self.single.check_labels(label[:, target], f"{name}[:, {target}]")
+
+    def base_margin(self, label, weight, comm):
+        return np.concatenate([self.single.base_margin(label[:, t], weight, comm) for t in range(label.shape[1])])
+
+    def training_gradients(self, margins, label, weight, epoch=0):
+        return self._by_target(lambda t: self.single.training_gradients(margins[:, t:t + 1], label[:, t], weight,
+                                                                        epoch), margins)
+
+    def gradients(self, margins, label, weight):
+        return self._by_target(lambda t: self.single.gradients(margins[:, t:t + 1], label[:, t], weight), margins)
+
+    def _by_target(self, gradients_of, margins):
+        xp = get_xp(margins)
+        return xp.concatenate([gradients_of(t) for t in range(self.n_outputs)], axis=1)
+
+    def transform(self, margins):
+        return get_xp(margins).stack([self.single.transform(margins[:, t:t + 1]) for t in range(self.n_outputs)], 1)
+
+    def eval_transform(self, margins):
+        return get_xp(margins).stack([self.single.eval_transform(margins[:, t:t + 1])
+                                      for t in range(self.n_outputs)], 1)

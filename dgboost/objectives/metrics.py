@@ -56,6 +56,8 @@ class _WeightedMean(Metric):
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
         loss = self._loss(label.astype(STAT_DTYPE), predictions.astype(STAT_DTYPE), xp)
+        if loss.ndim == 2:  # several targets: a row's loss is its targets' mean (XGBoost's)
+            loss = loss.mean(axis=1)
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         return exact_sums_partial(xp.stack([loss * weight, weight], axis=1), comm)
 

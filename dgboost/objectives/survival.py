@@ -109,6 +109,7 @@ class AcceleratedFailureTime(Objective):
 
     name = "survival:aft"
     label_columns = 2
+    label_bounds = True
 
     def __init__(self, params):
         super().__init__(params)
