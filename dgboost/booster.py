@@ -70,6 +70,8 @@ class Booster:
         self.tree_outputs: list[int] = []
         self.best_iteration: int | None = None
         self.best_score: float | None = None
+        #: Unbiased ranking's position bias (t+, t-) after the last round: lists, or None.
+        self.position_bias: tuple | None = None
         self._evals_result: dict = {}
         self._forests: dict = {}
 
@@ -336,6 +338,8 @@ class Booster:
                 "best_iteration": self.best_iteration,
                 "best_score": best_score,
                 "params": {k: v for k, v in self.params.to_dict().items() if k not in RUN_SETTINGS},
+                **({} if self.position_bias is None else
+                   {"position_bias": {"t_plus": list(self.position_bias[0]), "t_minus": list(self.position_bias[1])}}),
             },
             **({} if self.categories is None else {"categorical": self.categories.to_dict()}),
             "trees": [tree.to_dict() for tree in self.trees],
@@ -387,6 +391,13 @@ class Booster:
             raise ValueError(f"{path}: best_iteration={best_iteration!r} is not a round of the model")
         booster.best_iteration = best_iteration
         booster.best_score = learner.get("best_score")
+        bias = learner.get("position_bias")
+        if bias is not None:
+            parts = [bias.get(key) if isinstance(bias, dict) else None for key in ("t_plus", "t_minus")]
+            if not all(isinstance(p, list) and all(_is_finite_number(v) for v in p) for p in parts) \
+                    or len(parts[0]) != len(parts[1]):
+                raise ValueError(f"{path}: position_bias must hold t_plus and t_minus, lists of as many finite numbers")
+            booster.position_bias = (parts[0], parts[1])
         return booster
 
     def __getstate__(self):

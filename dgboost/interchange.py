@@ -28,6 +28,9 @@ def xgboost_document(booster) -> dict:
                          "dgboost's JSON, or train with cat_encoding='partition' to export it")
     params = booster.params
     n_outputs = booster.n_outputs
+    objective = _objective(params)
+    if booster.position_bias is not None:  # unbiased ranking: XGBoost reads its training's last biases
+        objective["ti+"], objective["tj-"] = (list(map(float, part)) for part in booster.position_bias)
     trees = [_tree(tree, index, booster.num_features) for index, tree in enumerate(booster.trees)]
     rounds = len(booster.trees) // n_outputs
     return {
@@ -53,7 +56,7 @@ def xgboost_document(booster) -> dict:
                 "num_feature": str(booster.num_features),
                 "num_target": str(1 if params.objective.startswith("multi:") else n_outputs),
             },
-            "objective": _objective(params),
+            "objective": objective,
         },
     }
 

@@ -463,9 +463,12 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("lambdarank_num_pair_per_sample", None, _check_optional(_CHECKS["num_pair"][0]), _CHECKS["num_pair"][1],
          "Ranking: k of 'topk' (default 32), or the partners drawn for each document by 'mean' (default 1)."),
     Spec("lambdarank_unbiased", False, _check_bool, "True or False",
-         "Ranking: not supported yet (position-debiased LambdaMART); True is refused."),
+         "Ranking: unbiased LambdaMART: each query's rows are in the order they were shown (clicks' "
+         "position bias), and the bias of the first k places is estimated while training, each pair's "
+         "gradient divided by it."),
     Spec("lambdarank_bias_norm", 1.0, *_CHECKS["bias_norm"],
-         "Ranking: the position bias's norm (with lambdarank_unbiased, not supported yet)."),
+         "Ranking, unbiased: the p of the bias's Lp normalisation, the estimate raised to 1 / (1 + p) "
+         "(XGBoost's code's default; its documentation says 2)."),
     Spec("lambdarank_normalization", True, _check_bool, "True or False",
          "Ranking: scale each query's gradients, by log2(1 + s) / s of their sum s with 'topk', by 1 / "
          "lambdarank_num_pair_per_sample with 'mean'."),
@@ -722,9 +725,6 @@ def _check_together(values: dict[str, Any]) -> None:
     if (values.get("num_target") or 1) > 1 and objective not in MULTI_TARGET:
         raise ValueError(f"num_target={values['num_target']} (several targets) does not fit objective={objective!r}; "
                          f"the objectives of several targets are {', '.join(MULTI_TARGET)}")
-    if values.get("lambdarank_unbiased"):
-        raise ValueError("lambdarank_unbiased=True (position-debiased LambdaMART) is not supported by dgboost yet; "
-                         "remove it")
     if base_score is not None and objective in ("reg:gamma", "reg:tweedie") and base_score <= 0.0:
         raise ValueError(f"base_score={base_score!r} must be > 0 for objective={objective!r} (its link is log)")
     if base_score is not None and objective == "reg:squaredlogerror" and base_score <= -1.0:

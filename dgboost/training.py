@@ -217,6 +217,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     matrix = build_ellpack(training.X, cuts, xp)
     logger.info(matrix.describe())
     objective.prepare(training, rows, comm)
+    if init_model is not None:
+        objective.resume(init_model)
     if init_model is None:
         base_margin = objective.base_margin(training.label, training.weight, comm)
     else:
@@ -250,9 +252,12 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
         while queued <= epoch + lookahead and queued in epochs:
             in_flight.append(work.start(queued))
             queued += 1
-        trees, metric_values = in_flight.popleft().finish()
+        finished = in_flight.popleft()
+        trees, metric_values = finished.finish()
         for output, tree in enumerate(trees):
             booster.append(Tree.from_record(tree, cuts), output)
+        if finished.state is not None:  # the objective's state after this round (ranking's position bias)
+            booster.position_bias = tuple(to_numpy(part).tolist() for part in finished.state)
         for (name, metric_name), value in metric_values:
             evals_log.setdefault(name, {}).setdefault(metric_name, []).append(value)
         booster.record_evals(evals_log)
@@ -286,6 +291,7 @@ class _RoundWork:
         objective, training = self.objective, self.training
         margins = self.margins
         gpair = objective.training_gradients(margins, training.label, training.weight, epoch)
+        objective_state = objective.state()
         records = []
         for output in range(objective.n_outputs):
             tree_index = epoch * objective.n_outputs + output
@@ -304,7 +310,7 @@ class _RoundWork:
                 partial = metric.partial(state.data.label, predictions, state.data.weight, self.comm, state.data.group)
                 names.append(((state.name, metric.name), metric, len(partial)))
                 parts += partial
-        return _Round(start_read(records + parts), len(records), names)
+        return _Round(start_read(records + parts), len(records), names, objective_state)
 
 
 @dataclasses.dataclass
@@ -314,6 +320,7 @@ class _Round:
     read: HostRead
     n_trees: int
     metrics: list  # ((eval name, metric name), Metric, number of its parts), in read order
+    state: object = None  # the objective's state after the round (Objective.state), or None
 
     def finish(self):
         host = self.read.result()

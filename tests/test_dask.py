@@ -675,3 +675,13 @@ def test_several_targets_on_any_workers(client, tmp_path):
     model = dgboost.dask.train(client, {"max_depth": 3}, dX, dY, num_boost_round=4, evals=[(dX, dY, "t")])
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
     assert model.evals_result() == local.evals_result()
+
+
+def test_unbiased_ranking_on_any_workers(client, tmp_path):
+    X, y, qid = _ranking_data()
+    params = {"objective": "rank:ndcg", "max_depth": 3, "lambdarank_unbiased": True,
+              "lambdarank_num_pair_per_sample": 8}
+    local = dgboost.train(params, X, y, qid=qid, num_boost_round=5)
+    dX, dy, dq = (da.from_array(a, chunks=(900,) + a.shape[1:]) for a in (X, y, qid))
+    model = dgboost.dask.train(client, params, dX, dy, qid=dq, num_boost_round=5)
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")

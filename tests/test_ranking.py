@@ -41,6 +41,8 @@ def ranking():
     ("rank:ndcg", {}), ("rank:pairwise", {}), ("rank:map", {}), ("rank:ndcg", {"ndcg_exp_gain": False}),
     ("rank:ndcg", {"lambdarank_num_pair_per_sample": 4}), ("rank:ndcg", {"lambdarank_normalization": False}),
     ("rank:pairwise", {"lambdarank_score_normalization": False}),
+    ("rank:ndcg", {"lambdarank_unbiased": True}), ("rank:ndcg", {"lambdarank_unbiased": True, "lambdarank_bias_norm": 2.0}),
+    ("rank:map", {"lambdarank_unbiased": True, "lambdarank_num_pair_per_sample": 8}),
 ])
 def test_topk_trees_are_xgboosts(ranking, objective, extra):
     X, y, qid = ranking
@@ -123,6 +125,29 @@ def test_eval_sets_report_ranking_metrics_and_stop_early(ranking):
     assert curve[model.best_iteration] == max(curve)  # ndcg is maximised
 
 
+def test_unbiased_training_keeps_its_position_bias(ranking, tmp_path):
+    """The bias moves the model; the model keeps its last estimate, which continued training takes
+    up (6 rounds then 4 make the model file of 10), which XGBoost reads from the export."""
+    X, y, qid = ranking
+    params = {"objective": "rank:ndcg", "max_depth": 3, "lambdarank_unbiased": True,
+              "lambdarank_num_pair_per_sample": 8}
+    whole = dgboost.train(params, X, y, qid=qid, num_boost_round=10)
+    assert whole.save_raw() != dgboost.train({**params, "lambdarank_unbiased": False}, X, y, qid=qid,
+                                             num_boost_round=10).save_raw()
+    t_plus, t_minus = whole.position_bias
+    assert len(t_plus) == 8 and t_plus[0] == 1.0 and len(set(t_plus)) > 1
+    path = tmp_path / "first.json"
+    dgboost.train(params, X, y, qid=qid, num_boost_round=6).save_model(path)
+    assert dgboost.train(params, X, y, qid=qid, num_boost_round=4, init_model=path).save_raw() == whole.save_raw()
+    whole.save_model(tmp_path / "x.json", format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(tmp_path / "x.json")
+    import json
+
+    objective = json.loads(exported.save_config())["learner"]["objective"]
+    np.testing.assert_allclose([float(v) for v in objective["ti+"]], t_plus, rtol=1e-6)
+
+
 def test_default_metrics_follow_xgboost():
     assert TrainParams.from_dict({"objective": "rank:ndcg"}).metrics == ("ndcg@32",)
     assert TrainParams.from_dict({"objective": "rank:map", "lambdarank_pair_method": "mean"}).metrics == ("map",)
@@ -157,8 +182,6 @@ def test_ranker_estimator_and_export(ranking, tmp_path):
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q, group=np.bincount(q)), "pass one"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,
                                    sample_weight=np.arange(len(y), dtype=np.float32)), "differs within a query"),
-    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "lambdarank_unbiased": True}, X, y, qid=q),
-     "not supported"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "ndcg@0"}, X, y, qid=q), "integer >= 1"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q, evals=[(X[:9], y[:9], "v")]),
      "pass evals\\[0\\] qid"),
@@ -242,6 +265,10 @@ def _all_gradients(xp, kernels, group_of_row, ptr, score, label, draws_of):
                 out.append(kernels.lambda_gradients(
                     xp.asarray(ptr), order, xp.asarray(score), xp.asarray(lab), kind, 16, True, True, normalise,
                     inv, discount, xp.asarray(draws), xp.asarray(np.linspace(0.5, 2, len(ptr) - 1))))
+            bias = xp.asarray(np.linspace(1.0, 0.3, 16)), xp.asarray(np.linspace(1.0, 1.5, 16))  # unbiased
+            out.extend(kernels.lambda_gradients(
+                xp.asarray(ptr), order, xp.asarray(score), xp.asarray(lab), kind, 16, True, True, True, inv, discount,
+                xp.asarray(draws), xp.asarray(np.ones(len(ptr) - 1)), *bias))
     for metric in (SCORE_NDCG, SCORE_MAP, SCORE_PRECISION):
         for k in (3, 10**9):
             out.append(kernels.rank_scores(metric, xp.asarray(ptr), order, xp.asarray(ideal), xp.asarray(
@@ -276,7 +303,8 @@ def test_cuda_ranking_kernels_equal_their_twins(ties):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("objective, extra", [("rank:ndcg", {}), ("rank:map", {}),
-                                              ("rank:ndcg", {"lambdarank_pair_method": "mean"})])
+                                              ("rank:ndcg", {"lambdarank_pair_method": "mean"}),
+                                              ("rank:ndcg", {"lambdarank_unbiased": True})])
 def test_gpu_ranking_model_is_the_cpus(ranking, objective, extra):
     X, y, qid = ranking
     if objective == "rank:map":

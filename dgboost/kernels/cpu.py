@@ -1222,7 +1222,7 @@ def group_order(key, group_of_row):
 
 
 def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale):
+                     normalization, inv_ideal, discount, draws, group_scale, t_plus=None, t_minus=None):
     """LambdaMART's gradient pairs (XGBoost's rank:ndcg, rank:pairwise, rank:map).
 
     Parameters
@@ -1239,19 +1239,27 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
     draws : array of shape (n_rows, n_draws), int64: 'mean''s partners of each row (-1 for
         none); n_draws = 0 for 'topk'                                                       # IN
     group_scale : array of shape (n_groups,), float64: the group's weight, normalised       # IN
+    t_plus, t_minus : arrays of shape (k,), float64, or None: unbiased LambdaMART's position
+        biases of the first k places of the input order (None: no position bias)           # IN
 
     Returns
     -------
     array of shape (n_rows, 2), float32: (gradient, hessian)                              # OUT
+    with the position bias, also array of shape (n_rows, 2), float64: each row's costs as
+        the higher of its tracked pairs (over t_minus) and as the lower (over t_plus)     # OUT
     """
     n_rows, n_groups = score.shape[0], group_ptr.shape[0] - 1
     gpair = np.zeros((n_rows, 2), dtype=GRADIENT_DTYPE)
     scratch = np.empty((3, n_rows), dtype=np.float64)
+    unbiased = t_plus is not None
+    no_bias = np.zeros(0, dtype=np.float64)
+    costs = np.zeros((n_rows if unbiased else 0, 2), dtype=np.float64)
     threads = max(1, min(loops.threads(), n_groups // _GROUPS_PER_THREAD))
     rank_loops.lambda_gradients(threads, group_ptr, order, score, label, int(kind), int(top_k), bool(exp_gain),
                                 bool(score_normalization), bool(normalization), inv_ideal, discount, draws, group_scale,
-                                scratch[0], scratch[1], scratch[2], gpair)
-    return gpair
+                                t_plus if unbiased else no_bias, t_minus if unbiased else no_bias,
+                                scratch[0], scratch[1], scratch[2], gpair, costs)
+    return (gpair, costs) if unbiased else gpair
 
 
 def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):

@@ -794,15 +794,20 @@ def group_order(key, group_of_row):
 
 
 def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization, normalization,
-                     inv_ideal, discount, draws, group_scale):
+                     inv_ideal, discount, draws, group_scale, t_plus=None, t_minus=None):
     import cupy
 
     n_rows, n_groups = int(score.shape[0]), int(group_ptr.shape[0]) - 1
     gpair = cupy.zeros((n_rows, 2), dtype=GRADIENT_DTYPE)
+    unbiased = t_plus is not None
+    costs = cupy.zeros((n_rows if unbiased else 0, 2), dtype=GAIN_DTYPE)
     if n_groups == 0:
-        return gpair
+        return (gpair, costs) if unbiased else gpair
     scratch = cupy.empty((3, n_rows), dtype=GAIN_DTYPE)
     draws = cupy.ascontiguousarray(draws, dtype=INDEX_DTYPE)
+    no_bias = cupy.zeros(1, dtype=GAIN_DTYPE)
+    t_plus = no_bias if t_plus is None else cupy.ascontiguousarray(t_plus, dtype=GAIN_DTYPE)
+    t_minus = no_bias if t_minus is None else cupy.ascontiguousarray(t_minus, dtype=GAIN_DTYPE)
     _kernel("ranking.cu", "lambda_gradients")(
         (n_groups,), (_RANK_BLOCK,),
         (cupy.ascontiguousarray(group_ptr, dtype=INDEX_DTYPE), cupy.ascontiguousarray(order, dtype=INDEX_DTYPE),
@@ -810,8 +815,9 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
          np.int32(kind), np.int64(top_k), np.bool_(exp_gain), np.bool_(score_normalization), np.bool_(normalization),
          cupy.ascontiguousarray(inv_ideal, dtype=GAIN_DTYPE), cupy.ascontiguousarray(discount, dtype=GAIN_DTYPE),
          draws, np.int32(draws.shape[1]), cupy.ascontiguousarray(group_scale, dtype=GAIN_DTYPE),
-         scratch[0], scratch[1], scratch[2], gpair))
-    return gpair
+         t_plus, t_minus, np.int64(t_plus.shape[0] if unbiased else 0), scratch[0], scratch[1], scratch[2], gpair,
+         costs))
+    return (gpair, costs) if unbiased else gpair
 
 
 def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):

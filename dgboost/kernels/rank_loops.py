@@ -44,9 +44,10 @@ def _multiplicity(p, q, row, other, top_k, draws):
 
 @compiled
 def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normalise_scores, inv_ideal,
-          discount, relevant, precision_sum, n_relevant):
-    """One pair's (lambda, hessian) in float64, XGBoost's LambdaGrad: the documents at
-    places ``high_place`` (the larger label) and ``low_place``."""
+          discount, relevant, precision_sum, n_relevant, unbiased):
+    """One pair's (lambda, hessian, cost) in float64, XGBoost's LambdaGrad: the documents at
+    places ``high_place`` (the larger label) and ``low_place``; the cost (its loss, for the
+    position bias) only where ``unbiased``."""
     difference = score[high] - score[low]  # float32, as the scores
     exponent = -difference
     if exponent > np.float32(88.7):
@@ -77,12 +78,14 @@ def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normal
     curvature = sigmoid * (1.0 - sigmoid)
     if curvature < 1e-16:
         curvature = 1e-16
-    return lam, curvature * delta * 2.0
+    cost = math.log(1.0 / (1.0 - sigmoid)) * delta if unbiased else 0.0
+    return lam, curvature * delta * 2.0, cost
 
 
 @over_runs
 def lambda_gradients(run, n_runs, group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale, partial, relevant, precision_sum, gpair):
+                     normalization, inv_ideal, discount, draws, group_scale, t_plus, t_minus, partial, relevant,
+                     precision_sum, gpair, bias_costs):
     """The gradient pairs of the groups of run ``run`` (cpu.lambda_gradients says what
     each argument holds); ``partial``, ``relevant`` and ``precision_sum`` are scratch of
     one float64 a row."""
@@ -90,13 +93,14 @@ def lambda_gradients(run, n_runs, group_ptr, order, score, label, kind, top_k, e
     for group in range(n_groups * run // n_runs, n_groups * (run + 1) // n_runs):
         start, stop = group_ptr[group], group_ptr[group + 1]
         _group_gradients(start, stop - start, group, order, score, label, kind, top_k, exp_gain,
-                         score_normalization, normalization, inv_ideal, discount, draws, group_scale, partial,
-                         relevant, precision_sum, gpair)
+                         score_normalization, normalization, inv_ideal, discount, draws, group_scale, t_plus,
+                         t_minus, partial, relevant, precision_sum, gpair, bias_costs)
 
 
 @compiled
 def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale, partial, relevant, precision_sum, gpair):
+                     normalization, inv_ideal, discount, draws, group_scale, t_plus, t_minus, partial, relevant,
+                     precision_sum, gpair, bias_costs):
     n_relevant = 0.0
     if kind == MAP:  # the model order's running relevant count and precision sum
         hits, total = 0.0, 0.0
@@ -109,10 +113,11 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
         n_relevant = hits
     normalise_scores = score_normalization and score[order[start]] != score[order[start + count - 1]]
     topk = draws.shape[1] == 0
+    n_bias = t_plus.shape[0]  # positions of the position bias (0: none)
     for p in range(count):
         row = order[start + p]
         gradient, hessian = np.float32(0), np.float32(0)
-        own = 0.0
+        own, cost_high, cost_low = 0.0, 0.0, 0.0
         n_partners = count if (not topk or p < top_k) else min(top_k, count)
         for q in range(n_partners):
             other = order[start + q]
@@ -121,24 +126,41 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
             times = _multiplicity(p, q, row, other, top_k, draws)
             if times == 0:
                 continue
-            if label[row] > label[other]:
-                lam, hes = _pair(kind, row, other, p, q, score, label, exp_gain, normalise_scores, inv_ideal[group],
-                                 discount, relevant[start:], precision_sum[start:], n_relevant)
+            is_high = label[row] > label[other]
+            if is_high:
+                lam, hes, cost = _pair(kind, row, other, p, q, score, label, exp_gain, normalise_scores,
+                                       inv_ideal[group], discount, relevant[start:], precision_sum[start:],
+                                       n_relevant, n_bias > 0)
             else:
-                lam, hes = _pair(kind, other, row, q, p, score, label, exp_gain, normalise_scores, inv_ideal[group],
-                                 discount, relevant[start:], precision_sum[start:], n_relevant)
+                lam, hes, cost = _pair(kind, other, row, q, p, score, label, exp_gain, normalise_scores,
+                                       inv_ideal[group], discount, relevant[start:], precision_sum[start:],
+                                       n_relevant, n_bias > 0)
+            # The position bias of unbiased LambdaMART, by the rows' places in the input (displayed) order.
+            shown_high = (row if is_high else other) - start
+            shown_low = (other if is_high else row) - start
+            tracked = n_bias > 0 and shown_high < n_bias and shown_low < n_bias
+            if tracked and t_minus[shown_low] >= 1e-16 and t_plus[shown_high] >= 1e-16:
+                lam = lam / (t_plus[shown_high] * t_minus[shown_low])
+                hes = hes / (t_plus[shown_high] * t_minus[shown_low])
             pair_gradient, pair_hessian = np.float32(lam), np.float32(hes)
             for _ in range(times):
-                if label[row] > label[other]:
+                if is_high:
                     gradient = gradient + pair_gradient
+                    if tracked and t_minus[shown_low] >= 1e-16:
+                        cost_high += cost / t_minus[shown_low]
                 else:
                     gradient = gradient - pair_gradient
+                    if tracked and t_plus[shown_high] >= 1e-16:
+                        cost_low += cost / t_plus[shown_high]
                 hessian = hessian + pair_hessian
             if p < q:
                 own += -2.0 * np.float64(pair_gradient)
         gpair[row, 0] = gradient
         gpair[row, 1] = hessian
         partial[start + p] = own
+        if n_bias > 0:  # a row's costs as the higher of its pairs (eq. 30), and as the lower (eq. 31)
+            bias_costs[row, 0] = cost_high
+            bias_costs[row, 1] = cost_low
     norm = 1.0
     if normalization:
         if topk:

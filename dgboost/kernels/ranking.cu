@@ -27,7 +27,7 @@ __device__ void pair_terms(int kind, i64 high, i64 low, i64 high_place, i64 low_
                            const float* __restrict__ score, const float* __restrict__ label, bool exp_gain,
                            bool normalise_scores, double inv_ideal, const double* __restrict__ discount,
                            const double* __restrict__ relevant, const double* __restrict__ precision_sum,
-                           double n_relevant, double* lam, double* hes) {
+                           double n_relevant, bool unbiased, double* lam, double* hes, double* cost) {
     const float difference = score[high] - score[low];
     float exponent = -difference;
     if (exponent > 88.7f) exponent = 88.7f;
@@ -57,6 +57,7 @@ __device__ void pair_terms(int kind, i64 high, i64 low, i64 high_place, i64 low_
     double curvature = sigmoid * (1.0 - sigmoid);
     if (curvature < 1e-16) curvature = 1e-16;
     *hes = curvature * delta * 2.0;
+    *cost = unbiased ? log(1.0 / (1.0 - sigmoid)) * delta : 0.0;
 }
 
 extern "C" __global__ void lambda_gradients(
@@ -64,8 +65,9 @@ extern "C" __global__ void lambda_gradients(
     const float* __restrict__ label, const int kind, const i64 top_k, const bool exp_gain,
     const bool score_normalization, const bool normalization, const double* __restrict__ inv_ideal,
     const double* __restrict__ discount, const i64* __restrict__ draws, const int n_draws,
-    const double* __restrict__ group_scale, double* __restrict__ partial, double* __restrict__ relevant,
-    double* __restrict__ precision_sum, float* __restrict__ gpair)
+    const double* __restrict__ group_scale, const double* __restrict__ t_plus, const double* __restrict__ t_minus,
+    const i64 n_bias, double* __restrict__ partial, double* __restrict__ relevant,
+    double* __restrict__ precision_sum, float* __restrict__ gpair, double* __restrict__ bias_costs)
 {
     const i64 group = blockIdx.x;
     const i64 start = group_ptr[group], count = group_ptr[group + 1] - start;
@@ -89,24 +91,37 @@ extern "C" __global__ void lambda_gradients(
     for (i64 p = threadIdx.x; p < count; p += blockDim.x) {
         const i64 row = order[start + p];
         float gradient = 0.0f, hessian = 0.0f;
-        double own = 0.0;
+        double own = 0.0, cost_high = 0.0, cost_low = 0.0;
         const i64 n_partners = (!topk || p < top_k) ? count : min(top_k, count);
         for (i64 q = 0; q < n_partners; ++q) {
             const i64 other = order[start + q];
             if (q == p || label[row] == label[other]) continue;
             const int times = multiplicity(p, q, row, other, top_k, draws, n_draws);
             if (times == 0) continue;
-            double lam, hes;
+            double lam, hes, cost;
             const bool high = label[row] > label[other];
             if (high)
                 pair_terms(kind, row, other, p, q, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
-                           relevant + start, precision_sum + start, n_relevant, &lam, &hes);
+                           relevant + start, precision_sum + start, n_relevant, n_bias > 0, &lam, &hes, &cost);
             else
                 pair_terms(kind, other, row, q, p, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
-                           relevant + start, precision_sum + start, n_relevant, &lam, &hes);
+                           relevant + start, precision_sum + start, n_relevant, n_bias > 0, &lam, &hes, &cost);
+            // The position bias of unbiased LambdaMART, by the rows' places in the input (displayed) order.
+            const i64 shown_high = (high ? row : other) - start, shown_low = (high ? other : row) - start;
+            const bool tracked = n_bias > 0 && shown_high < n_bias && shown_low < n_bias;
+            if (tracked && t_minus[shown_low] >= 1e-16 && t_plus[shown_high] >= 1e-16) {
+                lam = lam / (t_plus[shown_high] * t_minus[shown_low]);
+                hes = hes / (t_plus[shown_high] * t_minus[shown_low]);
+            }
             const float pair_gradient = (float)lam, pair_hessian = (float)hes;
             for (int t = 0; t < times; ++t) {
-                gradient = high ? gradient + pair_gradient : gradient - pair_gradient;
+                if (high) {
+                    gradient = gradient + pair_gradient;
+                    if (tracked && t_minus[shown_low] >= 1e-16) cost_high += cost / t_minus[shown_low];
+                } else {
+                    gradient = gradient - pair_gradient;
+                    if (tracked && t_plus[shown_high] >= 1e-16) cost_low += cost / t_plus[shown_high];
+                }
                 hessian = hessian + pair_hessian;
             }
             if (p < q) own += -2.0 * (double)pair_gradient;
@@ -114,6 +129,10 @@ extern "C" __global__ void lambda_gradients(
         gpair[2 * row] = gradient;
         gpair[2 * row + 1] = hessian;
         partial[start + p] = own;
+        if (n_bias > 0) {
+            bias_costs[2 * row] = cost_high;
+            bias_costs[2 * row + 1] = cost_low;
+        }
     }
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -44,6 +44,13 @@ class Objective:
         structure (``data``: this rank's ``Dataset``, ``rows``: its global row spans)."""
         self.comm = comm
 
+    def resume(self, init_model) -> None:
+        """Take up the training state a model carries (``init_model``'s), where the objective has one."""
+
+    def state(self):
+        """The training state a model keeps after this round (unbiased ranking's position bias), or None."""
+        return None
+
     # -- labels and intercept -------------------------------------------------
     def check_labels(self, label, name: str) -> None:
         """Raise ValueError if ``label`` (finite, float32) does not fit this objective."""

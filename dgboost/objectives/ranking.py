@@ -20,7 +20,8 @@ from .._hashing import STREAM_RANK_PAIRS, stream_key, uniform
 from ..backend import asarray, get_xp, to_numpy
 from ..kernels import group_order, lambda_gradients
 from ..kernels.rank_loops import MAP, NDCG, PAIRWISE
-from ..reduce import exact_sums
+from ..fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
+from ..reduce import device_count, exact_sums
 from .base import Objective, _raise_for_first
 
 #: The largest relevance of exponential gain (2**31 - 1 is float64-exact; XGBoost's bound).
@@ -58,6 +59,15 @@ class LambdaRank(Objective):
         super().prepare(data, rows, comm)
         self._groups = QueryGroups(data.group, data.label, data.weight, comm, ideal_cut=self.k,
                                    exp_gain=self.params.ndcg_exp_gain, global_index=rows.global_index(data.xp))
+        self.bias = PositionBias(self._groups, self.k, self.params.lambdarank_bias_norm, comm) \
+            if self.params.lambdarank_unbiased else None
+
+    def resume(self, init_model):
+        if self.bias is not None and init_model.position_bias is not None:
+            self.bias.load(*init_model.position_bias)
+
+    def state(self):
+        return None if self.bias is None else (self.bias.t_plus.copy(), self.bias.t_minus.copy())
 
     def training_gradients(self, margins, label, weight, epoch=0):
         return self.gradients(margins, label, weight, epoch)
@@ -68,11 +78,66 @@ class LambdaRank(Objective):
         order = group_order(score, groups.group_of_row)
         draws = groups.no_draws if self.topk else groups.draws(self.params.num_pair,
                                                                stream_key(self.params.seed, STREAM_RANK_PAIRS, epoch))
+        bias = {} if self.bias is None else {"t_plus": self.bias.t_plus, "t_minus": self.bias.t_minus}
         gpair = lambda_gradients(groups.ptr, order, score, label, self.kind, self.k or 0,
                                  self.params.ndcg_exp_gain, self.params.lambdarank_score_normalization,
                                  self.params.lambdarank_normalization, groups.inv_ideal, groups.discount, draws,
-                                 groups.scale)
+                                 groups.scale, **bias)
+        if self.bias is not None:
+            gpair, costs = gpair
+            self.bias.update(costs)
         return gpair[:, None, :]
+
+
+class PositionBias:
+    """Unbiased LambdaMART's position biases (Hu et al. 2019, XGBoost's): t+ and t- of the first k
+    places of each query's input order (the order it was shown in), 1 at first; each round
+    re-estimated from the pairs' costs summed by place over every query of every rank (exactly,
+    in fixed point), ``(sum / sum at place 0) ** (1 / (1 + bias_norm))``; on the device throughout."""
+
+    def __init__(self, groups: "QueryGroups", top_k: int | None, bias_norm: float, comm):
+        xp = get_xp(groups.ptr)
+        if top_k is None:  # 'mean': the first 32 places, or the longest query's (XGBoost's)
+            longest = int(to_numpy(comm.allreduce(xp.asarray([int(groups.longest)]), "max"))[0])
+            top_k = min(longest, 32)
+        self.t_plus = xp.ones(top_k, dtype=np.float64)
+        self.t_minus = xp.ones(top_k, dtype=np.float64)
+        self.exponent = 1.0 / (1.0 + bias_norm)
+        self.comm = comm
+        shown = xp.arange(groups.start_of_row.shape[0], dtype=INDEX_DTYPE) - groups.start_of_row
+        self.tracked = xp.nonzero(shown < top_k)[0]
+        self.place = shown[self.tracked]
+
+    def load(self, t_plus, t_minus) -> None:
+        """Biases a model kept (its training's last), to go on from."""
+        xp = get_xp(self.t_plus)
+        if len(t_plus) != self.t_plus.shape[0]:
+            raise ValueError(f"init_model tracks the position bias of {len(t_plus)} places, these parameters "
+                             f"{self.t_plus.shape[0]}: continue it with the same lambdarank_num_pair_per_sample")
+        self.t_plus[:] = xp.asarray(np.asarray(t_plus, np.float64))
+        self.t_minus[:] = xp.asarray(np.asarray(t_minus, np.float64))
+
+    def update(self, costs) -> None:
+        """t+ and t- from this round's costs: (n_rows, 2) float64, each row's as the higher of its
+        tracked pairs and as the lower."""
+        xp = get_xp(costs)
+        k = self.t_plus.shape[0]
+        tracked = costs[self.tracked]
+        bound = self.comm.allreduce(xp.abs(tracked).max(axis=0) if tracked.shape[0] else xp.zeros(2), "max")
+        scale = power_of_two_scale(bound, device_count(costs.shape[0], self.comm, xp), SUM_HEADROOM_BITS)
+        fixed = to_fixed(tracked, scale[None, :])
+        sums = xp.zeros((k, 2), dtype=fixed.dtype)
+        if xp is np:
+            np.add.at(sums, self.place, fixed)
+        else:
+            import cupyx
+
+            cupyx.scatter_add(sums, self.place, fixed)
+        by_place = from_fixed(self.comm.allreduce(sums, "sum"), scale[None, :])
+        for column, bias in ((0, self.t_plus), (1, self.t_minus)):
+            first = by_place[0, column]
+            bias[:] = xp.where(first >= 1e-16, (by_place[:, column] / xp.where(first >= 1e-16, first, 1.0))
+                               ** self.exponent, bias)
 
 
 class QueryGroups:
@@ -89,6 +154,7 @@ class QueryGroups:
         self.start_of_row = self.ptr[self.group_of_row]
         self.global_index = global_index
         longest = int(sizes.max()) if n_groups else 0
+        self.longest = longest
         self.discount = asarray(xp, 1.0 / np.log2(np.arange(longest, dtype=np.float64) + 2.0))
         host_label = to_numpy(label)
         group_weight = np.ones(n_groups) if weight is None else to_numpy(weight)[ptr[:-1]].astype(np.float64)
