@@ -298,7 +298,10 @@ def test_cuda_ranking_kernels_equal_their_twins(ties):
     expected = _all_gradients(np, cpu, group_of_row, ptr, score, label, draws)
     got = _all_gradients(cupy, cuda, group_of_row, ptr, score, label, draws)
     for a, b in zip(got, expected):
-        np.testing.assert_array_equal(a, b)
+        if a.dtype == np.float64 and a.ndim == 2:  # unbiased costs: log(1 / (1 - sigmoid)), CUDA's log and numba's
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=0)  # may differ in the last bit of a float64
+        else:
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.gpu

@@ -88,19 +88,20 @@ class _Distribution:
         ``kind`` (0 uncensored, 1 right, 2 left, 3 interval) and the sign of z."""
         xp = get_xp(kind)
         inv, inv2 = 1.0 / scale, 1.0 / (scale * scale)
+        right, left = kind == 1, kind == 2
+
+        def by_kind(if_right, if_left, otherwise):
+            return xp.where(right, if_right, xp.where(left, if_left, otherwise))
+
         if self.name == "normal":
-            gradient = xp.select([kind == 1, kind == 2], [xp.where(sign, -15.0, 0.0), xp.where(sign, 0.0, 15.0)],
-                                 xp.where(sign, -15.0, 15.0))
-            hessian = xp.select([kind == 1, kind == 2], [xp.where(sign, inv2, 1e-16), xp.where(sign, 1e-16, inv2)],
-                                inv2)
+            gradient = by_kind(xp.where(sign, -15.0, 0.0), xp.where(sign, 0.0, 15.0), xp.where(sign, -15.0, 15.0))
+            hessian = by_kind(xp.where(sign, inv2, 1e-16), xp.where(sign, 1e-16, inv2), inv2)
         elif self.name == "logistic":
-            gradient = xp.select([kind == 1, kind == 2], [xp.where(sign, -inv, 0.0), xp.where(sign, 0.0, inv)],
-                                 xp.where(sign, -inv, inv))
+            gradient = by_kind(xp.where(sign, -inv, 0.0), xp.where(sign, 0.0, inv), xp.where(sign, -inv, inv))
             hessian = xp.full(kind.shape, 1e-16)
         else:
-            gradient = xp.select([kind == 1, kind == 2], [xp.where(sign, -15.0, 0.0), xp.where(sign, 0.0, inv)],
-                                 xp.where(sign, -15.0, inv))
-            hessian = xp.where(kind == 2, 1e-16, xp.where(sign, 15.0, 1e-16))
+            gradient = by_kind(xp.where(sign, -15.0, 0.0), xp.where(sign, 0.0, inv), xp.where(sign, -15.0, inv))
+            hessian = xp.where(left, 1e-16, xp.where(sign, 15.0, 1e-16))
         return gradient, hessian
 
 
