@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                      "Train through dgboost.dask on the tables a TOML config names; key=value pairs "
                      "override the config's keys. Writes the model and, beside it, an evaluation JSON "
                      "(NAME.eval.json). Config keys: train, evals (a table of name = path), label_column, "
-                     "weight_column, feature_columns, model, num_boost_round, early_stopping_rounds, "
+                     "weight_column, qid_column (ranking's query ids), feature_columns, model, num_boost_round, early_stopping_rounds, "
                      "verbose_eval, format (\"libsvm\" for libsvm text files; .svm, .libsvm and .svmlight "
                      "files are read so anyway), and any training parameter by its XGBoost name.",
                      "  dgboost train job.toml\n  dgboost train job.toml max_depth=8 eta=0.05 device=cuda "
@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="the labelled table")
     evaluate.add_argument("--label-column", help="the labels' column (a table's; required there)")
     evaluate.add_argument("--weight-column", help="the weights' column, if any")
+    evaluate.add_argument("--qid-column", help="the query ids' column (a ranking model's; required for it)")
     _format_argument(evaluate)
     evaluate.set_defaults(run=_evaluate)
     return parser
@@ -196,7 +197,7 @@ def _evaluate(args) -> int:
 
     from .jobs import client_for, evaluate_job
 
-    config = {"label_column": args.label_column, "weight_column": args.weight_column}
+    config = {"label_column": args.label_column, "weight_column": args.weight_column, "qid_column": args.qid_column}
     if args.format:
         config["format"] = args.format
     result = evaluate_job(args.model, args.data,

@@ -22,7 +22,8 @@ import pathlib
 import time
 
 #: Config keys that are not training parameters.
-JOB_KEYS = ("train", "evals", "label_column", "weight_column", "feature_columns", "categorical_columns", "model",
+JOB_KEYS = ("train", "evals", "label_column", "weight_column", "qid_column", "feature_columns", "categorical_columns",
+            "model",
             "num_boost_round", "early_stopping_rounds", "verbose_eval", "format")
 
 _TABLE_FIX = "give the path of a .csv or .parquet table (or a directory of Parquet parts)"
@@ -206,22 +207,23 @@ def check_output(path: str, argument: str, directory: bool = False) -> None:
 
 
 def columns(frame, config: dict, where: str, need_label: bool = True):
-    """(X, y, weight) of a table by the config's column keys."""
+    """(X, y, weight, qid) of a table by the config's column keys."""
     label = config.get("label_column")
     if need_label and not label:
         raise ValueError("label_column is required: the name of the column holding the labels")
-    weight = config.get("weight_column")
-    for name, column in (("label_column", label), ("weight_column", weight)):
+    weight, qid = config.get("weight_column"), config.get("qid_column")
+    for name, column in (("label_column", label), ("weight_column", weight), ("qid_column", qid)):
         if column and column not in frame.columns:
             raise ValueError(f"{name}={column!r} is not a column of {where} (columns: {list(frame.columns)[:20]})")
     features = config.get("feature_columns")
     if features is None:
-        features = [c for c in frame.columns if c not in (label, weight)]
+        features = [c for c in frame.columns if c not in (label, weight, qid)]
     missing = [c for c in features if c not in frame.columns]
     if missing:
         raise ValueError(f"feature_columns {missing} are not columns of {where}")
     y = frame[label] if label and label in frame.columns else None
-    return as_categories(frame[list(features)], config, where), y, (frame[weight] if weight else None)
+    return (as_categories(frame[list(features)], config, where), y, (frame[weight] if weight else None),
+            (frame[qid] if qid else None))
 
 
 def as_categories(X, config: dict, where: str, model_categories=None):
@@ -317,7 +319,7 @@ def _train_options(config: dict) -> tuple[dict, dict]:
             raise ValueError(f"the config needs {key}: {what}, e.g. {key} = \"{example}\"")
         if not isinstance(config[key], str) or not config[key]:
             raise ValueError(f"{key}={config[key]!r} must be a string: {what}, e.g. {key} = \"{example}\"")
-    for key, example in (("label_column", "label"), ("weight_column", "weight")):
+    for key, example in (("label_column", "label"), ("weight_column", "weight"), ("qid_column", "query")):
         if not isinstance(config.get(key, ""), str):
             raise TypeError(f"{key}={config[key]!r} must be a column's name, e.g. {key} = \"{example}\"")
     features = config.get("feature_columns", [])
@@ -367,11 +369,14 @@ def train_job(config: dict, connect) -> dict:
         weight = None
         evals = [(*read_libsvm(path, f"evals.{name}", X.shape[1]), name) for name, path in eval_paths.items()]
     else:
-        X, y, weight = columns(read_table(config["train"], "train"), config, config["train"])
-        evals = []
+        X, y, weight, qid = columns(read_table(config["train"], "train"), config, config["train"])
+        evals, eval_qid = [], []
         for name, path in eval_paths.items():
-            eval_X, eval_y, _ = columns(read_table(path, f"evals.{name}"), config, path)
+            eval_X, eval_y, _, qids = columns(read_table(path, f"evals.{name}"), config, path)
             evals.append((eval_X, eval_y, name))
+            eval_qid.append(qids)
+        if qid is not None:  # ranking's queries (qid_column)
+            options = {**options, "qid": qid, "eval_qid": eval_qid}
     with connect() as client, _parsing(tables):
         booster = dgb_dask.train(client, params, X, y, sample_weight=weight, evals=evals, **options)
     booster.save_model(model)
@@ -442,28 +447,33 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
 
     from . import dask as dgb_dask
     from .collective import LocalCommunicator
+    from .data.inputs import query_groups
     from .objectives.metrics import make_metric
     from .objectives import make_objective
 
     booster = load_model(model, "--model")
     if is_libsvm(data, config):
-        (X, y), weight = read_libsvm(data, "--data", booster.num_features), None
+        (X, y), weight, qid = read_libsvm(data, "--data", booster.num_features), None, None
     else:
         frame = read_table(data, "--data")
         config = dict(config)
         if config.get("feature_columns") is None and booster.feature_names:
             config["feature_columns"] = list(booster.feature_names)
-        X, y, weight = columns(frame, {k: v for k, v in config.items() if k != "categorical_columns"}, data)
+        X, y, weight, qid = columns(frame, {k: v for k, v in config.items() if k != "categorical_columns"}, data)
         if booster.categories is not None:
             X = as_categories(X, config, data, booster.categories.values[:booster.categories.n_inputs])
+    if booster.params.objective.startswith("rank:") and (is_libsvm(data, config) or qid is None):
+        raise ValueError("a ranking model is scored by query: give qid_column, the column of the query ids")
     margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
+    extra = [c for c in (weight, qid if booster.params.objective.startswith("rank:") else None) if c is not None]
     with connect() as client, _parsing({"--data": data}):  # one pass: the table is read once
-        margins, labels, *weights = client.compute([margins, y] + ([] if weight is None else [weight]), sync=True)
-    weights = np.asarray(weights[0], dtype=np.float32) if weights else None
+        margins, labels, *rest = client.compute([margins, y] + extra, sync=True)
+    weights = np.asarray(rest.pop(0), dtype=np.float32) if weight is not None else None
+    group = query_groups(np.asarray(rest[0]), None, len(labels)) if rest else None
     margins = np.asarray(margins, dtype=np.float32).reshape(len(labels), -1)
     predictions = make_objective(booster.params).eval_transform(margins)  # as training evaluates
     labels = np.asarray(labels, dtype=np.float32)
-    results = {name: make_metric(name, booster.params)(labels, predictions, weights, LocalCommunicator())
+    results = {name: make_metric(name, booster.params)(labels, predictions, weights, LocalCommunicator(), group)
                for name in booster.params.metrics}
     return {"model": model, "data": data, "rows": int(len(labels)), "metrics": results}
 

@@ -549,3 +549,41 @@ def test_cuda_without_a_gpu_is_bad_input(files, tmp_path, capsys):
     assert "--device cuda: no CUDA GPU found: use --device cpu" in capsys.readouterr().err
     assert main(_train(files, tmp_path, device="cuda")) == 2
     assert "device='cuda' needs a CUDA GPU, and none was found" in capsys.readouterr().err
+
+
+def test_ranking_trains_and_evaluates_by_query(tmp_path, capsys):
+    """qid_column: the queries of a table; train gives dgboost.train's model (each query kept on one
+    worker), evaluate scores by query as training does."""
+    import numpy as np
+    import pandas as pd
+
+    import dgboost
+    from dgboost.datasets import make_ranking_like
+
+    X, y, qid = make_ranking_like(3000)
+    frame = pd.DataFrame(X[:, :6], columns=[f"f{i}" for i in range(6)])
+    frame["relevance"], frame["query"] = y, qid
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    config = tmp_path / "job.toml"
+    config.write_text(f"""
+train = "{tmp_path / 'train.csv'}"
+label_column = "relevance"
+qid_column = "query"
+model = "{tmp_path / 'model.json'}"
+num_boost_round = 4
+objective = "rank:ndcg"
+eval_metric = "ndcg@10"
+""")
+    assert main(["train", str(config), "--quiet"]) == 0
+    model = dgboost.Booster.load_model(tmp_path / "model.json")
+    features = frame[[f"f{i}" for i in range(6)]]
+    expected = dgboost.train({"objective": "rank:ndcg", "eval_metric": "ndcg@10"}, features, y, qid=qid,
+                             num_boost_round=4, evals=[(features, y, "train")], eval_qid=[qid])
+    assert model.save_raw() == expected.save_raw()
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
+                 "--label-column", "relevance", "--qid-column", "query"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["ndcg@10"] == pytest.approx(
+        expected.evals_result()["train"]["ndcg@10"][-1], rel=1e-9)
+    assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
+                 "--label-column", "relevance"]) == 2
