@@ -36,7 +36,8 @@ _PARAMS = ("max_depth", "max_bin", "learning_rate", "verbosity", "objective", "g
            "colsample_bynode", "max_leaves", "sampling_method", "top_rate", "other_rate", "max_greedy_nodes",
            "enable_categorical", "feature_types", "max_cat_to_onehot", "max_cat_threshold", "tweedie_variance_power",
            "quantile_alpha", "lambdarank_pair_method", "lambdarank_num_pair_per_sample", "lambdarank_normalization",
-           "lambdarank_score_normalization", "ndcg_exp_gain")
+           "lambdarank_score_normalization", "ndcg_exp_gain", "lambdarank_unbiased", "lambdarank_bias_norm",
+           "aft_loss_distribution", "aft_loss_distribution_scale")
 
 
 class _DGBModel(BaseEstimator):
@@ -53,7 +54,8 @@ class _DGBModel(BaseEstimator):
                  enable_categorical=None, feature_types=None, max_cat_to_onehot=None, max_cat_threshold=None,
                  tweedie_variance_power=None, quantile_alpha=None, lambdarank_pair_method=None,
                  lambdarank_num_pair_per_sample=None, lambdarank_normalization=None,
-                 lambdarank_score_normalization=None, ndcg_exp_gain=None):
+                 lambdarank_score_normalization=None, ndcg_exp_gain=None, lambdarank_unbiased=None,
+                 lambdarank_bias_norm=None, aft_loss_distribution=None, aft_loss_distribution_scale=None):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_bin = max_bin
@@ -100,6 +102,10 @@ class _DGBModel(BaseEstimator):
         self.lambdarank_normalization = lambdarank_normalization
         self.lambdarank_score_normalization = lambdarank_score_normalization
         self.ndcg_exp_gain = ndcg_exp_gain
+        self.lambdarank_unbiased = lambdarank_unbiased
+        self.lambdarank_bias_norm = lambdarank_bias_norm
+        self.aft_loss_distribution = aft_loss_distribution
+        self.aft_loss_distribution_scale = aft_loss_distribution_scale
 
     # ---- scikit-learn protocol ----
     def __sklearn_tags__(self):

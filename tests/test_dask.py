@@ -685,3 +685,38 @@ def test_unbiased_ranking_on_any_workers(client, tmp_path):
     dX, dy, dq = (da.from_array(a, chunks=(900,) + a.shape[1:]) for a in (X, y, qid))
     model = dgboost.dask.train(client, params, dX, dy, qid=dq, num_boost_round=5)
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+
+
+def test_query_weights_are_checked_across_partitions(client3):
+    X, y, qid = _ranking_data()
+    weight = np.ones(N_ROWS, np.float32)
+    spanning = qid[1000]  # a query spanning the first two partitions (chunks of 1000), if one does
+    rows = np.flatnonzero(qid == spanning)
+    assert rows.min() < 1000 <= rows.max()
+    weight[1000:rows.max() + 1] = 2.0  # its rows in the second partition weigh otherwise
+    dX, dy, dq, dw = (da.from_array(a, chunks=(1000,) + a.shape[1:]) for a in (X, y, qid, weight))
+    with pytest.raises(ValueError, match="differs within query"):
+        dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=dq, sample_weight=dw, num_boost_round=1)
+    with pytest.raises(ValueError, match="differs within a query"):
+        dgboost.train({"objective": "rank:ndcg"}, X, y, qid=qid, sample_weight=weight, num_boost_round=1)
+
+
+def test_survival_ties_and_empty_eval_shards_on_any_workers(client, tmp_path):
+    """Cox's tied times (its gradients depend on the rows' order within a tie: the global one on any
+    split); survival:aft and several targets with an eval set on one partition (workers without its rows)."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((N_ROWS, 4)).astype(np.float32)
+    time = np.round(np.exp(0.5 * X[:, 0] + 0.5 * rng.standard_normal(N_ROWS)), 1).astype(np.float32) + 0.1
+    cox = np.where(rng.random(N_ROWS) < 0.3, -time, time).astype(np.float32)
+    local = dgboost.train({"objective": "survival:cox", "max_depth": 3}, X, cox, num_boost_round=4)
+    dX, dc = da.from_array(X, chunks=((1, 2500, 499), (4,))), da.from_array(cox, chunks=((1, 2500, 499),))
+    model = dgboost.dask.train(client, {"objective": "survival:cox", "max_depth": 3}, dX, dc, num_boost_round=4)
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    bounds = np.stack([time, np.where(rng.random(N_ROWS) < 0.3, np.inf, time)], axis=1).astype(np.float32)
+    targets = np.stack([X[:, 0], X[:, 1] * X[:, 2]], axis=1)
+    for params, y in (({"objective": "survival:aft"}, bounds), ({}, targets)):
+        evals = [(da.from_array(X[:300], chunks=(300, 4)), da.from_array(y[:300], chunks=(300, y.shape[1])), "v")]
+        model = dgboost.dask.train(client, {**params, "max_depth": 3}, da.from_array(X, chunks=(1000, 4)),
+                                   da.from_array(y, chunks=(1000, y.shape[1])), num_boost_round=2, evals=evals)
+        local = dgboost.train({**params, "max_depth": 3}, X, y, num_boost_round=2, evals=[(X[:300], y[:300], "v")])
+        assert model.evals_result() == local.evals_result()

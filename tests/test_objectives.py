@@ -189,6 +189,7 @@ def survival():
     lower[(kind >= 0.3) & (kind < 0.4)] = 0  # left censored
     interval = (kind >= 0.4) & (kind < 0.6)
     lower[interval], upper[interval] = time[interval] * 0.7, time[interval] * 1.3
+    lower[kind > 0.95] = upper[kind > 0.95] = 0  # events at time 0: observed (XGBoost's limits)
     cox = np.where(rng.random(n) < 0.3, -time, time).astype(np.float32)  # negative: censored
     return X, lower, upper, cox
 

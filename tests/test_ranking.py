@@ -183,6 +183,7 @@ def test_ranker_estimator_and_export(ranking, tmp_path):
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,
                                    sample_weight=np.arange(len(y), dtype=np.float32)), "differs within a query"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "ndcg@0"}, X, y, qid=q), "integer >= 1"),
+    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "auc"}, X, y, qid=q), "does not fit"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q, evals=[(X[:9], y[:9], "v")]),
      "pass evals\\[0\\] qid"),
 ])
@@ -271,7 +272,7 @@ def _all_gradients(xp, kernels, group_of_row, ptr, score, label, draws_of):
                 xp.asarray(draws), xp.asarray(np.ones(len(ptr) - 1)), *bias))
     for metric in (SCORE_NDCG, SCORE_MAP, SCORE_PRECISION):
         for k in (3, 10**9):
-            out.append(kernels.rank_scores(metric, xp.asarray(ptr), order, xp.asarray(ideal), xp.asarray(
+            out.append(kernels.rank_scores(xp.asarray(ptr), metric, order, xp.asarray(ideal), xp.asarray(
                 label if metric == SCORE_NDCG else (label > 2).astype(np.float32)), k, True, metric == SCORE_MAP,
                 discount))
     return [np.asarray(a.get() if hasattr(a, "get") else a) for a in [order] + out]
@@ -313,6 +314,10 @@ def test_gpu_ranking_model_is_the_cpus(ranking, objective, extra):
     if objective == "rank:map":
         y = (y > 1).astype(np.float32)
     params = {"objective": objective, "max_depth": 5, **extra}
-    cpu_model = dgboost.train(params, X, y, qid=qid, num_boost_round=10)
-    gpu_model = dgboost.train({**params, "device": "cuda"}, X, y, qid=qid, num_boost_round=10)
+    evals = {"evals": [(X, y, "t")], "eval_qid": [qid]}  # the ranking metrics on the device too
+    cpu_model = dgboost.train(params, X, y, qid=qid, num_boost_round=10, **evals)
+    gpu_model = dgboost.train({**params, "device": "cuda"}, X, y, qid=qid, num_boost_round=10, **evals)
     np.testing.assert_allclose(gpu_model.predict(X), cpu_model.predict(X), atol=1e-6)
+    np.testing.assert_allclose(gpu_model.evals_result()["t"]["ndcg@32" if objective == "rank:ndcg" else "map@32"],
+                               cpu_model.evals_result()["t"]["ndcg@32" if objective == "rank:ndcg" else "map@32"],
+                               rtol=1e-6)

@@ -154,8 +154,10 @@ def _eval_set(index: int, name: str, is_training: bool, parts: list, training: D
     else:  # none of this eval set's rows are on this worker
         import numpy as np
 
-        data = make_dataset(np.zeros((0, training.n_features), np.float32), np.zeros(0, np.float32),
-                            n_outputs=objective.n_outputs, where=where, allow_empty=True)
+        columns = objective.label_columns
+        data = make_dataset(np.zeros((0, training.n_features), np.float32),
+                            np.zeros((0, columns) if columns > 1 else 0, np.float32), n_outputs=objective.n_outputs,
+                            label_columns=columns, label_bounds=objective.label_bounds, where=where, allow_empty=True)
         group = None if training.group is None else np.zeros(1, np.int64)  # no queries here
         data = dataclasses.replace(data, feature_names=training.feature_names, group=group)
     return EvalSet(name, data)

@@ -137,17 +137,24 @@ def plan_query_shards(lengths, query_starts, holders, workers) -> dict[str, list
 
 def check_query_order(summaries) -> None:
     """Each partition's queries follow the previous partition's (qid ascending over the whole
-    data set, so each query's rows are contiguous): else a clear error before any work."""
-    last, last_part = None, None
+    data set, so each query's rows are contiguous), and a query going on from one partition to
+    the next weighs the same in both (each partition checked its own): else a clear error
+    before any work."""
+    last = None  # the last non-empty partition before: (its index, its summary)
     for part, summary in enumerate(summaries):
         if summary.n_rows == 0:
             continue
-        if last is not None and summary.qid_first < last:
-            raise ValueError(f"qid is not sorted across partitions: partition {last_part} ends with query {last!r} but "
-                             f"partition {part} starts with {summary.qid_first!r}; each query's rows must be contiguous "
-                             "and the ids ascending over the whole collection: sort by qid first "
-                             "(e.g. frame.sort_values('qid'), or set_index('qid'))")
-        last, last_part = summary.qid_last, part
+        if last is not None and summary.qid_first < last[1].qid_last:
+            raise ValueError(f"qid is not sorted across partitions: partition {last[0]} ends with query "
+                             f"{last[1].qid_last!r} but partition {part} starts with {summary.qid_first!r}; each "
+                             "query's rows must be contiguous and the ids ascending over the whole collection: sort "
+                             "by qid first (e.g. frame.sort_values('qid'), or set_index('qid'))")
+        if last is not None and summary.qid_first == last[1].qid_last and summary.weight_ends is not None \
+                and summary.weight_ends[0] != last[1].weight_ends[1]:
+            raise ValueError(f"sample_weight differs within query {summary.qid_first!r}, which goes on from partition "
+                             f"{last[0]} ({last[1].weight_ends[1]!r}) to partition {part} ({summary.weight_ends[0]!r}): "
+                             "ranking weighs each query as a whole; give each of its rows the query's weight")
+        last = (part, summary)
 
 
 def global_runs(pieces, lengths) -> tuple[tuple[int, int], ...]:
@@ -351,6 +358,7 @@ class Summary:
     qid_first: object = None  # ranking: the partition's first and last query ids, and the rows
     qid_last: object = None   # where a query starts after its first (its query boundaries)
     query_starts: object = None
+    weight_ends: tuple | None = None  # ranking: the weights of its first and last rows (a query's must agree)
 
 
 def summarise(bundle) -> Summary:
@@ -360,8 +368,9 @@ def summarise(bundle) -> Summary:
     some_weight = weight is None or bool((weight > 0).any())
     if qid is None or not qid.shape[0]:
         return Summary(int(X.shape[0]), some_weight=some_weight)
+    ends = None if weight is None else (float(weight[0]), float(weight[-1]))
     return Summary(int(X.shape[0]), some_weight=some_weight, qid_first=qid[0].item(), qid_last=qid[-1].item(),
-                   query_starts=np.flatnonzero(qid[1:] != qid[:-1]) + 1)
+                   query_starts=np.flatnonzero(qid[1:] != qid[:-1]) + 1, weight_ends=ends)
 
 
 def check_summaries(summaries: list[Summary]) -> None:

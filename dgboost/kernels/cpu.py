@@ -1262,13 +1262,13 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
     return (gpair, costs) if unbiased else gpair
 
 
-def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):
+def rank_scores(group_ptr, metric, order, ideal, label, top_k, exp_gain, minus, discount):
     """Each group's ranking metric (XGBoost's ndcg@k, map@k, pre@k).
 
     Parameters
     ----------
-    metric : rank_loops.SCORE_NDCG, SCORE_MAP or SCORE_PRECISION
     group_ptr : array of shape (n_groups + 1,), int64                          # IN
+    metric : rank_loops.SCORE_NDCG, SCORE_MAP or SCORE_PRECISION
     order, ideal : arrays of shape (n_rows,), int64: group_order of the predictions and
         of the labels                                                          # IN
     label : array of shape (n_rows,), float32                                  # IN

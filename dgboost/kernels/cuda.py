@@ -820,7 +820,7 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
     return (gpair, costs) if unbiased else gpair
 
 
-def rank_scores(metric, group_ptr, order, ideal, label, top_k, exp_gain, minus, discount):
+def rank_scores(group_ptr, metric, order, ideal, label, top_k, exp_gain, minus, discount):
     import cupy
 
     n_groups = int(group_ptr.shape[0]) - 1

@@ -78,7 +78,8 @@ def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normal
     curvature = sigmoid * (1.0 - sigmoid)
     if curvature < 1e-16:
         curvature = 1e-16
-    cost = math.log(1.0 / (1.0 - sigmoid)) * delta if unbiased else 0.0
+    # log(1 / (1 - sigmoid)) written as log(1 + e**x) - x: finite however far apart the scores
+    cost = (math.log1p(math.exp(np.float64(exponent))) - np.float64(exponent)) * delta if unbiased else 0.0
     return lam, curvature * delta * 2.0, cost
 
 
@@ -127,17 +128,13 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
             if times == 0:
                 continue
             is_high = label[row] > label[other]
-            if is_high:
-                lam, hes, cost = _pair(kind, row, other, p, q, score, label, exp_gain, normalise_scores,
-                                       inv_ideal[group], discount, relevant[start:], precision_sum[start:],
-                                       n_relevant, n_bias > 0)
-            else:
-                lam, hes, cost = _pair(kind, other, row, q, p, score, label, exp_gain, normalise_scores,
-                                       inv_ideal[group], discount, relevant[start:], precision_sum[start:],
-                                       n_relevant, n_bias > 0)
+            high, low = (row, other) if is_high else (other, row)
+            high_place, low_place = (p, q) if is_high else (q, p)
+            lam, hes, cost = _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normalise_scores,
+                                   inv_ideal[group], discount, relevant[start:], precision_sum[start:], n_relevant,
+                                   n_bias > 0)
             # The position bias of unbiased LambdaMART, by the rows' places in the input (displayed) order.
-            shown_high = (row if is_high else other) - start
-            shown_low = (other if is_high else row) - start
+            shown_high, shown_low = high - start, low - start
             tracked = n_bias > 0 and shown_high < n_bias and shown_low < n_bias
             if tracked and t_minus[shown_low] >= 1e-16 and t_plus[shown_high] >= 1e-16:
                 lam = lam / (t_plus[shown_high] * t_minus[shown_low])

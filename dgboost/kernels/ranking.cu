@@ -57,7 +57,8 @@ __device__ void pair_terms(int kind, i64 high, i64 low, i64 high_place, i64 low_
     double curvature = sigmoid * (1.0 - sigmoid);
     if (curvature < 1e-16) curvature = 1e-16;
     *hes = curvature * delta * 2.0;
-    *cost = unbiased ? log(1.0 / (1.0 - sigmoid)) * delta : 0.0;
+    // log(1 / (1 - sigmoid)) written as log(1 + e**x) - x: finite however far apart the scores
+    *cost = unbiased ? (log1p(exp((double)exponent)) - (double)exponent) * delta : 0.0;
 }
 
 extern "C" __global__ void lambda_gradients(
@@ -100,14 +101,12 @@ extern "C" __global__ void lambda_gradients(
             if (times == 0) continue;
             double lam, hes, cost;
             const bool high = label[row] > label[other];
-            if (high)
-                pair_terms(kind, row, other, p, q, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
-                           relevant + start, precision_sum + start, n_relevant, n_bias > 0, &lam, &hes, &cost);
-            else
-                pair_terms(kind, other, row, q, p, score, label, exp_gain, normalise_scores, inv_ideal[group], discount,
-                           relevant + start, precision_sum + start, n_relevant, n_bias > 0, &lam, &hes, &cost);
+            const i64 high_row = high ? row : other, low_row = high ? other : row;
+            pair_terms(kind, high_row, low_row, high ? p : q, high ? q : p, score, label, exp_gain, normalise_scores,
+                       inv_ideal[group], discount, relevant + start, precision_sum + start, n_relevant, n_bias > 0,
+                       &lam, &hes, &cost);
             // The position bias of unbiased LambdaMART, by the rows' places in the input (displayed) order.
-            const i64 shown_high = (high ? row : other) - start, shown_low = (high ? other : row) - start;
+            const i64 shown_high = high_row - start, shown_low = low_row - start;
             const bool tracked = n_bias > 0 && shown_high < n_bias && shown_low < n_bias;
             if (tracked && t_minus[shown_low] >= 1e-16 && t_plus[shown_high] >= 1e-16) {
                 lam = lam / (t_plus[shown_high] * t_minus[shown_low]);

@@ -396,30 +396,42 @@ class RankingMetric(Metric):
         self.name = base + (f"@{k}" if k is not None else "") + ("-" if minus else "")
         self.kind = {"ndcg": SCORE_NDCG, "map": SCORE_MAP, "pre": SCORE_PRECISION}[base]
         self.k, self.minus, self.exp_gain = k, minus, params.ndcg_exp_gain
-        self._ideal = (None, None)  # (label, its group order): an eval set's labels do not change
+        self._layouts = {}  # id(label) -> (label, _QueryLayout): an eval set's queries and labels do not change
 
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
-        ptr = xp.asarray(group.astype(INDEX_DTYPE))
-        sizes = np.diff(group)
-        group_of_row = xp.asarray(np.repeat(np.arange(sizes.shape[0], dtype=INDEX_DTYPE), sizes))
-        if self._ideal[0] is not label:
-            self._ideal = (label, group_order(label, group_of_row))
-        order = group_order(predictions.astype(np.float32), group_of_row)
-        longest = int(sizes.max()) if sizes.size else 0
-        discount = xp.asarray(1.0 / np.log2(np.arange(longest, dtype=STAT_DTYPE) + 2.0))
-        top_k = self.k if self.k is not None else max(longest, 1)
-        scores = rank_scores(self.kind, ptr, order, self._ideal[1], label, top_k, self.exp_gain, self.minus, discount)
-        group_weight = xp.ones(sizes.shape[0], STAT_DTYPE) if weight is None else \
-            weight[ptr[:-1]].astype(STAT_DTYPE)
+        cached = self._layouts.get(id(label))
+        if cached is None or cached[0] is not label:
+            cached = self._layouts[id(label)] = (label, _QueryLayout(group, label))
+        layout = cached[1]
+        order = group_order(predictions.astype(np.float32), layout.group_of_row)
+        top_k = self.k if self.k is not None else max(layout.longest, 1)
+        scores = rank_scores(layout.ptr, self.kind, order, layout.ideal, label, top_k, self.exp_gain, self.minus,
+                             layout.discount)
+        first = layout.ptr[:-1]
+        group_weight = xp.ones(first.shape[0], STAT_DTYPE) if weight is None else weight[first].astype(STAT_DTYPE)
         weighted = scores * group_weight
         if self.kind == SCORE_NDCG:  # XGBoost's: a query with nothing relevant adds its 1 (or 0) unweighted
-            weighted = xp.where(label[self._ideal[1][ptr[:-1]]] > 0, weighted, scores)
+            weighted = xp.where(label[layout.ideal[first]] > 0, weighted, scores)
         return exact_sums_partial(xp.stack([weighted, group_weight], axis=1), comm)
 
     def finish(self, parts):
         total, weight = finish_exact_sums(parts)
         return float(total / weight) if weight > 0 else math.nan
+
+
+class _QueryLayout:
+    """An eval set's query groups on its labels' device, made once: the group pointer, each row's
+    group, the discounts, the longest query and the ideal order (by label)."""
+
+    def __init__(self, group: np.ndarray, label):
+        xp = get_xp(label)
+        sizes = np.diff(group)
+        self.ptr = xp.asarray(group.astype(INDEX_DTYPE))
+        self.group_of_row = xp.asarray(np.repeat(np.arange(sizes.shape[0], dtype=INDEX_DTYPE), sizes))
+        self.longest = int(sizes.max()) if sizes.size else 0
+        self.discount = xp.asarray(1.0 / np.log2(np.arange(self.longest, dtype=STAT_DTYPE) + 2.0))
+        self.ideal = group_order(label, self.group_of_row)
 
 
 _METRICS = {m.name: m for m in (RMSE, MAE, MeanPseudoHuberError, LogLoss, BinaryError, AUC, AUCPR,

@@ -11,8 +11,6 @@ index), so the model is the same on any number of workers.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._dtypes import INDEX_DTYPE, MARGIN_DTYPE
@@ -58,7 +56,8 @@ class LambdaRank(Objective):
     def prepare(self, data, rows, comm):
         super().prepare(data, rows, comm)
         self._groups = QueryGroups(data.group, data.label, data.weight, comm, ideal_cut=self.k,
-                                   exp_gain=self.params.ndcg_exp_gain, global_index=rows.global_index(data.xp))
+                                   exp_gain=self.params.ndcg_exp_gain, global_index=rows.global_index(data.xp),
+                                   ideal_dcg=self.kind == NDCG)
         self.bias = PositionBias(self._groups, self.k, self.params.lambdarank_bias_norm, comm) \
             if self.params.lambdarank_unbiased else None
 
@@ -104,16 +103,20 @@ class PositionBias:
         self.t_minus = xp.ones(top_k, dtype=np.float64)
         self.exponent = 1.0 / (1.0 + bias_norm)
         self.comm = comm
+        self.n_total = device_count(groups.start_of_row.shape[0], comm, xp)
         shown = xp.arange(groups.start_of_row.shape[0], dtype=INDEX_DTYPE) - groups.start_of_row
-        self.tracked = xp.nonzero(shown < top_k)[0]
-        self.place = shown[self.tracked]
+        tracked = xp.nonzero(shown < top_k)[0]
+        by_place = xp.argsort(shown[tracked], kind="stable") if xp is np else xp.argsort(shown[tracked])
+        self.tracked = tracked[by_place]  # the rows of the first k places, by place
+        self.bounds = xp.searchsorted(shown[self.tracked], xp.arange(top_k + 1, dtype=INDEX_DTYPE))
 
     def load(self, t_plus, t_minus) -> None:
         """Biases a model kept (its training's last), to go on from."""
         xp = get_xp(self.t_plus)
         if len(t_plus) != self.t_plus.shape[0]:
-            raise ValueError(f"init_model tracks the position bias of {len(t_plus)} places, these parameters "
-                             f"{self.t_plus.shape[0]}: continue it with the same lambdarank_num_pair_per_sample")
+            raise ValueError(f"init_model tracks the position bias of {len(t_plus)} places, this training "
+                             f"{self.t_plus.shape[0]} (lambdarank_num_pair_per_sample under 'topk'; under 'mean' the "
+                             "longest query's places, at most 32): continue it with the same pairs on like queries")
         self.t_plus[:] = xp.asarray(np.asarray(t_plus, np.float64))
         self.t_minus[:] = xp.asarray(np.asarray(t_minus, np.float64))
 
@@ -121,18 +124,11 @@ class PositionBias:
         """t+ and t- from this round's costs: (n_rows, 2) float64, each row's as the higher of its
         tracked pairs and as the lower."""
         xp = get_xp(costs)
-        k = self.t_plus.shape[0]
         tracked = costs[self.tracked]
         bound = self.comm.allreduce(xp.abs(tracked).max(axis=0) if tracked.shape[0] else xp.zeros(2), "max")
-        scale = power_of_two_scale(bound, device_count(costs.shape[0], self.comm, xp), SUM_HEADROOM_BITS)
-        fixed = to_fixed(tracked, scale[None, :])
-        sums = xp.zeros((k, 2), dtype=fixed.dtype)
-        if xp is np:
-            np.add.at(sums, self.place, fixed)
-        else:
-            import cupyx
-
-            cupyx.scatter_add(sums, self.place, fixed)
+        scale = power_of_two_scale(bound, self.n_total, SUM_HEADROOM_BITS)
+        running = xp.cumsum(xp.concatenate([xp.zeros((1, 2), np.int64), to_fixed(tracked, scale[None, :])]), axis=0)
+        sums = running[self.bounds[1:]] - running[self.bounds[:-1]]  # a place's rows are a run: exact integers
         by_place = from_fixed(self.comm.allreduce(sums, "sum"), scale[None, :])
         for column, bias in ((0, self.t_plus), (1, self.t_minus)):
             first = by_place[0, column]
@@ -145,7 +141,8 @@ class QueryGroups:
     group, the groups' weights (normalised to average 1 over all ranks, XGBoost's rule), the
     discounts, each group's ideal DCG, and for 'mean' each row's partners to draw from."""
 
-    def __init__(self, ptr: np.ndarray, label, weight, comm, *, ideal_cut: int | None, exp_gain: bool, global_index):
+    def __init__(self, ptr: np.ndarray, label, weight, comm, *, ideal_cut: int | None, exp_gain: bool, global_index,
+                 ideal_dcg: bool = True):
         xp = get_xp(label)
         sizes = np.diff(ptr)
         n_groups = sizes.shape[0]
@@ -161,7 +158,8 @@ class QueryGroups:
         total_weight, total_groups = exact_sums(np.stack([group_weight, np.ones(n_groups)], axis=1), comm)
         self.scale = asarray(xp, group_weight * (total_groups / total_weight))
         ideal = group_order(host_label, np.repeat(np.arange(n_groups, dtype=INDEX_DTYPE), sizes))
-        self.inv_ideal = asarray(xp, _inverse_ideal_dcg(ptr, host_label, ideal, ideal_cut, exp_gain))
+        self.inv_ideal = asarray(xp, _inverse_ideal_dcg(ptr, host_label, ideal, ideal_cut, exp_gain) if ideal_dcg
+                                 else np.zeros(n_groups))
         self.ideal = asarray(xp, ideal)
         self._ideal_host, self._label_host = ideal, host_label
         self.no_draws = xp.zeros((label.shape[0], 0), dtype=INDEX_DTYPE)
@@ -215,5 +213,5 @@ def _inverse_ideal_dcg(ptr, label, ideal, cut, exp_gain) -> np.ndarray:
     sorted_label = label[ideal].astype(np.float64)
     gain = np.exp2(sorted_label) - 1.0 if exp_gain else sorted_label
     contribution = np.where(place < (cut or n), (1.0 / np.log2(place + 2.0)) * gain, 0.0)
-    best = np.array([math.fsum(contribution[a:b]) for a, b in zip(ptr[:-1], ptr[1:])])
+    best = np.add.reduceat(contribution, ptr[:-1]) if n else np.zeros(0)  # each group's own run
     return np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0), 0.0)

@@ -219,8 +219,9 @@ class QuantileError(_Majorised):
 def label_quantile(labels: np.ndarray, weights: np.ndarray | None, alpha: float) -> float:
     """XGBoost's quantile of labels: without weights interpolated (R's type 6, alpha (n + 1)
     through the sorted labels); with weights the first label whose cumulative weight
-    reaches alpha of the total."""
-    order = np.argsort(labels, kind="stable")
+    reaches alpha of the total (labels ordered by value, then weight: the same order however
+    the rows were split)."""
+    order = np.argsort(labels, kind="stable") if weights is None else np.lexsort((weights, labels))
     values = labels[order].astype(np.float64)
     n = values.shape[0]
     if weights is None:

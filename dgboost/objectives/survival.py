@@ -33,8 +33,10 @@ def _erf(x):
 
 def cox_negative_log_likelihood(times, hazard) -> float:
     """XGBoost's cox-nloglik over all rows (host float64 arrays): the partial likelihood's
-    negative log over the events, Breslow's risk sets, unweighted, per event."""
-    order = np.argsort(np.abs(times), kind="stable")
+    negative log over the events, Breslow's risk sets, unweighted, per event. Rows of one time
+    share their risk set, so their order does not matter but for rounding: it is made canonical
+    (by time, then hazard, then label), so the value is the same however the rows were split."""
+    order = np.lexsort((times, hazard, np.abs(times)))
     return _cox_metric(times[order], hazard[order])
 
 
@@ -139,7 +141,7 @@ class AcceleratedFailureTime(Objective):
         lower, upper = label[:, 0].astype(np.float64), label[:, 1].astype(np.float64)
         scale = self.scale
         observed = lower == upper
-        right, left = xp.isinf(upper), lower <= 0
+        right, left = xp.isinf(upper), (lower <= 0) & ~observed  # an event at time 0 is observed, its z -inf
         kind = xp.where(observed, 0, xp.where(right, 1, xp.where(left, 2, 3)))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             z_low = (xp.log(xp.where(left, 1.0, lower)) - margin) / scale
@@ -171,7 +173,8 @@ class AcceleratedFailureTime(Objective):
         xp = get_xp(margins)
         margin = margins.astype(np.float64).reshape(-1)
         lower, upper = label[:, 0].astype(np.float64), label[:, 1].astype(np.float64)
-        observed, right, left = lower == upper, xp.isinf(upper), lower <= 0
+        observed, right = lower == upper, xp.isinf(upper)
+        left = (lower <= 0) & ~observed
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             z_low = (xp.log(xp.where(left, 1.0, lower)) - margin) / self.scale
             z_up = (xp.log(xp.where(right, 1.0, upper)) - margin) / self.scale
@@ -179,7 +182,7 @@ class AcceleratedFailureTime(Objective):
             _, cdf_u, _, _ = self.distribution.terms(z_up)
             density = pdf_l / (self.scale * xp.where(left, 1.0, lower))
             mass = xp.where(right, 1.0, cdf_u) - xp.where(left, 0.0, cdf_l)
-        return -xp.log(xp.maximum(xp.where(observed, density, mass), _EPS))
+        return -xp.log(xp.fmax(xp.where(observed, density, mass), _EPS))  # fmax: a NaN (0 / 0) counts as _EPS, as XGBoost
 
     def transform(self, margins):
         return get_xp(margins).exp(margins[:, 0])
@@ -211,25 +214,30 @@ class Cox(Objective):
 
     def prepare(self, data, rows, comm):
         super().prepare(data, rows, comm)
+        self._global_index = rows.global_index(np)
         self._order = None
 
     def _global_order(self, label, comm):
-        """(every rank's times in global row order, the stable order of |time|, this rank's
-        rows' slice of the gathered vector), gathered once."""
-        if getattr(self, "_order", None) is None:
+        """(every rank's times, gathered in rank order; their order by |time|, ties by global row
+        index, as XGBoost's stable sort of the whole data; this rank's rows' slice of them),
+        gathered once."""
+        if self._order is None:
             parts = [to_numpy(part) for part in comm.allgather(label)]
+            index = np.concatenate([to_numpy(part) for part in comm.allgather(self._global_index)])
             times = np.concatenate(parts).astype(np.float64)
             start = int(sum(part.shape[0] for part in parts[:comm.rank]))
-            self._order = (times, np.argsort(np.abs(times), kind="stable"),
-                           slice(start, start + parts[comm.rank].shape[0]))
+            self._order = (times, np.lexsort((index, np.abs(times))), slice(start, start + parts[comm.rank].shape[0]))
         return self._order
 
     def gradients(self, margins, label, weight):
         xp = get_xp(margins)
         comm = self.comm
+        if self._order is None and comm.world_size == 1:  # the intercept's step, before prepare
+            self._global_index = np.arange(label.shape[0], dtype=np.int64)
         times, order, mine = self._global_order(label, comm)
-        exp_margin = np.concatenate([to_numpy(p) for p in comm.allgather(xp.exp(margins[:, 0].astype(np.float64)))])
-        gpair = _cox_pass(times[order], exp_margin[order])
+        # The margins gathered as they are (float32) and exp taken on the host: the same bits on any device.
+        margin = np.concatenate([to_numpy(part) for part in comm.allgather(margins[:, 0])]).astype(np.float64)
+        gpair = _cox_pass(times[order], np.exp(margin[order]))
         out = np.empty_like(gpair)
         out[order] = gpair
         gpair = asarray(xp, out[mine].astype(GRADIENT_DTYPE))[:, None, :]
