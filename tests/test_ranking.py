@@ -13,6 +13,7 @@ from dgboost.data.inputs import query_groups
 from dgboost.kernels import cpu
 from dgboost.kernels.rank_loops import MAP, NDCG, PAIRWISE, SCORE_MAP, SCORE_NDCG, SCORE_PRECISION
 from dgboost.objectives.metrics import make_metric
+from dgboost.objectives.ranking import partners_of
 from dgboost.params import TrainParams
 
 xgb = pytest.importorskip("xgboost")
@@ -246,8 +247,7 @@ def test_lambda_loop_equals_a_plain_loop_over_xgboosts_pairs(kind):
 
     inv = _inverse_ideal_dcg(ptr, label, ideal, 8, True)
     got = cpu.lambda_gradients(ptr, order, score, label, kind, 8, True, True, True, inv,
-                               1.0 / np.log2(np.arange(80) + 2.0), np.zeros((len(score), 0), np.int64),
-                               np.ones(len(ptr) - 1))
+                               1.0 / np.log2(np.arange(80) + 2.0), None, np.ones(len(ptr) - 1))
     np.testing.assert_allclose(got, _reference_gradients(ptr, score, label, kind, 8), rtol=2e-5, atol=1e-7)
 
 
@@ -261,21 +261,32 @@ def _all_gradients(xp, kernels, group_of_row, ptr, score, label, draws_of):
     for kind in (NDCG, PAIRWISE, MAP):
         lab = (label > 2).astype(np.float32) if kind == MAP else label
         inv = xp.asarray(_inverse_ideal_dcg(ptr, lab, cpu.group_order(lab, group_of_row), 16, True))
-        for draws in (np.zeros((len(score), 0), np.int64), draws_of):
+        for draws in (None, draws_of):
+            partners = None if draws is None else partners_of(
+                xp.asarray(draws), _places(order, ptr, xp), order, xp.asarray(np.repeat(ptr[:-1], np.diff(ptr))),
+                int(np.diff(ptr).max()))
             for normalise in (True, False):
                 out.append(kernels.lambda_gradients(
                     xp.asarray(ptr), order, xp.asarray(score), xp.asarray(lab), kind, 16, True, True, normalise,
-                    inv, discount, xp.asarray(draws), xp.asarray(np.linspace(0.5, 2, len(ptr) - 1))))
+                    inv, discount, partners, xp.asarray(np.linspace(0.5, 2, len(ptr) - 1))))
             bias = xp.asarray(np.linspace(1.0, 0.3, 16)), xp.asarray(np.linspace(1.0, 1.5, 16))  # unbiased
             out.extend(kernels.lambda_gradients(
                 xp.asarray(ptr), order, xp.asarray(score), xp.asarray(lab), kind, 16, True, True, True, inv, discount,
-                xp.asarray(draws), xp.asarray(np.ones(len(ptr) - 1)), *bias))
+                partners, xp.asarray(np.ones(len(ptr) - 1)), *bias))
     for metric in (SCORE_NDCG, SCORE_MAP, SCORE_PRECISION):
         for k in (3, 10**9):
             out.append(kernels.rank_scores(xp.asarray(ptr), metric, order, xp.asarray(ideal), xp.asarray(
                 label if metric == SCORE_NDCG else (label > 2).astype(np.float32)), k, True, metric == SCORE_MAP,
                 discount))
     return [np.asarray(a.get() if hasattr(a, "get") else a) for a in [order] + out]
+
+
+def _places(order, ptr, xp):
+    sizes = np.diff(ptr)
+    start = xp.asarray(np.repeat(ptr[:-1], sizes))
+    place = xp.empty_like(order)
+    place[order] = xp.arange(order.shape[0]) - start[order]
+    return place
 
 
 def _draws(rng, ptr, n_draws=3):

@@ -1221,8 +1221,18 @@ def group_order(key, group_of_row):
     return by_key[xp.argsort(group_of_row[by_key])].astype(INDEX_DTYPE)
 
 
+class Partners(NamedTuple):
+    """'mean''s pairs: each row's partners (the rows it drew and those that drew it, a partner
+    drawn twice listed twice), in the order of their places in the model's ranking."""
+
+    place: object  # (n_rows,) int64: each row's place in its group's order
+    ptr: object  # (n_rows + 1,) int64: row r's partners are rows[ptr[r]:ptr[r + 1]]
+    rows: object  # int64
+    n_draws: int  # partners each row drew
+
+
 def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale, t_plus=None, t_minus=None):
+                     normalization, inv_ideal, discount, partners, group_scale, t_plus=None, t_minus=None):
     """LambdaMART's gradient pairs (XGBoost's rank:ndcg, rank:pairwise, rank:map).
 
     Parameters
@@ -1236,8 +1246,7 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
         lambdarank_score_normalization and lambdarank_normalization
     inv_ideal : array of shape (n_groups,), float64: 1 / the group's ideal DCG (0 for none)  # IN
     discount : array of shape (>= largest group,), float64: 1 / log2(place + 2)            # IN
-    draws : array of shape (n_rows, n_draws), int64: 'mean''s partners of each row (-1 for
-        none); n_draws = 0 for 'topk'                                                       # IN
+    partners : Partners ('mean'), or None ('topk')                                          # IN
     group_scale : array of shape (n_groups,), float64: the group's weight, normalised       # IN
     t_plus, t_minus : arrays of shape (k,), float64, or None: unbiased LambdaMART's position
         biases of the first k places of the input order (None: no position bias)           # IN
@@ -1254,11 +1263,13 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
     unbiased = t_plus is not None
     no_bias = np.zeros(0, dtype=np.float64)
     costs = np.zeros((n_rows if unbiased else 0, 2), dtype=np.float64)
+    none = np.zeros(0, dtype=INDEX_DTYPE)
+    place, ptr, rows, n_draws = (none, none, none, 0) if partners is None else partners
     threads = max(1, min(loops.threads(), n_groups // _GROUPS_PER_THREAD))
     rank_loops.lambda_gradients(threads, group_ptr, order, score, label, int(kind), int(top_k), bool(exp_gain),
-                                bool(score_normalization), bool(normalization), inv_ideal, discount, draws, group_scale,
-                                t_plus if unbiased else no_bias, t_minus if unbiased else no_bias,
-                                scratch[0], scratch[1], scratch[2], gpair, costs)
+                                bool(score_normalization), bool(normalization), inv_ideal, discount, place, ptr, rows,
+                                int(n_draws), group_scale, t_plus if unbiased else no_bias,
+                                t_minus if unbiased else no_bias, scratch[0], scratch[1], scratch[2], gpair, costs)
     return (gpair, costs) if unbiased else gpair
 
 

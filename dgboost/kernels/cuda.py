@@ -794,7 +794,7 @@ def group_order(key, group_of_row):
 
 
 def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization, normalization,
-                     inv_ideal, discount, draws, group_scale, t_plus=None, t_minus=None):
+                     inv_ideal, discount, partners, group_scale, t_plus=None, t_minus=None):
     import cupy
 
     n_rows, n_groups = int(score.shape[0]), int(group_ptr.shape[0]) - 1
@@ -804,7 +804,9 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
     if n_groups == 0:
         return (gpair, costs) if unbiased else gpair
     scratch = cupy.empty((3, n_rows), dtype=GAIN_DTYPE)
-    draws = cupy.ascontiguousarray(draws, dtype=INDEX_DTYPE)
+    none = cupy.zeros(1, dtype=INDEX_DTYPE)
+    place, ptr, rows, n_draws = (none, none, none, 0) if partners is None else \
+        (*(cupy.ascontiguousarray(a, dtype=INDEX_DTYPE) for a in partners[:3]), partners[3])
     no_bias = cupy.zeros(1, dtype=GAIN_DTYPE)
     t_plus = no_bias if t_plus is None else cupy.ascontiguousarray(t_plus, dtype=GAIN_DTYPE)
     t_minus = no_bias if t_minus is None else cupy.ascontiguousarray(t_minus, dtype=GAIN_DTYPE)
@@ -814,7 +816,8 @@ def lambda_gradients(group_ptr, order, score, label, kind, top_k, exp_gain, scor
          cupy.ascontiguousarray(score, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
          np.int32(kind), np.int64(top_k), np.bool_(exp_gain), np.bool_(score_normalization), np.bool_(normalization),
          cupy.ascontiguousarray(inv_ideal, dtype=GAIN_DTYPE), cupy.ascontiguousarray(discount, dtype=GAIN_DTYPE),
-         draws, np.int32(draws.shape[1]), cupy.ascontiguousarray(group_scale, dtype=GAIN_DTYPE),
+         place, ptr, rows, np.bool_(partners is None), np.int32(n_draws),
+         cupy.ascontiguousarray(group_scale, dtype=GAIN_DTYPE),
          t_plus, t_minus, np.int64(t_plus.shape[0] if unbiased else 0), scratch[0], scratch[1], scratch[2], gpair,
          costs))
     return (gpair, costs) if unbiased else gpair

@@ -30,19 +30,6 @@ def _gain(label, exp_gain):
 
 
 @compiled
-def _multiplicity(p, q, row, other, top_k, draws):
-    """How often the pair of the documents at places p and q is scored: with ``draws``
-    empty (topk), once where either is among the first ``top_k``; else as often as either
-    drew the other."""
-    if draws.shape[1] == 0:
-        return 1 if p < top_k or q < top_k else 0
-    count = 0
-    for t in range(draws.shape[1]):
-        count += (draws[row, t] == other) + (draws[other, t] == row)
-    return count
-
-
-@compiled
 def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normalise_scores, inv_ideal,
           discount, relevant, precision_sum, n_relevant, unbiased):
     """One pair's (lambda, hessian, cost) in float64, XGBoost's LambdaGrad: the documents at
@@ -85,8 +72,8 @@ def _pair(kind, high, low, high_place, low_place, score, label, exp_gain, normal
 
 @over_runs
 def lambda_gradients(run, n_runs, group_ptr, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale, t_plus, t_minus, partial, relevant,
-                     precision_sum, gpair, bias_costs):
+                     normalization, inv_ideal, discount, place, partner_ptr, partners, n_draws, group_scale, t_plus,
+                     t_minus, partial, relevant, precision_sum, gpair, bias_costs):
     """The gradient pairs of the groups of run ``run`` (cpu.lambda_gradients says what
     each argument holds); ``partial``, ``relevant`` and ``precision_sum`` are scratch of
     one float64 a row."""
@@ -94,14 +81,14 @@ def lambda_gradients(run, n_runs, group_ptr, order, score, label, kind, top_k, e
     for group in range(n_groups * run // n_runs, n_groups * (run + 1) // n_runs):
         start, stop = group_ptr[group], group_ptr[group + 1]
         _group_gradients(start, stop - start, group, order, score, label, kind, top_k, exp_gain,
-                         score_normalization, normalization, inv_ideal, discount, draws, group_scale, t_plus,
-                         t_minus, partial, relevant, precision_sum, gpair, bias_costs)
+                         score_normalization, normalization, inv_ideal, discount, place, partner_ptr, partners,
+                         n_draws, group_scale, t_plus, t_minus, partial, relevant, precision_sum, gpair, bias_costs)
 
 
 @compiled
 def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_gain, score_normalization,
-                     normalization, inv_ideal, discount, draws, group_scale, t_plus, t_minus, partial, relevant,
-                     precision_sum, gpair, bias_costs):
+                     normalization, inv_ideal, discount, place, partner_ptr, partners, n_draws, group_scale, t_plus,
+                     t_minus, partial, relevant, precision_sum, gpair, bias_costs):
     n_relevant = 0.0
     if kind == MAP:  # the model order's running relevant count and precision sum
         hits, total = 0.0, 0.0
@@ -113,19 +100,19 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
             precision_sum[start + p] = total
         n_relevant = hits
     normalise_scores = score_normalization and score[order[start]] != score[order[start + count - 1]]
-    topk = draws.shape[1] == 0
+    topk = partner_ptr.shape[0] == 0
     n_bias = t_plus.shape[0]  # positions of the position bias (0: none)
     for p in range(count):
         row = order[start + p]
         gradient, hessian = np.float32(0), np.float32(0)
         own, cost_high, cost_low = 0.0, 0.0, 0.0
-        n_partners = count if (not topk or p < top_k) else min(top_k, count)
-        for q in range(n_partners):
-            other = order[start + q]
+        # 'topk': the places before min(count, top_k), or all for a place among them; 'mean': the
+        # row's partners (those it drew and those that drew it), by place, a partner drawn twice twice.
+        n_partners = (count if p < top_k else min(top_k, count)) if topk else partner_ptr[row + 1] - partner_ptr[row]
+        for e in range(n_partners):
+            other = order[start + e] if topk else partners[partner_ptr[row] + e]
+            q = e if topk else place[other]
             if q == p or label[row] == label[other]:
-                continue
-            times = _multiplicity(p, q, row, other, top_k, draws)
-            if times == 0:
                 continue
             is_high = label[row] > label[other]
             high, low = (row, other) if is_high else (other, row)
@@ -140,16 +127,15 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
                 lam = lam / (t_plus[shown_high] * t_minus[shown_low])
                 hes = hes / (t_plus[shown_high] * t_minus[shown_low])
             pair_gradient, pair_hessian = np.float32(lam), np.float32(hes)
-            for _ in range(times):
-                if is_high:
-                    gradient = gradient + pair_gradient
-                    if tracked and t_minus[shown_low] >= 1e-16:
-                        cost_high += cost / t_minus[shown_low]
-                else:
-                    gradient = gradient - pair_gradient
-                    if tracked and t_plus[shown_high] >= 1e-16:
-                        cost_low += cost / t_plus[shown_high]
-                hessian = hessian + pair_hessian
+            if is_high:
+                gradient = gradient + pair_gradient
+                if tracked and t_minus[shown_low] >= 1e-16:
+                    cost_high += cost / t_minus[shown_low]
+            else:
+                gradient = gradient - pair_gradient
+                if tracked and t_plus[shown_high] >= 1e-16:
+                    cost_low += cost / t_plus[shown_high]
+            hessian = hessian + pair_hessian
             if p < q:
                 own += -2.0 * np.float64(pair_gradient)
         gpair[row, 0] = gradient
@@ -167,7 +153,7 @@ def _group_gradients(start, count, group, order, score, label, kind, top_k, exp_
             if total > 0:
                 norm = math.log2(1.0 + total) / total
         else:
-            norm = 1.0 / np.float64(draws.shape[1])
+            norm = 1.0 / np.float64(n_draws)
     scale = norm * group_scale[group]
     for p in range(count):
         row = order[start + p]

@@ -13,15 +13,6 @@ __device__ __forceinline__ double gain_of(float label, bool exp_gain) {
     return exp_gain ? ldexp(1.0, (int)label) - 1.0 : (double)label;
 }
 
-__device__ __forceinline__ int multiplicity(i64 p, i64 q, i64 row, i64 other, i64 top_k,
-                                            const i64* __restrict__ draws, int n_draws) {
-    if (n_draws == 0) return (p < top_k || q < top_k) ? 1 : 0;
-    int count = 0;
-    for (int t = 0; t < n_draws; ++t)
-        count += (draws[row * n_draws + t] == other) + (draws[other * n_draws + t] == row);
-    return count;
-}
-
 // One pair's (lambda, hessian), the documents at places high_place (the larger label) and low_place.
 __device__ void pair_terms(int kind, i64 high, i64 low, i64 high_place, i64 low_place,
                            const float* __restrict__ score, const float* __restrict__ label, bool exp_gain,
@@ -65,7 +56,8 @@ extern "C" __global__ void lambda_gradients(
     const i64* __restrict__ group_ptr, const i64* __restrict__ order, const float* __restrict__ score,
     const float* __restrict__ label, const int kind, const i64 top_k, const bool exp_gain,
     const bool score_normalization, const bool normalization, const double* __restrict__ inv_ideal,
-    const double* __restrict__ discount, const i64* __restrict__ draws, const int n_draws,
+    const double* __restrict__ discount, const i64* __restrict__ place, const i64* __restrict__ partner_ptr,
+    const i64* __restrict__ partners, const bool topk, const int n_draws,
     const double* __restrict__ group_scale, const double* __restrict__ t_plus, const double* __restrict__ t_minus,
     const i64 n_bias, double* __restrict__ partial, double* __restrict__ relevant,
     double* __restrict__ precision_sum, float* __restrict__ gpair, double* __restrict__ bias_costs)
@@ -88,17 +80,17 @@ extern "C" __global__ void lambda_gradients(
     }
     __syncthreads();
     const bool normalise_scores = score_normalization && score[order[start]] != score[order[start + count - 1]];
-    const bool topk = n_draws == 0;
     for (i64 p = threadIdx.x; p < count; p += blockDim.x) {
         const i64 row = order[start + p];
         float gradient = 0.0f, hessian = 0.0f;
         double own = 0.0, cost_high = 0.0, cost_low = 0.0;
-        const i64 n_partners = (!topk || p < top_k) ? count : min(top_k, count);
-        for (i64 q = 0; q < n_partners; ++q) {
-            const i64 other = order[start + q];
+        // 'topk': the places before min(count, top_k), or all for a place among them; 'mean': the
+        // row's partners (those it drew and those that drew it), by place, a partner drawn twice twice.
+        const i64 n_partners = topk ? (p < top_k ? count : min(top_k, count)) : partner_ptr[row + 1] - partner_ptr[row];
+        for (i64 e = 0; e < n_partners; ++e) {
+            const i64 other = topk ? order[start + e] : partners[partner_ptr[row] + e];
+            const i64 q = topk ? e : place[other];
             if (q == p || label[row] == label[other]) continue;
-            const int times = multiplicity(p, q, row, other, top_k, draws, n_draws);
-            if (times == 0) continue;
             double lam, hes, cost;
             const bool high = label[row] > label[other];
             const i64 high_row = high ? row : other, low_row = high ? other : row;
@@ -113,16 +105,14 @@ extern "C" __global__ void lambda_gradients(
                 hes = hes / (t_plus[shown_high] * t_minus[shown_low]);
             }
             const float pair_gradient = (float)lam, pair_hessian = (float)hes;
-            for (int t = 0; t < times; ++t) {
-                if (high) {
-                    gradient = gradient + pair_gradient;
-                    if (tracked && t_minus[shown_low] >= 1e-16) cost_high += cost / t_minus[shown_low];
-                } else {
-                    gradient = gradient - pair_gradient;
-                    if (tracked && t_plus[shown_high] >= 1e-16) cost_low += cost / t_plus[shown_high];
-                }
-                hessian = hessian + pair_hessian;
+            if (high) {
+                gradient = gradient + pair_gradient;
+                if (tracked && t_minus[shown_low] >= 1e-16) cost_high += cost / t_minus[shown_low];
+            } else {
+                gradient = gradient - pair_gradient;
+                if (tracked && t_plus[shown_high] >= 1e-16) cost_low += cost / t_plus[shown_high];
             }
+            hessian = hessian + pair_hessian;
             if (p < q) own += -2.0 * (double)pair_gradient;
         }
         gpair[2 * row] = gradient;

@@ -17,6 +17,7 @@ from .._dtypes import INDEX_DTYPE, MARGIN_DTYPE
 from .._hashing import STREAM_RANK_PAIRS, stream_key, uniform
 from ..backend import asarray, get_xp, to_numpy
 from ..kernels import group_order, lambda_gradients
+from ..kernels.cpu import Partners
 from ..kernels.rank_loops import MAP, NDCG, PAIRWISE
 from ..fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
 from ..reduce import device_count, exact_sums
@@ -75,12 +76,12 @@ class LambdaRank(Objective):
         groups = self._groups
         score = margins[:, 0]
         order = group_order(score, groups.group_of_row)
-        draws = groups.no_draws if self.topk else groups.draws(self.params.num_pair,
-                                                               stream_key(self.params.seed, STREAM_RANK_PAIRS, epoch))
+        partners = None if self.topk else groups.partners(order, self.params.num_pair,
+                                                          stream_key(self.params.seed, STREAM_RANK_PAIRS, epoch))
         bias = {} if self.bias is None else {"t_plus": self.bias.t_plus, "t_minus": self.bias.t_minus}
         gpair = lambda_gradients(groups.ptr, order, score, label, self.kind, self.k or 0,
                                  self.params.ndcg_exp_gain, self.params.lambdarank_score_normalization,
-                                 self.params.lambdarank_normalization, groups.inv_ideal, groups.discount, draws,
+                                 self.params.lambdarank_normalization, groups.inv_ideal, groups.discount, partners,
                                  groups.scale, **bias)
         if self.bias is not None:
             gpair, costs = gpair
@@ -162,8 +163,15 @@ class QueryGroups:
                                  else np.zeros(n_groups))
         self.ideal = asarray(xp, ideal)
         self._ideal_host, self._label_host = ideal, host_label
-        self.no_draws = xp.zeros((label.shape[0], 0), dtype=INDEX_DTYPE)
         self._others = None
+
+    def partners(self, order, n_draws: int, key: int) -> Partners:
+        """'mean''s pairs of this round: each row's draws (``draws``) and the rows that drew it,
+        listed by row, each row's partners in the order of their places in ``order``."""
+        xp = get_xp(order)
+        place = xp.empty_like(order)
+        place[order] = xp.arange(order.shape[0], dtype=INDEX_DTYPE) - self.start_of_row[order]
+        return partners_of(self.draws(n_draws, key), place, order, self.start_of_row, self.longest)
 
     def draws(self, n_draws: int, key: int):
         """'mean''s partners: for each row ``n_draws`` rows of its group of another label, drawn
@@ -203,6 +211,24 @@ class QueryGroups:
             n_other = sizes[group] - length  # a group's rows hold its places: row and place share it
             self._others = (self.ideal, (asarray(xp, first), asarray(xp, length)), asarray(xp, n_other))
         return self._others
+
+
+def partners_of(draws, place, order, start_of_row, longest: int) -> Partners:
+    """Each row's partners from the rows' draws ((n_rows, n_draws) int64, -1 for none): the rows
+    it drew and those that drew it, by the partners' places (``place``, each row's in its group's
+    ``order``; ``start_of_row`` each row's group's first row; ``longest`` the longest group).
+    One sort of (row, partner's place) keys: a partner's row is its group's row at that place."""
+    xp = get_xp(draws)
+    n, n_draws = draws.shape
+    drawer = xp.repeat(xp.arange(n, dtype=INDEX_DTYPE), n_draws)
+    drawn = draws.reshape(-1)
+    kept = drawn >= 0
+    drawer, drawn = drawer[kept], drawn[kept]
+    span = max(int(longest), 1)
+    keys = xp.sort(xp.concatenate([drawer * span + place[drawn], drawn * span + place[drawer]]))
+    source = keys // span
+    partner = order[start_of_row[source] + keys % span]
+    return Partners(place, xp.searchsorted(source, xp.arange(n + 1, dtype=INDEX_DTYPE)), partner, n_draws)
 
 
 def _inverse_ideal_dcg(ptr, label, ideal, cut, exp_gain) -> np.ndarray:
