@@ -135,22 +135,30 @@ class AcceleratedFailureTime(Objective):
         base_score = 0.5 if self.params.base_score is None else self.params.base_score  # XGBoost's constant
         return np.full(1, np.log(base_score), dtype=MARGIN_DTYPE)
 
-    def gradients(self, margins, label, weight):
-        xp = get_xp(margins)
-        margin = margins[:, 0].astype(np.float64)
+    def _ends(self, margin, label):
+        """Each row's censoring and its bounds' terms, float64: (observed, right, left, z of the lower
+        bound, z of the upper, the distribution's terms at each, those of a censored side's absent
+        bound (right: upper; left: lower) made its limits: pdf 0, cdf 1 or 0, pdf' 0)."""
+        xp = get_xp(margin)
         lower, upper = label[:, 0].astype(np.float64), label[:, 1].astype(np.float64)
-        scale = self.scale
         observed = lower == upper
         right, left = xp.isinf(upper), (lower <= 0) & ~observed  # an event at time 0 is observed, its z -inf
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            z_low = (xp.log(xp.where(left, 1.0, lower)) - margin) / self.scale
+            z_up = (xp.log(xp.where(right, 1.0, upper)) - margin) / self.scale
+            pdf_l, cdf_l, grad_l, hess_l = self.distribution.terms(z_low)
+            pdf_u, cdf_u, grad_u, _ = self.distribution.terms(z_up)
+        low = (xp.where(left, 0.0, pdf_l), xp.where(left, 0.0, cdf_l), xp.where(left, 0.0, grad_l), hess_l)
+        up = (xp.where(right, 0.0, pdf_u), xp.where(right, 1.0, cdf_u), xp.where(right, 0.0, grad_u))
+        return observed, right, left, z_low, z_up, low, up, lower
+
+    def gradients(self, margins, label, weight):
+        xp = get_xp(margins)
+        scale = self.scale
+        observed, right, left, z_low, z_up, (pdf_l, cdf_l, grad_l, hess_l), (pdf_u, cdf_u, grad_u), _ = \
+            self._ends(margins[:, 0].astype(np.float64), label)
         kind = xp.where(observed, 0, xp.where(right, 1, xp.where(left, 2, 3)))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            z_low = (xp.log(xp.where(left, 1.0, lower)) - margin) / scale
-            z_up = (xp.log(xp.where(right, 1.0, upper)) - margin) / scale
-            pdf_l, cdf_l, grad_l, hess_l = self.distribution.terms(z_low)
-            pdf_u, cdf_u, grad_u, hess_u = self.distribution.terms(z_up)
-            pdf_u, cdf_u, grad_u = (xp.where(right, 0.0, pdf_u), xp.where(right, 1.0, cdf_u),
-                                    xp.where(right, 0.0, grad_u))
-            pdf_l, cdf_l, grad_l = xp.where(left, 0.0, pdf_l), xp.where(left, 0.0, cdf_l), xp.where(left, 0.0, grad_l)
             mass = cdf_u - cdf_l
             numerator = xp.where(observed, grad_l, pdf_u - pdf_l)
             denominator = xp.where(observed, scale * pdf_l, scale * mass)
@@ -171,18 +179,12 @@ class AcceleratedFailureTime(Objective):
     def loss(self, margins, label):
         """Each row's negative log-likelihood (the aft-nloglik metric's), float64."""
         xp = get_xp(margins)
-        margin = margins.astype(np.float64).reshape(-1)
-        lower, upper = label[:, 0].astype(np.float64), label[:, 1].astype(np.float64)
-        observed, right = lower == upper, xp.isinf(upper)
-        left = (lower <= 0) & ~observed
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            z_low = (xp.log(xp.where(left, 1.0, lower)) - margin) / self.scale
-            z_up = (xp.log(xp.where(right, 1.0, upper)) - margin) / self.scale
-            pdf_l, cdf_l, _, _ = self.distribution.terms(z_low)
-            _, cdf_u, _, _ = self.distribution.terms(z_up)
+        observed, _, left, _, _, (pdf_l, cdf_l, _, _), (_, cdf_u, _), lower = \
+            self._ends(margins.astype(np.float64).reshape(-1), label)
+        with np.errstate(divide="ignore", invalid="ignore"):
             density = pdf_l / (self.scale * xp.where(left, 1.0, lower))
-            mass = xp.where(right, 1.0, cdf_u) - xp.where(left, 0.0, cdf_l)
-        return -xp.log(xp.fmax(xp.where(observed, density, mass), _EPS))  # fmax: a NaN (0 / 0) counts as _EPS, as XGBoost
+        # fmax: a NaN (0 / 0, an event at time 0) counts as _EPS, as in XGBoost
+        return -xp.log(xp.fmax(xp.where(observed, density, cdf_u - cdf_l), _EPS))
 
     def transform(self, margins):
         return get_xp(margins).exp(margins[:, 0])
