@@ -22,7 +22,7 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowError, RowSpans, check_feature_names, make_dataset
+from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix, build_ellpack
 from .tree import make_grower
 from .tree.constraints import FeatureRules
@@ -31,6 +31,7 @@ from .kernels import add_leaf_values
 from .kernels.loops import using_threads
 from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
+from .objectives.base import raise_for_first
 from .params import RANKING, TrainParams
 from .reduce import global_count
 from .tree.sampling import RowSampler
@@ -477,11 +478,9 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
 def check_metric_labels(params: TrainParams, label, name: str) -> None:
     """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule)."""
     binary = [m for m in params.metrics if m.split("@")[0].rstrip("-") in ("map", "pre")]
-    if binary and bool(((label != 0) & (label != 1)).any()):
-        xp = get_xp(label)
-        row = int(xp.nonzero((label != 0) & (label != 1))[0][0])
-        raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": eval_metric {binary[0]!r} needs labels 0 or "
-                       "1 (relevant or not); use ndcg for graded relevance")
+    if binary:
+        raise_for_first((label != 0) & (label != 1), label, name, f"eval_metric {binary[0]!r} needs labels 0 or 1 "
+                        "(relevant or not); use ndcg for graded relevance", get_xp(label))
 
 
 def target_columns(y, params: TrainParams) -> int:

@@ -150,10 +150,21 @@ def _columns(*vectors):
     return get_xp(vectors[0]).stack(vectors, axis=1)
 
 
-def _raise_for_first(bad, label, name, rule, xp):
+def raise_for_first(bad, label, name, rule, xp):
     if bool(bad.any()):
         row = int(xp.nonzero(bad)[0][0])
         raise RowError(f"{name} has {float(label[row])!r} at row ", row, f": {rule}")
+
+
+class LogLink(Objective):
+    """An objective of log link (Poisson, gamma, Tweedie, survival): its output exp(margin), an
+    output-space intercept's margin its log."""
+
+    def link(self, base_score):
+        return np.full(1, np.log(max(base_score, _MIN_PROBABILITY)), dtype=MARGIN_DTYPE)
+
+    def transform(self, margins):
+        return get_xp(margins).exp(margins[:, 0])
 
 
 class MultiTarget(Objective):

@@ -8,7 +8,7 @@ from .._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
 from ..backend import get_xp
 from ..params import TrainParams
 from ..reduce import exact_sums
-from .base import (_F32, _MIN_HESSIAN, _MIN_PROBABILITY, Objective, _logit, _raise_for_first, _sigmoid, _softmax,
+from .base import (_F32, _MIN_HESSIAN, _MIN_PROBABILITY, Objective, _logit, raise_for_first, _sigmoid, _softmax,
                    _weights_of)
 
 
@@ -27,7 +27,7 @@ class Logistic(Objective):
         else:
             bad = (label != 0) & (label != 1)
             rule = "0 or 1"
-        _raise_for_first(bad, label, name, f"labels must be {rule} for objective={self.name!r}", xp)
+        raise_for_first(bad, label, name, f"labels must be {rule} for objective={self.name!r}", xp)
 
     def link(self, base_score):
         if self.name == "binary:logitraw":  # its output space is the margin (XGBoost's rule)
@@ -82,7 +82,7 @@ class Softmax(Objective):
     def check_labels(self, label, name):
         xp = get_xp(label)
         bad = (label < 0) | (label >= self.n_outputs) | (label != xp.floor(label))
-        _raise_for_first(bad, label, name, f"labels must be integers in [0, num_class={self.n_outputs})", xp)
+        raise_for_first(bad, label, name, f"labels must be integers in [0, num_class={self.n_outputs})", xp)
 
     def estimate_base_score(self, label, weight, comm):
         raise AssertionError("multiclass intercepts are per class: see base_margin")
@@ -125,7 +125,7 @@ class Hinge(Objective):
     _TINY = GRADIENT_DTYPE(np.finfo(np.float32).tiny)
 
     def check_labels(self, label, name):
-        _raise_for_first((label != 0) & (label != 1), label, name, "labels must be 0 or 1 for "
+        raise_for_first((label != 0) & (label != 1), label, name, "labels must be 0 or 1 for "
                          "objective='binary:hinge'", get_xp(label))
 
     def estimate_base_score(self, label, weight, comm):

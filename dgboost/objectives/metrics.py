@@ -22,6 +22,7 @@ from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from ..kernels import group_order, rank_scores
 from ..kernels.rank_loops import SCORE_MAP, SCORE_NDCG, SCORE_PRECISION
 from ..params import RANKING_METRICS, TrainParams, parse_metric
+from .ranking import QueryLayout
 from ..reduce import device_count, exact_sums_partial, finish_exact_sums
 
 #: Probabilities are clipped to [eps, 1 - eps] inside logarithms (XGBoost's 1e-16).
@@ -396,13 +397,13 @@ class RankingMetric(Metric):
         self.name = base + (f"@{k}" if k is not None else "") + ("-" if minus else "")
         self.kind = {"ndcg": SCORE_NDCG, "map": SCORE_MAP, "pre": SCORE_PRECISION}[base]
         self.k, self.minus, self.exp_gain = k, minus, params.ndcg_exp_gain
-        self._layouts = {}  # id(label) -> (label, _QueryLayout): an eval set's queries and labels do not change
+        self._layouts = {}  # id(label) -> (label, QueryLayout): an eval set's queries and labels do not change
 
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
         cached = self._layouts.get(id(label))
         if cached is None or cached[0] is not label:
-            cached = self._layouts[id(label)] = (label, _QueryLayout(group, label))
+            cached = self._layouts[id(label)] = (label, QueryLayout(group, label))
         layout = cached[1]
         order = group_order(predictions.astype(np.float32), layout.group_of_row)
         top_k = self.k if self.k is not None else max(layout.longest, 1)
@@ -418,20 +419,6 @@ class RankingMetric(Metric):
     def finish(self, parts):
         total, weight = finish_exact_sums(parts)
         return float(total / weight) if weight > 0 else math.nan
-
-
-class _QueryLayout:
-    """An eval set's query groups on its labels' device, made once: the group pointer, each row's
-    group, the discounts, the longest query and the ideal order (by label)."""
-
-    def __init__(self, group: np.ndarray, label):
-        xp = get_xp(label)
-        sizes = np.diff(group)
-        self.ptr = xp.asarray(group.astype(INDEX_DTYPE))
-        self.group_of_row = xp.asarray(np.repeat(np.arange(sizes.shape[0], dtype=INDEX_DTYPE), sizes))
-        self.longest = int(sizes.max()) if sizes.size else 0
-        self.discount = xp.asarray(1.0 / np.log2(np.arange(self.longest, dtype=STAT_DTYPE) + 2.0))
-        self.ideal = group_order(label, self.group_of_row)
 
 
 _METRICS = {m.name: m for m in (RMSE, MAE, MeanPseudoHuberError, LogLoss, BinaryError, AUC, AUCPR,

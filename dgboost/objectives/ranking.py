@@ -21,7 +21,7 @@ from ..kernels.cpu import Partners
 from ..kernels.rank_loops import MAP, NDCG, PAIRWISE
 from ..fixed_point import SUM_HEADROOM_BITS, from_fixed, power_of_two_scale, to_fixed
 from ..reduce import device_count, exact_sums
-from .base import Objective, _raise_for_first
+from .base import Objective, raise_for_first
 
 #: The largest relevance of exponential gain (2**31 - 1 is float64-exact; XGBoost's bound).
 MAX_EXP_RELEVANCE = 31
@@ -41,10 +41,10 @@ class LambdaRank(Objective):
     def check_labels(self, label, name):
         xp = get_xp(label)
         if self.kind == MAP:
-            _raise_for_first((label != 0) & (label != 1), label, name,
+            raise_for_first((label != 0) & (label != 1), label, name,
                              "labels must be 0 or 1 (relevant or not) for objective='rank:map'", xp)
         elif self.kind == NDCG and self.params.ndcg_exp_gain:
-            _raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
+            raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
                              f"relevance labels must be integers in [0, {MAX_EXP_RELEVANCE}] for objective='rank:ndcg' "
                              "with ndcg_exp_gain (gain 2**label - 1); set ndcg_exp_gain=False for other labels", xp)
 
@@ -137,31 +137,39 @@ class PositionBias:
                                ** self.exponent, bias)
 
 
-class QueryGroups:
-    """One rank's query groups on its device, and what every round reads of them: each row's
-    group, the groups' weights (normalised to average 1 over all ranks, XGBoost's rule), the
-    discounts, each group's ideal DCG, and for 'mean' each row's partners to draw from."""
+class QueryLayout:
+    """Query groups on their labels' device, as the gradients and the ranking metrics read them:
+    the group pointer, each row's group and its group's first row, the longest group, the
+    discounts 1 / log2(place + 2), and the ideal order (each group's rows by label, descending)."""
+
+    def __init__(self, ptr: np.ndarray, label):
+        xp = get_xp(label)
+        sizes = np.diff(ptr)
+        self.ptr = asarray(xp, ptr.astype(INDEX_DTYPE))
+        self.group_of_row = asarray(xp, np.repeat(np.arange(sizes.shape[0], dtype=INDEX_DTYPE), sizes))
+        self.start_of_row = self.ptr[self.group_of_row]
+        self.longest = int(sizes.max()) if sizes.size else 0
+        self.discount = asarray(xp, 1.0 / np.log2(np.arange(self.longest, dtype=np.float64) + 2.0))
+        self.ideal = group_order(label, self.group_of_row)
+
+
+class QueryGroups(QueryLayout):
+    """One rank's query groups on its device, and what every round reads of them beyond their
+    layout: the groups' weights (normalised to average 1 over all ranks, XGBoost's rule), each
+    group's ideal DCG, and for 'mean' each row's partners to draw from."""
 
     def __init__(self, ptr: np.ndarray, label, weight, comm, *, ideal_cut: int | None, exp_gain: bool, global_index,
                  ideal_dcg: bool = True):
+        super().__init__(ptr, label)
         xp = get_xp(label)
-        sizes = np.diff(ptr)
-        n_groups = sizes.shape[0]
-        self.ptr = asarray(xp, ptr.astype(INDEX_DTYPE))
-        self.group_of_row = asarray(xp, np.repeat(np.arange(n_groups, dtype=INDEX_DTYPE), sizes))
-        self.start_of_row = self.ptr[self.group_of_row]
+        n_groups = ptr.shape[0] - 1
         self.global_index = global_index
-        longest = int(sizes.max()) if n_groups else 0
-        self.longest = longest
-        self.discount = asarray(xp, 1.0 / np.log2(np.arange(longest, dtype=np.float64) + 2.0))
-        host_label = to_numpy(label)
+        host_label, ideal = to_numpy(label), to_numpy(self.ideal)
         group_weight = np.ones(n_groups) if weight is None else to_numpy(weight)[ptr[:-1]].astype(np.float64)
         total_weight, total_groups = exact_sums(np.stack([group_weight, np.ones(n_groups)], axis=1), comm)
         self.scale = asarray(xp, group_weight * (total_groups / total_weight))
-        ideal = group_order(host_label, np.repeat(np.arange(n_groups, dtype=INDEX_DTYPE), sizes))
         self.inv_ideal = asarray(xp, _inverse_ideal_dcg(ptr, host_label, ideal, ideal_cut, exp_gain) if ideal_dcg
                                  else np.zeros(n_groups))
-        self.ideal = asarray(xp, ideal)
         self._ideal_host, self._label_host = ideal, host_label
         self._others = None
 

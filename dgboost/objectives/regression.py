@@ -8,7 +8,7 @@ import numpy as np
 from .._dtypes import MARGIN_DTYPE
 from ..backend import get_xp, to_numpy
 from ..reduce import exact_sums
-from .base import _F32, _MIN_PROBABILITY, Objective, _raise_for_first, _weights_of
+from .base import _F32, LogLink, Objective, raise_for_first, _weights_of
 
 
 class SquaredError(Objective):
@@ -44,25 +44,19 @@ class PseudoHuberError(Objective):
         return residual / root, _F32(1) / (curvature * root)
 
 
-class Poisson(Objective):
+class Poisson(LogLink):
     """count:poisson: log link; the hessian is damped by max_delta_step (0.7 by default)."""
 
     name = "count:poisson"
 
     def check_labels(self, label, name):
         xp = get_xp(label)
-        _raise_for_first(label < 0, label, name, "labels must be >= 0 for objective='count:poisson'", xp)
-
-    def link(self, base_score):
-        return np.full(1, np.log(max(base_score, _MIN_PROBABILITY)), dtype=MARGIN_DTYPE)
+        raise_for_first(label < 0, label, name, "labels must be >= 0 for objective='count:poisson'", xp)
 
     def _gradients(self, margin, label):
         xp = get_xp(margin)
         damping = _F32(self.params.effective_max_delta_step)
         return xp.exp(margin) - label, xp.exp(margin + damping)
-
-    def transform(self, margins):
-        return get_xp(margins).exp(margins[:, 0])
 
 
 class SquaredLogError(Objective):
@@ -71,7 +65,7 @@ class SquaredLogError(Objective):
     name = "reg:squaredlogerror"
 
     def check_labels(self, label, name):
-        _raise_for_first(label <= -1, label, name, "labels must be > -1 for objective='reg:squaredlogerror' "
+        raise_for_first(label <= -1, label, name, "labels must be > -1 for objective='reg:squaredlogerror' "
                          "(it takes log(1 + label))", get_xp(label))
 
     def estimate_base_score(self, label, weight, comm):
@@ -87,36 +81,26 @@ class SquaredLogError(Objective):
         return gradient, hessian
 
 
-class _LogLink(Objective):
-    """An objective of log link: the intercept the log of the weighted label mean."""
-
-    def link(self, base_score):
-        return np.full(1, np.log(max(base_score, _MIN_PROBABILITY)), dtype=MARGIN_DTYPE)
-
-    def transform(self, margins):
-        return get_xp(margins).exp(margins[:, 0])
-
-
-class Gamma(_LogLink):
+class Gamma(LogLink):
     """reg:gamma: gamma deviance on exp(margin); labels > 0."""
 
     name = "reg:gamma"
 
     def check_labels(self, label, name):
-        _raise_for_first(label <= 0, label, name, "labels must be > 0 for objective='reg:gamma'", get_xp(label))
+        raise_for_first(label <= 0, label, name, "labels must be > 0 for objective='reg:gamma'", get_xp(label))
 
     def _gradients(self, margin, label):
         ratio = label / get_xp(margin).exp(margin)
         return _F32(1) - ratio, ratio
 
 
-class Tweedie(_LogLink):
+class Tweedie(LogLink):
     """reg:tweedie: Tweedie's log-likelihood of variance power ``tweedie_variance_power``."""
 
     name = "reg:tweedie"
 
     def check_labels(self, label, name):
-        _raise_for_first(label < 0, label, name, "labels must be >= 0 for objective='reg:tweedie'", get_xp(label))
+        raise_for_first(label < 0, label, name, "labels must be >= 0 for objective='reg:tweedie'", get_xp(label))
 
     def _gradients(self, margin, label):
         xp = get_xp(margin)

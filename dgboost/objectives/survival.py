@@ -15,7 +15,7 @@ from .._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE
 from ..backend import asarray, get_xp, to_numpy
 from ..data.inputs import RowError
 from ..kernels.loops import compiled
-from .base import Objective
+from .base import LogLink
 
 #: XGBoost's AFT clipping (src/common/survival_util.h).
 _MIN_GRADIENT, _MAX_GRADIENT = -15.0, 15.0
@@ -107,7 +107,7 @@ class _Distribution:
         return gradient, hessian
 
 
-class AcceleratedFailureTime(Objective):
+class AcceleratedFailureTime(LogLink):
     """survival:aft: log(time) = margin + scale * error, the error of ``aft_loss_distribution``."""
 
     name = "survival:aft"
@@ -186,14 +186,11 @@ class AcceleratedFailureTime(Objective):
         # fmax: a NaN (0 / 0, an event at time 0) counts as _EPS, as in XGBoost
         return -xp.log(xp.fmax(xp.where(observed, density, cdf_u - cdf_l), _EPS))
 
-    def transform(self, margins):
-        return get_xp(margins).exp(margins[:, 0])
-
     def eval_transform(self, margins):
         return margins[:, 0]  # XGBoost's: the survival metrics read the margin
 
 
-class Cox(Objective):
+class Cox(LogLink):
     """survival:cox: Cox's partial likelihood (Breslow's ties), XGBoost's sequential pass over
     all rows in time order. The risk sets span every rank: the rows' times are gathered once
     and each round every row's exp(margin) (one allgather), and every rank runs the same pass
@@ -210,9 +207,6 @@ class Cox(Objective):
 
     def estimate_base_score(self, label, weight, comm):
         return float(np.exp(self.newton_intercept(label, weight, comm)[0]))
-
-    def link(self, base_score):
-        return np.full(1, np.log(max(base_score, 1e-6)), dtype=MARGIN_DTYPE)
 
     def prepare(self, data, rows, comm):
         super().prepare(data, rows, comm)
@@ -244,9 +238,6 @@ class Cox(Objective):
         out[order] = gpair
         gpair = asarray(xp, out[mine].astype(GRADIENT_DTYPE))[:, None, :]
         return gpair if weight is None else gpair * weight[:, None, None]
-
-    def transform(self, margins):
-        return get_xp(margins).exp(margins[:, 0])
 
 
 @compiled
