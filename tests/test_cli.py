@@ -554,7 +554,6 @@ def test_cuda_without_a_gpu_is_bad_input(files, tmp_path, capsys):
 def test_ranking_trains_and_evaluates_by_query(tmp_path, capsys):
     """qid_column: the queries of a table; train gives dgboost.train's model (each query kept on one
     worker), evaluate scores by query as training does."""
-    import numpy as np
     import pandas as pd
 
     import dgboost

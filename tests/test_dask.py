@@ -630,10 +630,13 @@ def test_ranking_model_is_byte_identical_on_any_workers(client, method, tmp_path
     local = dgboost.train(params, X, y, qid=qid, num_boost_round=6, evals=[(X, y, "t")], eval_qid=[qid])
     chunks = (700, 900, 400, 1000)
     dX, dy, dq = (da.from_array(a, chunks=(chunks,) + a.shape[1:]) for a in (X, y, qid))
-    model = dgboost.dask.train(client, params, dX, dy, qid=dq, num_boost_round=6, evals=[(dX, dy, "t")],
-                               eval_qid=[dq])
+    # The eval set as other collections, partitioned otherwise: its shares are cut at query
+    # boundaries too (slices that must be made before any rank takes its worker's thread).
+    eX, ey, eq = (da.from_array(a, chunks=((1500, 1500),) + a.shape[1:]) for a in (X, y, qid))
+    model = dgboost.dask.train(client, params, dX, dy, qid=dq, num_boost_round=6,
+                               evals=[(dX, dy, "train"), (eX, ey, "t")], eval_qid=[dq, eq])
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
-    assert model.evals_result() == local.evals_result()
+    assert model.evals_result()["t"] == local.evals_result()["t"] == model.evals_result()["train"]
 
 
 def test_ranker_estimator_and_bad_query_order(client3, tmp_path):

@@ -121,7 +121,8 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         if value is not None:
             _shards.check_collection(value, name, features=False, like=X)
     check_groups(options.params, qid is not None)
-    eval_specs = _check_evals(evals, X, y, categorical, aligned_list(eval_qid, evals, "eval_qid"), options.params)
+    eval_specs = _check_evals(evals, X, y, categorical, aligned_list(eval_qid, evals, "eval_qid"), options.params,
+                              qid)
     categories = _shards.column_categories(X, categorical)  # every partition codes its categories by these
     timeout = _timeout()
     keep_nccl = _keep_nccl()
@@ -138,9 +139,10 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin,
                                                 categories, qid)
         evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers, categories)
-        # Every piece in memory before any rank starts: a rank occupies its worker's
-        # thread, so a slice still to be cut there would wait for the whole job.
-        distributed.wait([f for w in job_workers for f in shards[w]])
+        # Every piece (training and eval) in memory before any rank starts: a rank occupies
+        # its worker's thread, so a slice still to be cut there would wait for the whole job.
+        distributed.wait([f for w in job_workers for f in shards[w]]
+                         + [f for w in job_workers for parts in evals_of[w] for f in parts])
         logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
         job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
                       tuple((name, is_training) for _, _, name, is_training, _ in eval_specs), n_features,
@@ -363,11 +365,12 @@ def _keep_nccl() -> bool:
     return value
 
 
-def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=None) -> list[tuple]:
-    """[(X, y, name, is_training, qid)] of checked eval sets."""
+def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=None, qid=None) -> list[tuple]:
+    """[(X, y, name, is_training, qid)] of checked eval sets (the training set: X, y and, if
+    given, the training qid themselves)."""
     specs = []
     for (where, eval_X, eval_y, name), eval_qid in zip(eval_entries(evals), list(qids) or [None] * len(evals)):
-        is_training = eval_X is X and eval_y is y and eval_qid is None
+        is_training = eval_X is X and eval_y is y and (eval_qid is None or eval_qid is qid)
         if not is_training:
             if params is not None:
                 check_groups(params, eval_qid is not None, f"{where} ")
