@@ -26,7 +26,7 @@ from .tree.tree import Tree
 
 #: Settings of a training run, not of the model: left out of the file, so a model
 #: trained on a GPU and one trained on the CPU can be byte-identical.
-RUN_SETTINGS = ("device", "verbosity", "nthread")
+RUN_SETTINGS = ("device", "verbosity", "nthread", "max_device_matrix_bytes")
 MODEL_FORMAT = "dgboost-model"
 #: The model file's format version: 2 where it holds categorical features (category sets, which
 #: a reader of version 1 would take for thresholds), else 1, which every dgboost reads.

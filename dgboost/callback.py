@@ -63,6 +63,13 @@ class CallbackContainer:
             model = callback.after_training(model)
         return model
 
+    def note(self, text: str) -> None:
+        """Tell the callbacks that show progress how the job runs (e.g. that it is out of core):
+        those with a ``note`` method (dgboost's own; XGBoost's callbacks have none)."""
+        for callback in self.callbacks:
+            if callable(getattr(callback, "note", None)):
+                callback.note(text)
+
 
 class EvaluationMonitor(TrainingCallback):
     """Prints ``[round]\\tset-metric:value ...`` every ``period`` rounds and at the end."""
@@ -119,6 +126,9 @@ class ProgressBar(TrainingCallback):
         self.line.close()
         return model
 
+    def note(self, text: str) -> None:
+        self.line.note = text
+
 
 class ProgressLine:
     """The drawing behind ProgressBar (the Dask client draws one from round events)."""
@@ -131,6 +141,7 @@ class ProgressLine:
         self._first = 0
         self._started = time.monotonic()
         self._drawn = False
+        self.note = ""  # how the job runs, shown after the rounds (e.g. "out of core: ...")
         self._draw(f"[{' ' * self.WIDTH}] 0/{self.total} rounds, {label}")
 
     def start(self, first_round: int) -> None:
@@ -145,7 +156,8 @@ class ProgressLine:
         left = seconds / done * (self.total - done) if done else math.nan
         metrics = "  ".join(f"{name}-{metric}:{value:.5f}" for name, values in latest.items()
                             for metric, value in values.items())
-        self._draw(f"[{'#' * filled}{' ' * (self.WIDTH - filled)}] {done}/{self.total} rounds"
+        note = f" ({self.note})" if self.note else ""
+        self._draw(f"[{'#' * filled}{' ' * (self.WIDTH - filled)}] {done}/{self.total} rounds{note}"
                    f"  {metrics}  ETA {_duration(left)}")
 
     def close(self) -> None:

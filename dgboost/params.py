@@ -361,6 +361,7 @@ _CHECKS = {
     "scale_pos_weight": _number(0, _INF, lo_open=True),
     "verbosity": _number(0, 3, integer=True),
     "nthread": _number(-1, 2**31 - 1, integer=True),
+    "bytes": _number(0, 2**62, integer=True),
     "grow_policy": _choice("depthwise", "lossguide", "symmetric"),
     "max_cat": _number(1, 2**31 - 1, integer=True),
     "cat_encoding": _choice("partition", "target_statistics"),
@@ -516,6 +517,13 @@ PARAMETERS: tuple[Spec, ...] = (
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
          aliases=("n_jobs",)),
+    Spec("max_device_matrix_bytes", 0, *_CHECKS["bytes"],
+         "The most bytes the compressed matrix may take on the training device at once (dgboost's own). "
+         "A rank whose matrix is larger trains out of core: its matrix in pages in host memory (or "
+         "on disk, in the directory of Dask's config dgboost.spill-directory, where host memory is "
+         "short), streamed to the device; with subsample < 1 each tree's rows are compacted into one "
+         "in-core page. 0: on a GPU its free memory less a margin; on a CPU no limit. The model does "
+         "not depend on it."),
 )
 
 _BY_NAME = {spec.name: spec for spec in PARAMETERS}
@@ -578,6 +586,7 @@ class TrainParams:
     cat_encoding: str = "partition"
     max_cat_combinations: int = 2
     nthread: int | None = None
+    max_device_matrix_bytes: int = 0
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any] | None) -> "TrainParams":

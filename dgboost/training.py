@@ -23,7 +23,8 @@ from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, Eval
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
-from .data.ellpack import EllpackMatrix, build_ellpack
+from .data.ellpack import EllpackMatrix
+from .data.pages import build_matrix, device_budget, may_page
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -161,12 +162,25 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     eval_sets = _eval_sets(evals, X, y, training, params, objective, aligned_list(eval_qid, evals, "eval_qid"),
                            aligned_list(eval_group, evals, "eval_group"))
     xp = device_module(params.device)
-    training = training.to(xp)
+    training = to_device(training, xp, params)
     for eval_set in eval_sets:
-        eval_set.data = eval_set.data.to(xp)
+        eval_set.data = to_device(eval_set.data, xp, params)
     return boost(params, objective, training, eval_sets, LocalCommunicator(),
                  num_boost_round=options.num_boost_round, callbacks=options.all_callbacks(),
                  rows=RowSpans.contiguous(0, training.n_rows), init_model=options.init_model, features=features)
+
+
+def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
+    """``data`` on ``xp``'s device, but for an X whose compressed matrix may not fit the
+    device's budget: that X stays where it is, its pages built from it a chunk at a time."""
+    return data.to(xp, move_X=not may_page(data.X, device_budget(params, xp), params.max_bin))
+
+
+def _eval_matrix(eval_set: EvalSet, cuts: Cuts, xp, budget: int):
+    matrix = build_matrix(eval_set.data.X, cuts, xp, budget, name=f"evals {eval_set.name!r} X")
+    if not isinstance(matrix, EllpackMatrix):
+        logger.warning("evals %r: %s", eval_set.name, matrix.describe())
+    return matrix
 
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
@@ -215,8 +229,9 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             if not eval_set.is_training:
                 X = known_codes(eval_set.data.X, categories, f"evals {eval_set.name!r} X", training.feature_names)
                 eval_set.data = dataclasses.replace(eval_set.data, X=X)
-    matrix = build_ellpack(training.X, cuts, xp)
-    logger.info(matrix.describe())
+    budget = device_budget(params, xp)
+    matrix = build_matrix(training.X, cuts, xp, budget)
+    (logger.info if isinstance(matrix, EllpackMatrix) else logger.warning)(matrix.describe())
     objective.prepare(training, rows, comm)
     if init_model is not None:
         objective.resume(init_model)
@@ -231,7 +246,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             booster.append(tree, output)
     margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
-              else _EvalState(e.name, build_ellpack(e.data.X, cuts, xp), e.data,
+              else _EvalState(e.name, _eval_matrix(e, cuts, xp, budget), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = make_grower(matrix, params, n_total, comm, features,
@@ -243,6 +258,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
+    if not isinstance(matrix, EllpackMatrix):
+        container.note(matrix.summary())
     booster = container.before_training(booster)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
     lookahead = _lookahead(xp)

@@ -85,6 +85,14 @@ def test_a_progress_bar_on_a_terminal(task, terminal):
     assert terminal.text.endswith("\n") and terminal.text.count("\n") == 1  # one line, redrawn
 
 
+def test_the_progress_bar_says_when_training_runs_out_of_core(task, terminal):
+    X, y = task
+    dgboost.train({"max_device_matrix_bytes": 4096}, X, y, num_boost_round=2, verbose_eval=True,
+                  evals=[(X, y, "train")])
+    last = terminal.text.split("\r")[-1]
+    assert last.startswith("[" + "#" * 24 + "] 2/2 rounds (out of core: ") and " pages on disk)" in last
+
+
 def test_lines_when_not_on_a_terminal(task, capsys):
     X, y = task
     dgboost.train({"eval_metric": "rmse"}, X, y, num_boost_round=3, evals=[(X, y, "train")], verbose_eval=True)

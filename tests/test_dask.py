@@ -579,7 +579,7 @@ def test_each_round_is_a_dask_event(client3, data):
                                  num_boost_round=4, evals=[(dX, dy, "train")])
     deadline = time.monotonic() + 10
     while True:
-        events = [msg for _, msg in client3.get_events(EVENT_TOPIC)]  # in the order they were sent
+        events = [msg for _, msg in client3.get_events(EVENT_TOPIC) if "round" in msg]  # in the order sent
         mine = [msg for msg in events if msg["job"] == events[-1]["job"]] if events else []
         if len(mine) >= 4 or time.monotonic() > deadline:
             break
@@ -597,6 +597,25 @@ def test_a_progress_bar_on_the_clients_terminal(client3, data, terminal):
     assert frames[0].startswith("[" + " " * 24 + "] 0/5 rounds, building the matrix")
     assert frames[-1].startswith("[" + "#" * 24 + "] 5/5 rounds  train-auc:0.")  # drawn before train returns
     assert "[0]\t" not in terminal.text  # no plain lines from the worker on a terminal
+
+
+# ---- out of core: each worker's shard in pages (data/pages.py) -------------------------------------
+
+@pytest.mark.parametrize("extra", [{}, {"subsample": 0.4, "sampling_method": "gradient_based"}],
+                         ids=["every-row", "gradient-based"])
+def test_out_of_core_shards_train_the_in_core_model(client, data, extra, tmp_path, caplog):
+    X, y, weight = data
+    params = {"objective": "binary:logistic", "max_depth": 4, "eval_metric": "auc", **extra}
+    local = dgboost.train(params, X, y, sample_weight=weight, num_boost_round=5, evals=[(X, y, "t")],
+                          verbose_eval=False)
+    dX, dy, dw = (da.from_array(a, chunks=(700,) + a.shape[1:]) for a in (X, y, weight))
+    # 6 features of 8 bits: 8 bytes a row; pages of at most 125 rows, several on every worker.
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        model = dgboost.dask.train(client, {**params, "max_device_matrix_bytes": 2000}, dX, dy, sample_weight=dw,
+                                   num_boost_round=5, evals=[(dX, dy, "t")], verbose_eval=False)
+    assert "rank 0 runs out of core:" in caplog.text and "pages on disk" in caplog.text
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    assert model.evals_result() == local.evals_result()
 
 
 # ---- ranking: shares cut at query boundaries ----------------------------------------------------

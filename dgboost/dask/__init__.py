@@ -495,6 +495,9 @@ class _ProgressFromEvents:
     def _on_event(self, event) -> None:
         _, message = event
         if isinstance(message, dict) and message.get("job") == self.job.name:
+            if "note" in message:
+                self.line.note = message["note"]
+                return
             self.line.update(message["round"], message["metrics"])
             self.last_round = message["round"]
 
@@ -513,8 +516,11 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
     while True:
         _settle(tasks)
         if all(t.status == "finished" for t in tasks):
-            booster, phases = tasks[0].result()
+            booster, phases, notes = tasks[0].result()
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
+            for note in notes:
+                logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
+                               job.name, note)
             return booster
         failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
         alive = _workers(client)

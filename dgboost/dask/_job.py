@@ -11,7 +11,7 @@ from ..collective import CollectiveError, LocalCommunicator
 from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
-from ..training import EvalSet, Options, boost, device_module
+from ..training import EvalSet, Options, boost, device_module, to_device
 from ..tree.constraints import FeatureRules
 from ._shards import concat_bundles
 
@@ -39,7 +39,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     ``shard`` holds the bundles of this rank's rows, in global order, ``runs``
     their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
 
-    Returns (the Booster on rank 0, else None; seconds of each phase on this rank).
+    Returns (the Booster on rank 0, else None; seconds of each phase on this rank; rank 0's
+    notes of how the job ran, e.g. out of core).
     """
     from distributed import get_worker
 
@@ -55,9 +56,9 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         eval_sets = [_eval_set(index, name, is_training, parts, training, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
         xp = device_module(_worker_device(params.device))
-        training = training.to(xp)
+        training = to_device(training, xp, params)
         for eval_set in eval_sets:
-            eval_set.data = eval_set.data.to(xp)
+            eval_set.data = to_device(eval_set.data, xp, params)
         clock.lap("shard")
         comm = _device_communicator(host, xp, job)
         clock.lap("communicator (kept)" if getattr(comm, "reused", False) else "communicator")
@@ -65,7 +66,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         if job.client_draws_progress:
             options = dataclasses.replace(options, period=0)
         callbacks = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
-        callbacks.append(_RoundEvents(job.name))
+        notes = _Notes()
+        callbacks += [_RoundEvents(job.name), notes]
         with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
             # The client checked the parameters against X's features where it knew them.
             features = FeatureRules.resolve(params, training.n_features, training.feature_names, job.feature_weights)
@@ -73,7 +75,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
                             features=features)
         clock.lap("boosting")
-        return (booster if rank == 0 else None), clock.seconds
+        return (booster, clock.seconds, notes.texts) if rank == 0 else (None, clock.seconds, [])
     except CollectiveError:
         raise  # another rank failed first, or a wait timed out (the peers were told)
     except BaseException as error:
@@ -106,6 +108,24 @@ class _RoundEvents(TrainingCallback):
                   for name, metrics in evals_log.items()}
         get_worker().log_event(EVENT_TOPIC, {"job": self.job, "round": epoch, "metrics": latest})
         return False
+
+    def note(self, text: str) -> None:
+        """How the job runs (e.g. out of core): an event the client logs and shows on its bar."""
+        from distributed import get_worker
+
+        get_worker().log_event(EVENT_TOPIC, {"job": self.job, "note": text})
+
+
+class _Notes(TrainingCallback):
+    """Keeps the coordinator's notes of how the job runs, for the client's log."""
+
+    never_stops = True
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.texts.append(text)
 
 
 class _ClientLines:

@@ -145,41 +145,47 @@ class EllpackMatrix:
         return unpack(packed, self.layout.bits, self.layout.cells_per_word, self.layout.row_stride)
 
 
-def build_ellpack(X, cuts: Cuts, xp=None) -> EllpackMatrix:
+def matrix_layout(X, cuts: Cuts) -> EllpackLayout:
+    """Dense or sparse rows for ``X``, whichever is smaller (build_ellpack's choice): pages of
+    one matrix take the layout of all its rows."""
+    row_stride = sparse.row_stride(X) if sparse.is_sparse(X) else _most_present(X, EllpackLayout.sparse_limit(cuts))
+    return EllpackLayout.smaller(cuts, row_stride)
+
+
+def build_ellpack(X, cuts: Cuts, xp=None, layout: EllpackLayout | None = None) -> EllpackMatrix:
     """Quantise and bit-pack ``X`` (float32, NaN = missing; or a CSR matrix, absent entries
-    missing) with ``cuts``, in dense or sparse rows, whichever is smaller, on ``xp``'s device
-    (default X's). A CSR matrix on the host is packed on a GPU a chunk of rows at a time
-    (_CHUNK_ENTRIES entries), so the GPU never holds all of it."""
+    missing) with ``cuts``, in ``layout`` (default: matrix_layout's, dense or sparse rows,
+    whichever is smaller), on ``xp``'s device (default X's). X on the host is packed on a
+    GPU a chunk of rows at a time (_CHUNK_ENTRIES values), so the GPU never holds all of it."""
     if X.shape[1] != cuts.n_features:
         raise ValueError(f"X has {X.shape[1]} features but the cuts were made for {cuts.n_features}")
     xp = xp or get_xp(X)
     is_csr = sparse.is_sparse(X)
-    row_stride = sparse.row_stride(X) if is_csr else _most_present(X, EllpackLayout.sparse_limit(cuts))
-    layout = EllpackLayout.smaller(cuts, row_stride)
+    layout = layout or matrix_layout(X, cuts)
     host_bin_offsets = np.asarray(cuts.bin_offsets, dtype=BIN_OFFSET_DTYPE)
     cut_values = asarray(xp, cuts.values)
-    if layout.is_sparse or is_csr:
-        def pack(rows):
+
+    def pack(rows):  # rows on xp's device
+        if layout.is_sparse or sparse.is_sparse(rows):
+            rows = rows if sparse.is_sparse(rows) else sparse.from_dense(rows)
             return quantise_sparse(rows.data, rows.indices, rows.indptr, cut_values, cuts.offsets.tolist(),
                                    host_bin_offsets.tolist(), layout.bits, layout.cells_per_word, layout.n_words,
                                    layout.missing_symbol, layout.is_sparse)
+        return quantise_and_pack(rows, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
+                                 layout.n_words, layout.missing_symbol)
 
-        if not is_csr:
-            packed = pack(sparse.from_dense(X))
-        elif get_xp(X.data) is xp:
-            packed = pack(X)
-        else:
-            packed = xp.empty((X.shape[0], layout.n_words), dtype=PACKED_WORD_DTYPE)
-            step = max(1, _CHUNK_ENTRIES // max(row_stride, 1))
-            for begin in range(0, X.shape[0], step):
-                packed[begin:begin + step] = pack(sparse.to_device(X[begin:begin + step], xp))
-    else:
-        packed = quantise_and_pack(X, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
-                                   layout.n_words, layout.missing_symbol)
+    if get_xp(X.data if is_csr else X) is xp:
+        packed = pack(X)
+    else:  # from the host to a GPU, a chunk at a time
+        packed = xp.empty((X.shape[0], layout.n_words), dtype=PACKED_WORD_DTYPE)
+        step = max(1, _CHUNK_ENTRIES // max(layout.row_stride if is_csr else X.shape[1], 1))
+        for begin in range(0, X.shape[0], step):
+            rows = X[begin:begin + step]
+            packed[begin:begin + step] = pack(sparse.to_device(rows, xp) if is_csr else asarray(xp, rows))
     return EllpackMatrix(packed, layout, asarray(xp, host_bin_offsets), host_bin_offsets)
 
 
-#: The most entries of a host CSR matrix copied to the device at a time by build_ellpack.
+#: The most entries (values of a dense X) copied from the host to a GPU at a time by build_ellpack.
 _CHUNK_ENTRIES = 1 << 25
 
 #: Rows of a dense X looked at first by _most_present.

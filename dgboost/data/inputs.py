@@ -95,14 +95,17 @@ class Dataset:
         a sparse X on the host stays there, see ``to``)."""
         return get_xp(self.X if self.label is None else self.label)
 
-    def to(self, xp: ModuleType) -> "Dataset":
-        """This dataset on ``xp``'s device; but a sparse X on the host stays there for a GPU:
-        the compressed matrix is built from it on the device a chunk of rows at a time
-        (ellpack.build_ellpack), so the device never holds the whole CSR matrix."""
+    def to(self, xp: ModuleType, move_X: bool = True) -> "Dataset":
+        """This dataset on ``xp``'s device; but a sparse X on the host stays there for a GPU,
+        as does any X where ``move_X`` is False (one whose compressed matrix may go out of
+        core): the compressed matrix is built from it on the device a chunk of rows at a time
+        (ellpack.build_ellpack), so the device never holds the whole of X."""
         if self.xp is xp:
             return self
         move = lambda a: None if a is None else asarray(xp, a)  # noqa: E731
-        if not sparse.is_sparse(self.X):
+        if not move_X:
+            X = self.X
+        elif not sparse.is_sparse(self.X):
             X = move(self.X)
         else:
             X = self.X if get_xp(self.X) is np else sparse.to_device(self.X, xp)

@@ -150,7 +150,7 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
     Parameters
     ----------
     X : array of shape (n_rows, n_features), float32, or a CSR matrix (data/sparse.py), on
-        global_index's device, or (a CSR matrix) on the host
+        global_index's device or on the host (an X kept there for its pages)
     weight : array of shape (n_rows,), float32, or None
     global_index : array of shape (n_rows,), int64, ascending, on the training device
         Each row's index in the whole data set (data.RowSpans.global_index).
@@ -171,10 +171,10 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
         chosen = xp.flatnonzero(keep)
         global_index = global_index[chosen]
-        X = sparse.take_rows(X, asarray(get_xp(X.data), chosen)) if sparse.is_sparse(X) else X[chosen]
+        X = sparse.take_rows(X, asarray(get_xp(X.data), chosen)) if sparse.is_sparse(X) else X[asarray(get_xp(X), chosen)]
         weight = None if weight is None else weight[chosen]
     weights = xp.ones(X.shape[0], WEIGHT_DTYPE) if weight is None else weight
-    values = sparse.to_device(X, xp) if sparse.is_sparse(X) else X.astype(FEATURE_DTYPE, copy=False)
+    values = sparse.to_device(X, xp) if sparse.is_sparse(X) else asarray(xp, X).astype(FEATURE_DTYPE, copy=False)
     return Sample(global_index, values, weights)
 
 

@@ -12,5 +12,17 @@ def make_grower(matrix, params, n_total: int, comm, features=None, categories=No
     from .lossguide import LossguideGrower
     from .symmetric import SymmetricGrower
 
+    from ..data.pages import PagedMatrix
+    from .grower import PagedGrower
+
     growers = {"depthwise": DepthwiseGrower, "lossguide": LossguideGrower, "symmetric": SymmetricGrower}
-    return growers[params.grow_policy](matrix, params, n_total, comm, features, categories)
+    grower = growers[params.grow_policy](matrix, params, n_total, comm, features, categories)
+    if not isinstance(matrix, PagedMatrix):
+        return grower
+    streams = params.grow_policy in PagedGrower.STREAMS
+    if not (streams or (params.subsample < 1.0 and params.sampling_method != "goss")):
+        raise ValueError(f"grow_policy={params.grow_policy!r} trains out of core only from a row sample, and this "
+                         f"rank's compressed matrix ({matrix.nbytes} bytes) exceeds max_device_matrix_bytes: set "
+                         "subsample < 1 with sampling_method='gradient_based', use grow_policy='depthwise', or "
+                         "raise max_device_matrix_bytes")
+    return PagedGrower(grower, matrix, streams)

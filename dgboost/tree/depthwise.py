@@ -19,7 +19,7 @@ class DepthwiseGrower(Grower):
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         gpair, scales, positions, ridx, frontier = self._start(gpair, drawn)
         xp = get_xp(gpair)
-        n_places = int(ridx.shape[0])  # the places of ridx: every row, or the indices drawn
+        n_places = self._places(ridx)
         self._n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
         for depth in range(self.max_depth + 1):

@@ -36,6 +36,7 @@ import numpy as np
 from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp
 from ..data.ellpack import EllpackMatrix
+from ..data.pages import PagedMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
 from ..params import TrainParams
@@ -118,12 +119,14 @@ class _Frontier:
 
     @classmethod
     def root(cls, node_sums, root_end, bounded: bool = False, sets=None) -> "_Frontier":
-        """The root level, its rows ``ridx[0:root_end]`` (a (1,) int32 array); ``bounded``:
-        with weight bounds (monotone constraints), none yet; ``sets``: the interaction
-        sets, or None."""
+        """The root level, its rows ``ridx[0:root_end]`` (a (1,) int32 array; a tuple of each
+        page's for a paged matrix); ``bounded``: with weight bounds (monotone constraints),
+        none yet; ``sets``: the interaction sets, or None."""
         xp = get_xp(node_sums)
         bounds = xp.array([[-np.inf, np.inf]], dtype=GAIN_DTYPE) if bounded else None
-        return cls(0, node_sums, xp.ones(1, dtype=bool), xp.zeros(1, dtype=POSITION_DTYPE), root_end,
+        zero = lambda: xp.zeros(1, dtype=POSITION_DTYPE)  # noqa: E731
+        seg_begin = tuple(zero() for _ in root_end) if isinstance(root_end, tuple) else zero()
+        return cls(0, node_sums, xp.ones(1, dtype=bool), seg_begin, root_end,
                    None, None, None, None, None, bounds, None if sets is None else Paths.root(sets))
 
     @property
@@ -142,8 +145,14 @@ class _Frontier:
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
         ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left;
         ``bounds`` and ``paths`` the children's weight bounds and paths, or None."""
-        node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
-            level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
+        if isinstance(n_rows, tuple):  # a paged matrix: each page's ranges; the sums are every page's
+            pages = [next_frontier(level.splits.table, slot_of_rank, n_split, *page)
+                     for page in zip(self.seg_begin, self.seg_end, n_left, n_rows)]
+            node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
+            seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
+        else:
+            node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
+                level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
         return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
                          build_left, build_begin, build_end, bounds, paths)
 
@@ -168,7 +177,7 @@ class Grower(abc.ABC):
         self.eta = params.eta
         self.rules = Regularisation(params.reg_lambda, params.alpha, params.min_child_weight,
                                     params.effective_max_delta_step, params.gamma)
-        xp = get_xp(matrix.packed)
+        xp = get_xp(matrix.bin_offsets)
         n_bins = np.diff(matrix.host_bin_offsets)
         self.feature_of_bin = asarray(xp, np.repeat(np.arange(len(n_bins)), n_bins), POSITION_DTYPE)
         features = features or FeatureRules()
@@ -200,7 +209,14 @@ class Grower(abc.ABC):
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
                                     HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
-        if drawn is None:
+        if isinstance(self.matrix, PagedMatrix):  # every row; each page's own ridx and ranges
+            if drawn is not None:
+                raise ValueError("a paged matrix grows a tree from every row: compact a sample first")
+            positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+            sizes = self.matrix.page_sizes
+            ridx = tuple(xp.arange(size, dtype=POSITION_DTYPE) for size in sizes)
+            root_end = tuple(xp.full(1, size, dtype=POSITION_DTYPE) for size in sizes)
+        elif drawn is None:
             positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
             ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
             root_end = xp.full(1, n_rows, dtype=POSITION_DTYPE)
@@ -270,6 +286,11 @@ class Grower(abc.ABC):
             paths = frontier.paths.children(self.sets, splits.table, slot_of_rank)
         return {"bounds": bounds, "paths": paths}
 
+    @staticmethod
+    def _places(ridx):
+        """The places of ``ridx``: every row or the rows drawn; a tuple of each page's."""
+        return tuple(int(rows.shape[0]) for rows in ridx) if isinstance(ridx, tuple) else int(ridx.shape[0])
+
     def _next_level_parents(self, valid, n_bins_total: int) -> int:
         """Slots for the next level's parents: exact on the host, else the upper bound."""
         xp = get_xp(valid)
@@ -298,3 +319,48 @@ class Grower(abc.ABC):
         if drawn is not None:  # the rows left out stayed out of the tree: route every row
             grown = dataclasses.replace(grown, positions=grown.route(self.matrix))
         return grown
+
+
+class PagedGrower:
+    """A policy's grower over a paged matrix (data/pages.py), as the boosting loop calls it.
+
+    A tree of every row streams the pages through the policy's own steps, level by
+    level (depthwise and symmetric trees: a level's histograms and its partition each
+    read every page once). A tree of a sample (row sampling) is grown in core: the
+    sample's rows are gathered into one page on the device (``PagedMatrix.compact``),
+    the tree grown from them as from an in-core matrix's drawn rows, and every row's
+    leaf then found page by page. Either way the tree is the in-core one.
+    """
+
+    #: Policies that stream pages level by level; the others grow only from a sample.
+    STREAMS = ("depthwise", "symmetric")
+
+    def __init__(self, grower: Grower, pages: PagedMatrix, streams: bool):
+        self.grower = grower
+        self.pages = pages
+        self.streams = streams
+
+    @property
+    def eta(self) -> float:
+        return self.grower.eta
+
+    @eta.setter
+    def eta(self, value: float) -> None:
+        self.grower.eta = value
+
+    def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
+        grower = self.grower
+        if drawn is None and self.streams:
+            grower.matrix = self.pages
+            return grower.grow(gpair, tree_index)
+        xp = get_xp(gpair)
+        if drawn is None:
+            rows = xp.arange(self.pages.n_rows, dtype=POSITION_DTYPE)
+        else:
+            rows = xp.flatnonzero(drawn).astype(POSITION_DTYPE) if drawn.dtype == bool else drawn
+        grower.matrix = self.pages.compact(rows)
+        try:
+            grown = grower.grow(gpair[rows], tree_index)
+        finally:
+            grower.matrix = self.pages  # the compacted page goes before the rows are routed
+        return dataclasses.replace(grown, positions=grown.route(self.pages))

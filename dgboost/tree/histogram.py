@@ -13,11 +13,15 @@ exact in fixed point::
 from __future__ import annotations
 
 from ..data.ellpack import EllpackMatrix
+from ..data.pages import PagedMatrix
 from ..kernels import build_histograms, build_sparse_histograms, sibling_histograms
 
 
 def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     """Histograms of the rows ``ridx[seg_begin[s]:seg_end[s]]`` of each slot ``s``.
+
+    A paged matrix (data/pages.py) is read a page at a time, ``ridx`` and the ranges
+    then being tuples of each page's (its rows numbered from its first).
 
     Parameters
     ----------
@@ -30,6 +34,12 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     -------
     array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
     """
+    if isinstance(matrix, PagedMatrix):  # ridx and the ranges are each page's (grower._start)
+        hist = None
+        for (start, page), rows, begin, end in zip(matrix.pages(), ridx, seg_begin, seg_end):
+            part = build(page, gpair[start:start + page.n_rows], scales, rows, begin, end)
+            hist = part if hist is None else hist.__iadd__(part)  # exact: integers
+        return hist
     layout = matrix.layout
     if layout.is_sparse:
         return build_sparse_histograms(matrix.packed, layout.bits, layout.cells_per_word, layout.row_stride,

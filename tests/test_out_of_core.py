@@ -1,0 +1,191 @@
+"""Out of core (data/pages.py): a compressed matrix larger than max_device_matrix_bytes in pages,
+streamed level by level (every row) or compacted a tree at a time (a row sample), gives the
+in-core model byte for byte; bad budgets and full disks are refused clearly."""
+
+import errno
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import dgboost
+from dgboost.data import pages as pages_module
+from dgboost.data.ellpack import build_ellpack
+from dgboost.data.pages import MIN_PAGE_ROWS, PagedMatrix, build_matrix
+from dgboost.data.sketch import compute_cuts, draw_sample
+
+N_ROWS = 4000
+#: Pages of about 300 rows of the 8-feature data below (8 bytes a row): a dozen or more pages.
+BUDGET = 5000
+
+
+def _data(seed=0, n_rows=N_ROWS, n_features=8):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (X[:, 0] + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2]) + 0.5 * rng.standard_normal(n_rows) > 0)
+    return X, y.astype(np.float32)
+
+
+def _bytes(booster, path):
+    booster.save_model(path)
+    return path.read_bytes()
+
+
+def _cuts(X):
+    return compute_cuts(draw_sample(X, None, np.arange(X.shape[0]), X.shape[0], 0), 256)
+
+
+def test_pages_hold_the_rows_of_the_in_core_matrix(tmp_path):
+    X, _ = _data()
+    cuts = _cuts(X)
+    whole = build_ellpack(X, cuts)
+    paged = build_matrix(X, cuts, np, BUDGET)
+    assert isinstance(paged, PagedMatrix) and paged.n_pages >= 10
+    assert max(paged.page_sizes) * paged.layout.bytes_per_row <= BUDGET // 2
+    # On a CPU the pages are files of the spill directory.
+    assert os.path.isdir(paged.where) and len(os.listdir(paged.where)) == paged.n_pages
+    stacked = np.concatenate([page.packed for _, page in paged.pages()])
+    np.testing.assert_array_equal(stacked, whole.packed)
+    rows = np.array([0, 5, 299, 300, 1234, N_ROWS - 1], dtype=np.int32)
+    np.testing.assert_array_equal(paged.compact(rows).packed, whole.packed[rows])
+    directory = paged.where
+    paged.close()
+    assert not os.path.exists(directory)
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"grow_policy": "symmetric", "max_depth": 4},
+    {"subsample": 0.3, "sampling_method": "gradient_based"},
+    {"subsample": 0.5},
+    {"sampling_method": "goss", "eta": 0.5},
+    {"subsample": 0.5, "sampling_method": "gradient_based", "grow_policy": "lossguide", "max_leaves": 12},
+    {"objective": "multi:softprob", "num_class": 3},
+    {"max_leaves": 9, "colsample_bynode": 0.6, "monotone_constraints": "(1,0,0,0,0,0,0,-1)"},
+], ids=lambda extra: ",".join(f"{k}={v}" for k, v in extra.items()) or "default")
+def test_out_of_core_model_is_byte_identical_to_in_core(extra, tmp_path, caplog):
+    X, y = _data()
+    if extra.get("objective") == "multi:softprob":
+        y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
+    params = {"objective": "binary:logistic", "max_depth": 5, "eval_metric": ["logloss", "auc"], **extra}
+    if extra.get("objective") == "multi:softprob":
+        params["eval_metric"] = "mlogloss"
+    eval_X, eval_y = X[:1500], y[:1500]
+    local = dgboost.train(params, X, y, num_boost_round=6, evals=[(X, y, "train"), (eval_X, eval_y, "eval")],
+                          verbose_eval=False)
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        paged = dgboost.train({**params, "max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=6,
+                              evals=[(X, y, "train"), (eval_X, eval_y, "eval")], verbose_eval=False)
+    assert "out of core" in caplog.text and "pages" in caplog.text  # the training matrix and the eval set's
+    assert _bytes(paged, tmp_path / "paged.json") == _bytes(local, tmp_path / "local.json")
+    assert paged.evals_result() == local.evals_result()
+
+
+def _paged(caplog, train, *args, **kwargs):
+    """``train(*args, **kwargs)``, asserting it went out of core."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        booster = train(*args, **kwargs)
+    assert "out of core" in caplog.text
+    return booster
+
+
+def test_sparse_and_categorical_input_out_of_core(tmp_path, caplog):
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    X, y = _data(1)
+    csr = scipy_sparse.csr_matrix(np.nan_to_num(np.where(np.abs(X) < 1.0, np.nan, X), nan=0.0))
+    params = {"max_depth": 4}
+    local = dgboost.train(params, csr, y, num_boost_round=4)
+    paged = _paged(caplog, dgboost.train, {**params, "max_device_matrix_bytes": 3000}, csr, y, num_boost_round=4)
+    assert _bytes(paged, tmp_path / "a.json") == _bytes(local, tmp_path / "b.json")
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X[:, :4], columns=list("abcd"))
+    frame["c"] = pd.Categorical(np.random.default_rng(2).integers(0, 9, N_ROWS))
+    params = {"max_depth": 4, "enable_categorical": True}
+    local = dgboost.train(params, frame, y, num_boost_round=4)
+    paged = _paged(caplog, dgboost.train, {**params, "max_device_matrix_bytes": 2000}, frame, y, num_boost_round=4)
+    assert _bytes(paged, tmp_path / "c.json") == _bytes(local, tmp_path / "d.json")
+
+
+def test_continuing_a_model_out_of_core(tmp_path, caplog):
+    X, y = _data(3)
+    first = dgboost.train({"max_depth": 3}, X, y, num_boost_round=3)
+    local = dgboost.train({"max_depth": 3}, X, y, num_boost_round=3, init_model=first)
+    paged = _paged(caplog, dgboost.train, {"max_depth": 3, "max_device_matrix_bytes": BUDGET}, X, y,
+                   num_boost_round=3, init_model=first)
+    assert _bytes(paged, tmp_path / "a.json") == _bytes(local, tmp_path / "b.json")
+
+
+def test_a_budget_below_two_pages_names_the_parameter_and_the_least():
+    X, y = _data()
+    least = 2 * MIN_PAGE_ROWS * 8
+    with pytest.raises(ValueError, match=f"max_device_matrix_bytes=100 .* at least {least}"):
+        dgboost.train({"max_device_matrix_bytes": 100}, X, y, num_boost_round=1)
+    with pytest.raises(ValueError, match="max_device_matrix_bytes"):
+        dgboost.train({"max_device_matrix_bytes": -1}, X, y, num_boost_round=1)
+
+
+def test_lossguide_from_every_row_out_of_core_is_refused():
+    X, y = _data()
+    with pytest.raises(ValueError, match="grow_policy='lossguide' trains out of core only from a row sample"):
+        dgboost.train({"grow_policy": "lossguide", "max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=1)
+
+
+def test_a_full_spill_disk_names_the_directory_and_leaves_no_pages(tmp_path, monkeypatch):
+    import dask
+
+    X, y = _data()
+    written = []
+
+    def full_disk(path, array, allow_pickle=False):
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(path)
+        with open(path, "wb") as file:
+            np.lib.format.write_array(file, array, allow_pickle=allow_pickle)
+
+    monkeypatch.setattr(pages_module.np, "save", full_disk)
+    with dask.config.set({"dgboost.spill-directory": str(tmp_path)}):
+        with pytest.raises(OSError, match=f"spill directory '{tmp_path}'.*No space left.*dgboost.spill-directory"):
+            dgboost.train({"max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=1)
+    assert written and os.listdir(tmp_path) == []  # the pages written before were removed
+
+
+def test_an_unwritable_spill_directory_is_named(tmp_path):
+    import dask
+
+    X, y = _data()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with dask.config.set({"dgboost.spill-directory": str(blocker / "pages")}):
+        with pytest.raises(OSError, match="spill directory .*a-file/pages"):
+            dgboost.train({"max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extra", [{}, {"subsample": 0.3, "sampling_method": "gradient_based"},
+                                   {"grow_policy": "symmetric"}],
+                         ids=["every-row", "gradient-based", "symmetric"])
+@pytest.mark.parametrize("host_memory", ["pinned", "disk"])
+def test_gpu_out_of_core_model_equals_the_in_core_and_the_cpus(extra, host_memory, tmp_path):
+    cp = pytest.importorskip("cupy")
+    import dask
+
+    X, y = _data(4, n_rows=60_000, n_features=12)
+    params = {"max_depth": 6, "objective": "binary:logistic", **extra}
+    in_core = dgboost.train({**params, "device": "cuda"}, X, y, num_boost_round=8, evals=[(X, y, "t")],
+                            verbose_eval=False)
+    config = {"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
+              "dgboost.spill-directory": str(tmp_path / "spill")}
+    free_before = cp.cuda.Device().mem_info[0]
+    with dask.config.set(config):
+        paged = dgboost.train({**params, "device": "cuda", "max_device_matrix_bytes": 100_000}, X, y,
+                              num_boost_round=8, evals=[(X, y, "t")], verbose_eval=False)
+    on_cpu = dgboost.train(params, X, y, num_boost_round=8)
+    assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json") \
+        == _bytes(on_cpu, tmp_path / "cpu.json")
+    assert paged.evals_result() == in_core.evals_result()
+    assert not os.listdir(tmp_path / "spill") if (tmp_path / "spill").exists() else True
+    assert cp.cuda.Device().mem_info[0] > free_before - (64 << 20)  # nothing left behind on the device
