@@ -293,10 +293,11 @@ def _info(args) -> int:
             name = properties["name"].decode() if isinstance(properties["name"], bytes) else properties["name"]
             print(f"  {index}: {name}, {properties['totalGlobalMem'] / 2**30:.0f} GiB")
     if args.scheduler:
+        from .dask import worker_info
         from .jobs import scheduler_client
 
         with scheduler_client(args.scheduler, None) as client:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
+            workers = worker_info(client)
             print(f"cluster {args.scheduler}: {len(workers)} workers")
             for address, worker in sorted(workers.items()):
                 print(f"  {address}: {worker.get('nthreads', '?')} threads, "

@@ -179,7 +179,6 @@ def test_gpu_out_of_core_model_equals_the_in_core_and_the_cpus(extra, host_memor
                             verbose_eval=False)
     config = {"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
               "dgboost.spill-directory": str(tmp_path / "spill")}
-    free_before = cp.cuda.Device().mem_info[0]
     with dask.config.set(config):
         paged = dgboost.train({**params, "device": "cuda", "max_device_matrix_bytes": 100_000}, X, y,
                               num_boost_round=8, evals=[(X, y, "t")], verbose_eval=False)
@@ -187,5 +186,4 @@ def test_gpu_out_of_core_model_equals_the_in_core_and_the_cpus(extra, host_memor
     assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json") \
         == _bytes(on_cpu, tmp_path / "cpu.json")
     assert paged.evals_result() == in_core.evals_result()
-    assert not os.listdir(tmp_path / "spill") if (tmp_path / "spill").exists() else True
-    assert cp.cuda.Device().mem_info[0] > free_before - (64 << 20)  # nothing left behind on the device
+    assert not (tmp_path / "spill").exists() or not os.listdir(tmp_path / "spill")  # the pages' files went

@@ -337,11 +337,18 @@ def _client(client):
 
 def _workers(client) -> set[str]:
     """Addresses of every worker of the cluster now."""
+    return set(worker_info(client))
+
+
+def worker_info(client) -> dict:
+    """Every worker of the cluster now, address to what the scheduler knows of it, asked of
+    the scheduler. (Not ``client.scheduler_info()``: the client's periodic refresh, which
+    lists no workers, may replace what that call fetched before it returns it.)"""
     try:
-        info = client.scheduler_info(n_workers=-1)  # older distributed lists 5 unless asked
-    except TypeError:  # older still: no such argument, every worker listed
-        info = client.scheduler_info()
-    return set(info["workers"])
+        info = client.sync(client.scheduler.identity, n_workers=-1)  # newer distributed lists 5 unless asked
+    except TypeError:  # older: no such argument, every worker listed
+        info = client.sync(client.scheduler.identity)
+    return dict(info["workers"])
 
 
 def _timeout() -> float:

@@ -40,7 +40,7 @@ import weakref
 import numpy as np
 
 from .._dtypes import PACKED_WORD_DTYPE
-from ..backend import asarray, to_numpy
+from ..backend import asarray, is_cupy_array, to_numpy
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
 from .sketch import Cuts
 
@@ -104,7 +104,7 @@ class PagedMatrix:
 
     @property
     def on_gpu(self) -> bool:
-        return type(self.bin_offsets).__module__.startswith("cupy")
+        return is_cupy_array(self.bin_offsets)
 
     def describe(self) -> str:
         """A line of the log: the matrix is out of core, in how many pages of what size, where."""
