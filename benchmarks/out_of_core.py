@@ -68,7 +68,8 @@ def main(argv=None) -> int:
         completed = subprocess.run(command, capture_output=True, text=True)
         if completed.returncode != 0:
             print(completed.stderr[-3000:], file=sys.stderr)
-            results["runs"][run] = {"error": completed.stderr.strip().splitlines()[-1:]}
+            errors = [line for line in completed.stderr.splitlines() if "Error" in line or "error" in line]
+            results["runs"][run] = {"error": (errors or completed.stderr.strip().splitlines())[-3:]}
             continue
         results["runs"][run] = json.loads(completed.stdout.strip().splitlines()[-1])
         print(run, results["runs"][run], file=sys.stderr, flush=True)
@@ -120,15 +121,30 @@ def _dgboost(args, params, X, y, X_test):
     if "max_device_matrix_bytes" in params:
         warm_params["max_device_matrix_bytes"] = int(_matrix_bytes(300_000) / args.times)
     dgboost.train(warm_params, X[warm], y[warm], num_boost_round=2)
+
+    class Clock(dgboost.callback.TrainingCallback):
+        """When the rounds start (the matrix built) and end (the device done)."""
+
+        def before_training(self, model):
+            self.started = time.perf_counter()
+            return model
+
+        def after_training(self, model):
+            if args.device == "cuda":
+                import cupy
+
+                cupy.cuda.Device().synchronize()
+            self.finished = time.perf_counter()
+            return model
+
+    clock = Clock()
     started = time.perf_counter()
-    dgboost.train(params, X, y, num_boost_round=0)
-    build = time.perf_counter() - started
-    started = time.perf_counter()
-    booster = dgboost.train(params, X, y, num_boost_round=args.rounds)
+    booster = dgboost.train(params, X, y, num_boost_round=args.rounds, callbacks=[clock])
     total = time.perf_counter() - started
+    build = clock.started - started  # the rounds start once the matrix is built
     predictions = dgboost.backend.to_numpy(booster.predict(X_test))
     matrix = next((line for line in reversed(lines) if "compressed matrix" in line), None)
-    return {"build_s": build, "train_s": total - build, "matrix": matrix,
+    return {"build_s": build, "train_s": clock.finished - clock.started, "total_s": total, "matrix": matrix,
             "budget_bytes": params.get("max_device_matrix_bytes")}, predictions
 
 
@@ -149,7 +165,12 @@ def _xgboost(args, params, X, y, X_test):
             if self.index == len(self.bounds) - 1:
                 return False
             rows = slice(self.bounds[self.index], self.bounds[self.index + 1])
-            input_data(data=self.X[rows], label=self.y[rows])
+            X, y = self.X[rows], self.y[rows]
+            if args.device == "cuda":  # the pages are then built on the device, as XGBoost's examples do
+                import cupy
+
+                X, y = cupy.asarray(X), cupy.asarray(y)
+            input_data(data=X, label=y)
             self.index += 1
             return True
 

@@ -169,7 +169,7 @@ def test_an_unwritable_spill_directory_is_named(tmp_path):
                                    {"grow_policy": "symmetric"}],
                          ids=["every-row", "gradient-based", "symmetric"])
 @pytest.mark.parametrize("host_memory", ["pinned", "disk"])
-def test_gpu_out_of_core_model_equals_the_in_core_and_the_cpus(extra, host_memory, tmp_path):
+def test_gpu_out_of_core_model_equals_the_in_core(extra, host_memory, tmp_path):
     cp = pytest.importorskip("cupy")
     import dask
 
@@ -182,8 +182,6 @@ def test_gpu_out_of_core_model_equals_the_in_core_and_the_cpus(extra, host_memor
     with dask.config.set(config):
         paged = dgboost.train({**params, "device": "cuda", "max_device_matrix_bytes": 100_000}, X, y,
                               num_boost_round=8, evals=[(X, y, "t")], verbose_eval=False)
-    on_cpu = dgboost.train(params, X, y, num_boost_round=8)
-    assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json") \
-        == _bytes(on_cpu, tmp_path / "cpu.json")
+    assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
     assert paged.evals_result() == in_core.evals_result()
     assert not (tmp_path / "spill").exists() or not os.listdir(tmp_path / "spill")  # the pages' files went

@@ -72,7 +72,7 @@ class PagedMatrix:
     where: str
     _pages: list  # host arrays, or file paths
     _directory: str | None = None  # the spill files' directory, removed by close
-    _buffers: list = dataclasses.field(default_factory=list)  # a GPU's two device buffers, made once
+    _gpu: object = None  # on a GPU, its _DeviceBuffers, made at the first pass
 
     def __post_init__(self):
         if self._directory is not None:  # its files go with it, whatever ends the training
@@ -142,7 +142,7 @@ class PagedMatrix:
     def close(self) -> None:
         """Remove the spill files; the matrix cannot be read after."""
         self._pages = []
-        self._buffers = []
+        self._gpu = None
         if self._directory is not None:
             self._cleanup()
             self._directory = None
@@ -163,50 +163,61 @@ class PagedMatrix:
 
     def _gpu_pages(self):
         """Double-buffered: page i + 1 is copied on a copy stream while page i's kernels run on
-        the current stream; a buffer is refilled once the kernels queued on it are done."""
+        the current stream; a buffer is refilled only after the kernels queued on it (in this
+        pass or the one before) are done."""
         import cupy
-        import cupyx
 
+        if self._gpu is None:
+            self._gpu = _DeviceBuffers(max(self.page_sizes), self.layout.n_words)
+        buffers = self._gpu
         stream = cupy.cuda.get_current_stream()
-        copies = cupy.cuda.Stream(non_blocking=True)
-        rows = max(self.page_sizes)
-        if not self._buffers:
-            self._buffers = [cupy.empty((rows, self.layout.n_words), dtype=PACKED_WORD_DTYPE) for _ in range(2)]
-        staging = [None, None]  # pinned buffers of spilled pages, with the copy that reads them
-        read = [None, None]  # the current stream's event after the kernels on each buffer
-
-        def send(index):
-            slot = index % 2
-            page = self._pages[index]
-            if isinstance(page, str):  # from disk through a pinned buffer
-                if staging[slot] is None:
-                    staging[slot] = (cupyx.empty_pinned((rows, self.layout.n_words), PACKED_WORD_DTYPE), None)
-                buffer, last_copy = staging[slot]
-                if last_copy is not None:
-                    last_copy.synchronize()
-                loaded = np.load(page, mmap_mode="r")
-                host = buffer[:loaded.shape[0]]
-                host[...] = loaded
-            else:
-                host = page
-            if read[slot] is not None:
-                copies.wait_event(read[slot])
-            target = self._buffers[slot][:host.shape[0]]
-            target.set(host, stream=copies)
-            copied = copies.record()
-            if isinstance(page, str):
-                staging[slot] = (staging[slot][0], copied)
-            return target, copied
-
-        pending = send(0)
+        pending = buffers.send(0, self._pages[0])
         for index, start in enumerate(self.starts[:-1]):
             target, copied = pending
             if index + 1 < self.n_pages:
-                pending = send(index + 1)
+                pending = buffers.send(index + 1, self._pages[index + 1])
             stream.wait_event(copied)
             yield start, self._matrix(target)
-            read[index % 2] = stream.record()
-        copies.synchronize()
+            buffers.read[index % 2] = stream.record()
+
+
+class _DeviceBuffers:
+    """A paged matrix's two device buffers, the copy stream that fills them, and (for pages on
+    disk) two pinned buffers they are read into."""
+
+    def __init__(self, rows: int, n_words: int):
+        import cupy
+
+        self.copies = cupy.cuda.Stream(non_blocking=True)
+        self.device = [cupy.empty((rows, n_words), dtype=PACKED_WORD_DTYPE) for _ in range(2)]
+        self.shape = (rows, n_words)
+        self.staging: list = [None, None]  # pinned buffers, made at the first page on disk
+        self.staged: list = [None, None]  # the copy that last read each pinned buffer
+        self.read: list = [None, None]  # the kernels' stream after its last use of each device buffer
+
+    def send(self, index: int, page):
+        """Queue page ``index``'s copy into buffer ``index % 2``: (that buffer's view, the copy's event)."""
+        import cupyx
+
+        slot = index % 2
+        if isinstance(page, str):  # from disk, through a pinned buffer
+            if self.staging[slot] is None:
+                self.staging[slot] = cupyx.empty_pinned(self.shape, PACKED_WORD_DTYPE)
+            if self.staged[slot] is not None:
+                self.staged[slot].synchronize()  # its last copy has read it
+            loaded = np.load(page, mmap_mode="r")
+            host = self.staging[slot][:loaded.shape[0]]
+            host[...] = loaded
+        else:
+            host = page
+        if self.read[slot] is not None:
+            self.copies.wait_event(self.read[slot])
+        target = self.device[slot][:host.shape[0]]
+        target.set(host, stream=self.copies)
+        copied = self.copies.record()
+        if isinstance(page, str):
+            self.staged[slot] = copied
+        return target, copied
 
 
 def device_budget(params, xp) -> int:
