@@ -519,11 +519,11 @@ PARAMETERS: tuple[Spec, ...] = (
          aliases=("n_jobs",)),
     Spec("max_device_matrix_bytes", 0, *_CHECKS["bytes"],
          "The most bytes the compressed matrix may take on the training device at once (dgboost's own). "
-         "A rank whose matrix is larger trains out of core: its matrix in pages in host memory (or "
-         "on disk, in the directory of Dask's config dgboost.spill-directory, where host memory is "
-         "short), streamed to the device; with subsample < 1 each tree's rows are compacted into one "
-         "in-core page. 0: on a GPU its free memory less a margin; on a CPU no limit. The model does "
-         "not depend on it."),
+         "A rank whose matrix is larger trains out of core: its matrix in pages of at most half of it, in "
+         "pinned host memory (or on disk, in the directory of Dask's config dgboost.spill-directory, where "
+         "host memory is short; on a CPU always), streamed to the device; with subsample < 1 each tree's "
+         "rows are gathered into one in-core page. 0: on a GPU half its free memory; on a CPU no limit. "
+         "The model does not depend on it."),
 )
 
 _BY_NAME = {spec.name: spec for spec in PARAMETERS}

@@ -24,6 +24,7 @@ from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, Eval
 from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
+from .data import sparse
 from .data.pages import build_matrix, device_budget, may_page
 from .tree import make_grower
 from .tree.constraints import FeatureRules
@@ -176,6 +177,16 @@ def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     return data.to(xp, move_X=not may_page(data.X, device_budget(params, xp), params.max_bin))
 
 
+def _matrix_budget(params: TrainParams, training: Dataset, xp) -> int:
+    """The device budget of the compressed matrices: max_device_matrix_bytes if given; else,
+    where to_device left X on the host (its matrix might not fit), the device's (pages.device_budget);
+    else none (X was moved to the device: its matrix fits beside it)."""
+    X = training.X.data if sparse.is_sparse(training.X) else training.X
+    if params.max_device_matrix_bytes or get_xp(X) is not xp:
+        return device_budget(params, xp)
+    return 0
+
+
 def _eval_matrix(eval_set: EvalSet, cuts: Cuts, xp, budget: int):
     matrix = build_matrix(eval_set.data.X, cuts, xp, budget, name=f"evals {eval_set.name!r} X")
     if not isinstance(matrix, EllpackMatrix):
@@ -229,7 +240,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             if not eval_set.is_training:
                 X = known_codes(eval_set.data.X, categories, f"evals {eval_set.name!r} X", training.feature_names)
                 eval_set.data = dataclasses.replace(eval_set.data, X=X)
-    budget = device_budget(params, xp)
+    budget = _matrix_budget(params, training, xp)
     matrix = build_matrix(training.X, cuts, xp, budget)
     (logger.info if isinstance(matrix, EllpackMatrix) else logger.warning)(matrix.describe())
     objective.prepare(training, rows, comm)

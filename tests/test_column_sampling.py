@@ -125,7 +125,7 @@ def test_as_accurate_as_xgboost():
 def test_bad_rates_and_weights_are_refused_before_any_work(params, weights, message, monkeypatch):
     from dgboost import training
 
-    monkeypatch.setattr(training, "build_ellpack", lambda *a: pytest.fail("work started"))
+    monkeypatch.setattr(training, "build_matrix", lambda *a, **k: pytest.fail("work started"))
     X, y = _data(np.random.default_rng(3), 100)
     with pytest.raises(ValueError, match=message):
         dgboost.train(params, X, y, feature_weights=weights)

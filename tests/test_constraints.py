@@ -234,7 +234,7 @@ def test_bad_constraints_are_refused_before_any_work(value, message, monkeypatch
     pd = pytest.importorskip("pandas")
     from dgboost import training
 
-    monkeypatch.setattr(training, "build_ellpack", lambda *a: pytest.fail("work started"))
+    monkeypatch.setattr(training, "build_matrix", lambda *a, **k: pytest.fail("work started"))
     X, y = _monotone_data(np.random.default_rng(1), 100, 4)
     with pytest.raises((ValueError, TypeError), match=message):
         dgboost.train({"monotone_constraints": value}, pd.DataFrame(X, columns=list("abcd")), y)
@@ -397,7 +397,7 @@ def test_bad_interaction_constraints_are_refused_before_any_work(value, message,
     pd = pytest.importorskip("pandas")
     from dgboost import training
 
-    monkeypatch.setattr(training, "build_ellpack", lambda *a: pytest.fail("work started"))
+    monkeypatch.setattr(training, "build_matrix", lambda *a, **k: pytest.fail("work started"))
     X, y = _monotone_data(np.random.default_rng(1), 100, 4)
     with pytest.raises((ValueError, TypeError), match=message):
         dgboost.train({"interaction_constraints": value}, pd.DataFrame(X, columns=list("abcd")), y)

@@ -39,6 +39,7 @@ import weakref
 
 import numpy as np
 
+from .. import _settings
 from .._dtypes import PACKED_WORD_DTYPE
 from ..backend import asarray, is_cupy_array, to_numpy
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
@@ -108,11 +109,9 @@ class PagedMatrix:
 
     def describe(self) -> str:
         """A line of the log: the matrix is out of core, in how many pages of what size, where."""
-        from dask.utils import format_bytes
-
         largest = max(self.page_sizes) * self.layout.bytes_per_row
-        return (f"out of core: the compressed matrix ({self.n_rows} rows, {format_bytes(self.nbytes)}) in "
-                f"{self.n_pages} pages of at most {format_bytes(largest)}, in {self.where}")
+        return (f"out of core: the compressed matrix ({self.n_rows} rows, {_mib(self.nbytes)}) in "
+                f"{self.n_pages} pages of at most {_mib(largest)}, in {self.where}")
 
     def summary(self) -> str:
         """A few words for a progress bar: out of core, in how many pages, where."""
@@ -220,6 +219,10 @@ class _DeviceBuffers:
         return target, copied
 
 
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:.2f} MiB"
+
+
 def device_budget(params, xp) -> int:
     """The bytes the compressed matrix may take on the device: ``max_device_matrix_bytes``, or
     (0) on a GPU the share of its free memory _AUTOMATIC_MARGIN leaves; 0 (no limit) on a CPU."""
@@ -296,29 +299,17 @@ def _keep(packed, directory: str | None, index: int):
 def _host_room() -> int:
     """Bytes of host memory pages may take: dask config ``dgboost.host-page-bytes`` if set, else
     half the memory available now."""
-    import dask
-
-    configured = dask.config.get("dgboost.host-page-bytes", None)
+    configured = _settings.host_page_bytes()
     if configured is not None:
-        return int(dask.utils.parse_bytes(configured) if isinstance(configured, str) else configured)
+        return configured
     import psutil
 
     return int(psutil.virtual_memory().available // 2)
 
 
 def _spill_directory() -> str:
-    """A new directory for one matrix's pages, in dask config ``dgboost.spill-directory``, else
-    the Dask worker's local directory, else the system's temporary directory."""
-    import dask
-
-    parent = dask.config.get("dgboost.spill-directory", None)
-    if parent is None:
-        try:
-            from distributed import get_worker
-
-            parent = get_worker().local_directory
-        except (ImportError, ValueError):
-            parent = tempfile.gettempdir()
+    """A new directory for one matrix's pages, in the spill directory (_settings.spill_directory)."""
+    parent = _settings.spill_directory()
     try:
         os.makedirs(parent, exist_ok=True)
         return tempfile.mkdtemp(prefix=f"dgboost-pages-{uuid.uuid4().hex[:8]}-", dir=parent)

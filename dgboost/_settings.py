@@ -1,0 +1,35 @@
+"""dgboost's settings of a machine rather than of a model, kept in Dask's config (as
+``dgboost.timeout`` is), which a single process reads as well as a Dask worker:
+set them in a Dask config file, a ``DASK_DGBOOST__...`` environment variable or
+``dask.config.set``. Read lazily: importing dgboost imports no dask."""
+
+from __future__ import annotations
+
+import tempfile
+
+
+def spill_directory() -> str:
+    """Where out-of-core pages go on disk: ``dgboost.spill-directory``, else a Dask worker's
+    local directory, else the system's temporary directory."""
+    import dask
+
+    configured = dask.config.get("dgboost.spill-directory", None)
+    if configured is not None:
+        return str(configured)
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):  # not on a Dask worker
+        return tempfile.gettempdir()
+
+
+def host_page_bytes() -> int | None:
+    """The most bytes of out-of-core pages kept in host memory, ``dgboost.host-page-bytes``
+    (an int or a string such as "8 GiB"), or None (half the memory available then)."""
+    import dask
+
+    configured = dask.config.get("dgboost.host-page-bytes", None)
+    if configured is None:
+        return None
+    return int(dask.utils.parse_bytes(configured) if isinstance(configured, str) else configured)
