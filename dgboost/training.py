@@ -173,16 +173,24 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
 
 def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     """``data`` on ``xp``'s device, but for an X whose compressed matrix may not fit the
-    device's budget: that X stays where it is, its pages built from it a chunk at a time."""
-    return data.to(xp, move_X=not may_page(data.X, device_budget(params, xp), params.max_bin))
+    device's budget: that X stays where it is, its pages built from it a chunk at a time.
+    (Not an X of categorical features, whose codes and statistics are made beside the labels
+    on the device: it moves, and its matrix may still be paged.)"""
+    categorical = data.frame_categories is not None or "c" in (params.feature_types or ())
+    keep = not categorical and may_page(data.X, device_budget(params, xp), params.max_bin)
+    return data.to(xp, move_X=not keep)
+
+
+def _module_of(X):
+    """The array module X (dense or CSR) lives in."""
+    return get_xp(X.data if sparse.is_sparse(X) else X)
 
 
 def _matrix_budget(params: TrainParams, training: Dataset, xp) -> int:
     """The device budget of the compressed matrices: max_device_matrix_bytes if given; else,
     where to_device left X on the host (its matrix might not fit), the device's (pages.device_budget);
     else none (X was moved to the device: its matrix fits beside it)."""
-    X = training.X.data if sparse.is_sparse(training.X) else training.X
-    if params.max_device_matrix_bytes or get_xp(X) is not xp:
+    if params.max_device_matrix_bytes or _module_of(training.X) is not xp:
         return device_budget(params, xp)
     return 0
 
@@ -409,12 +417,13 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
     the trees of ``init_model``, if any. With categorical features ``data.X`` holds the rows as
     the trees read them (codes, or target statistics: the training rows' ordered ones, which the
     first run's trees were grown and added on)."""
-    if init_model is not None:
+    if init_model is not None:  # on X's device (the host, for an X kept there for its pages)
+        base = None if data.base_margin is None else asarray(_module_of(data.X), data.base_margin)
         if init_model.categories is not None:
-            margins = init_model.tree_margins(data.X, base_margin=data.base_margin)
+            margins = init_model.tree_margins(data.X, base_margin=base)
         else:
-            margins = init_model.predict(data.X, output_margin=True, base_margin=data.base_margin)
-        return xp.ascontiguousarray(margins.reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
+            margins = init_model.predict(data.X, output_margin=True, base_margin=base)
+        return xp.ascontiguousarray(asarray(xp, margins).reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if data.base_margin is not None:
         return data.base_margin.astype(MARGIN_DTYPE, copy=True)
     return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))

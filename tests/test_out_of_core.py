@@ -111,10 +111,11 @@ def test_sparse_and_categorical_input_out_of_core(tmp_path, caplog):
 
 def test_continuing_a_model_out_of_core(tmp_path, caplog):
     X, y = _data(3)
+    margin = np.random.default_rng(3).standard_normal(len(y)).astype(np.float32)
     first = dgboost.train({"max_depth": 3}, X, y, num_boost_round=3)
-    local = dgboost.train({"max_depth": 3}, X, y, num_boost_round=3, init_model=first)
+    local = dgboost.train({"max_depth": 3}, X, y, base_margin=margin, num_boost_round=3, init_model=first)
     paged = _paged(caplog, dgboost.train, {"max_depth": 3, "max_device_matrix_bytes": BUDGET}, X, y,
-                   num_boost_round=3, init_model=first)
+                   base_margin=margin, num_boost_round=3, init_model=first)
     assert _bytes(paged, tmp_path / "a.json") == _bytes(local, tmp_path / "b.json")
 
 
@@ -170,7 +171,7 @@ def test_an_unwritable_spill_directory_is_named(tmp_path):
                          ids=["every-row", "gradient-based", "symmetric"])
 @pytest.mark.parametrize("host_memory", ["pinned", "disk"])
 def test_gpu_out_of_core_model_equals_the_in_core(extra, host_memory, tmp_path):
-    cp = pytest.importorskip("cupy")
+    pytest.importorskip("cupy")
     import dask
 
     X, y = _data(4, n_rows=60_000, n_features=12)
@@ -185,3 +186,24 @@ def test_gpu_out_of_core_model_equals_the_in_core(extra, host_memory, tmp_path):
     assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
     assert paged.evals_result() == in_core.evals_result()
     assert not (tmp_path / "spill").exists() or not os.listdir(tmp_path / "spill")  # the pages' files went
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_core_categories_continuing_and_margins(tmp_path, caplog):
+    pytest.importorskip("cupy")
+    pd = pytest.importorskip("pandas")
+    X, y = _data(6, n_rows=40_000, n_features=6)
+    frame = pd.DataFrame(X, columns=list("abcdef"))
+    frame["b"] = pd.Categorical(np.random.default_rng(6).integers(0, 30, len(y)))
+    for params in ({"enable_categorical": True}, {"enable_categorical": True, "cat_encoding": "target_statistics"}):
+        params = {"device": "cuda", "max_depth": 5, **params}
+        in_core = dgboost.train(params, frame, y, num_boost_round=4)
+        paged = _paged(caplog, dgboost.train, {**params, "max_device_matrix_bytes": 60_000}, frame, y,
+                       num_boost_round=4)
+        assert _bytes(paged, tmp_path / "a.json") == _bytes(in_core, tmp_path / "b.json")
+    margin = np.random.default_rng(7).standard_normal(len(y)).astype(np.float32)
+    first = dgboost.train({"device": "cuda"}, X, y, num_boost_round=2)
+    in_core = dgboost.train({"device": "cuda"}, X, y, base_margin=margin, num_boost_round=3, init_model=first)
+    paged = _paged(caplog, dgboost.train, {"device": "cuda", "max_device_matrix_bytes": 60_000}, X, y,
+                   base_margin=margin, num_boost_round=3, init_model=first)
+    assert _bytes(paged, tmp_path / "c.json") == _bytes(in_core, tmp_path / "d.json")

@@ -22,7 +22,8 @@ functions as an in-core one (tree/histogram.py, tree/partition.py): integer
 histograms summed page by page are the same integers, so a model trained out of
 core is the in-core one, byte for byte. With row sampling, each tree's rows are
 gathered into one in-core page instead (``compact``; the out-of-core paper's
-Algorithm 7), and every row's leaf found page by page.
+Algorithm 7, the gather made on the host so that only the sample crosses to the
+device), and every row's leaf found page by page.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ import numpy as np
 
 from .. import _settings
 from .._dtypes import PACKED_WORD_DTYPE
-from ..backend import asarray, is_cupy_array, to_numpy
+from ..backend import asarray, cuda_device_count, is_cupy_array, to_numpy
+from ..kernels import loops
+from ..kernels.cpu import gather_rows
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
 from .sketch import Cuts
 
@@ -128,15 +131,27 @@ class PagedMatrix:
         yield from self._gpu_pages()
 
     def compact(self, rows) -> EllpackMatrix:
-        """The rows ``rows`` (ascending indices on the device, int) gathered into one in-core
-        matrix, in their order."""
-        xp = self._xp
-        packed = xp.empty((int(rows.shape[0]), self.layout.n_words), dtype=PACKED_WORD_DTYPE)
-        bounds = to_numpy(xp.searchsorted(rows, xp.asarray(self.starts, dtype=rows.dtype))).tolist()
-        for (start, page), begin, end in zip(self.pages(), bounds, bounds[1:]):
-            if end > begin:
-                packed[begin:end] = page.packed[rows[begin:end] - start]
-        return self._matrix(packed)
+        """The rows ``rows`` (ascending indices, int, on the device) gathered into one in-core
+        matrix, in their order. Gathered on the host, from the pages where they lie, into one
+        (on a GPU pinned) buffer that crosses to the device in one copy: the sample's bytes
+        cross, not every page's."""
+        host_rows = np.ascontiguousarray(to_numpy(rows), dtype=np.int64)
+        shape = (host_rows.shape[0], self.layout.n_words)
+        if self.on_gpu:
+            import cupyx
+
+            gathered = cupyx.empty_pinned(shape, PACKED_WORD_DTYPE)
+        else:
+            gathered = np.empty(shape, PACKED_WORD_DTYPE)
+        bounds = np.searchsorted(host_rows, np.asarray(self.starts, dtype=np.int64)).tolist()
+        # A GPU rank's host threads are otherwise idle: its share of the machine's cores.
+        threads = max(loops.threads(), loops.cores() // max(1, cuda_device_count())) if self.on_gpu else None
+        with loops.using_threads(threads):
+            for start, page, begin, end in zip(self.starts, self._pages, bounds, bounds[1:]):
+                if end > begin:
+                    source = np.load(page, mmap_mode="r") if isinstance(page, str) else page
+                    gather_rows(source, host_rows[begin:end], start, gathered, begin)
+        return self._matrix(asarray(self._xp, gathered))
 
     def close(self) -> None:
         """Remove the spill files; the matrix cannot be read after."""

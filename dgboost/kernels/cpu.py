@@ -926,6 +926,25 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
+def gather_rows(source, rows, first, out, at):
+    """Rows of one host matrix into another: ``out[at + i] = source[rows[i] - first]``. A host
+    routine with no CUDA twin: out-of-core pages gather a tree's sample on the host
+    (data/pages.py). Compiled (loops.gather_rows), the rows in runs on threads.
+
+    Parameters
+    ----------
+    source : numpy array of shape (n_source_rows, n_words): rows ``first`` on of a matrix   # IN
+    rows : numpy array of shape (n,), int64: the rows wanted, each in ``[first, first + n_source_rows)``   # IN
+    first : int                                                           # IN
+    out : numpy array of shape (at least at + n, n_words), source's dtype  # OUT, rows at..at + n written
+    at : int                                                              # IN
+    """
+    if rows.shape[0]:
+        loops.gather_rows(_threads_for(int(rows.shape[0])), np.asarray(source), np.ascontiguousarray(rows, np.int64),
+                          int(first), out, int(at))
+    return out
+
+
 def add_leaf_values(margins, output, leaf_value, positions):
     """Add each row's leaf value to its margin of one output: ``margins[r, output] +=
     leaf_value[positions[r]]``, one float32 addition a row. Compiled (loops.add_leaf_values),

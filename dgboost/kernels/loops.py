@@ -732,6 +732,17 @@ def add_leaf_values(run, n_runs, margins, output, leaf_value, positions):
 
 
 @over_runs
+def gather_rows(run, n_runs, source, rows, first, out, at):
+    """``out[at + i] = source[rows[i] - first]`` for every ``i`` of run ``run`` of ``n_runs``
+    equal runs of ``rows`` (see cpu.gather_rows)."""
+    n_rows, n_words = rows.shape[0], source.shape[1]
+    for i in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        row = rows[i] - first
+        for word in range(n_words):
+            out[at + i, word] = source[row, word]
+
+
+@over_runs
 def pair_gradients(run, n_runs, kind, margin, label, weight, parameter, least_hessian, gpair):
     """Gradient pairs of one output into ``gpair`` (n_rows, 2) float32, for run ``run`` of
     ``n_runs`` equal runs of the rows: the float32 operations of the objective's array
