@@ -109,6 +109,24 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
                                cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("extra", [{}, {"subsample": 0.4, "sampling_method": "gradient_based"}],
+                         ids=["every-row", "gradient-based"])
+def test_out_of_core_workers_train_the_in_core_model_of_one_gpu(cuda_client, data, extra, tmp_path, caplog):
+    """Host chunks, each worker's matrix over its budget: pages, the model of one GPU in core."""
+    import cupy
+
+    X, y, _ = data
+    params = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda", **extra}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=5)
+    dX = da.from_array(X, chunks=((1, 9000, 4999, 6000), 12))
+    dy = da.from_array(y, chunks=((1, 9000, 4999, 6000),))
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        got = dgboost.dask.train(cuda_client, {**params, "max_device_matrix_bytes": 40_000}, dX, dy,
+                                 num_boost_round=5)
+    assert "out of core" in caplog.text
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+
+
 @pytest.mark.parametrize("chunks_on", ["cupyx", "scipy"])
 def test_csr_chunks_train_the_model_of_the_dense_array(cuda_client, data, chunks_on, tmp_path):
     """Dask arrays of CSR chunks (cupyx on the GPUs, or scipy moved there): the model of one
