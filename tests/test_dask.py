@@ -618,6 +618,14 @@ def test_out_of_core_shards_train_the_in_core_model(client, data, extra, tmp_pat
     assert model.evals_result() == local.evals_result()
 
 
+def test_a_budget_below_two_pages_fails_every_rank_clearly(client3, data):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    with pytest.raises(ValueError, match="max_device_matrix_bytes=500 cannot hold two pages .* at least 1024"):
+        dgboost.dask.train(client3, {"max_device_matrix_bytes": 500}, dX, dy, num_boost_round=2)
+    assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1  # nothing hangs
+
+
 # ---- ranking: shares cut at query boundaries ----------------------------------------------------
 
 def _ranking_data():
