@@ -25,7 +25,7 @@ from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
-from .data.pages import build_matrix, device_budget, may_page
+from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, may_page
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -181,25 +181,51 @@ def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     return data.to(xp, move_X=not keep)
 
 
-def _module_of(X):
-    """The array module X (dense or CSR) lives in."""
-    return get_xp(X.data if sparse.is_sparse(X) else X)
+class _Matrices:
+    """The compressed matrices of one run (its rows', its eval sets'): in core, or paged where
+    one exceeds the device budget (data/pages.py), the paged ones of a GPU sharing one set of
+    device buffers. Leaving the ``with`` releases the pages and their files, however the run
+    ends."""
 
+    def __init__(self, params: TrainParams, xp):
+        self.params, self.xp = params, xp
+        self.paged: list[PagedMatrix] = []
+        self.buffers: PageBuffers | None = None
+        self._automatic: int | None = None
 
-def _matrix_budget(params: TrainParams, training: Dataset, xp) -> int:
-    """The device budget of the compressed matrices: max_device_matrix_bytes if given; else,
-    where to_device left X on the host (its matrix might not fit), the device's (pages.device_budget);
-    else none (X was moved to the device: its matrix fits beside it)."""
-    if params.max_device_matrix_bytes or _module_of(training.X) is not xp:
-        return device_budget(params, xp)
-    return 0
+    def __enter__(self) -> "_Matrices":
+        return self
 
+    def __exit__(self, *exc) -> None:
+        for matrix in self.paged:
+            matrix.close()
+        if self.buffers is not None:
+            self.buffers.close()
 
-def _eval_matrix(eval_set: EvalSet, cuts: Cuts, xp, budget: int):
-    matrix = build_matrix(eval_set.data.X, cuts, xp, budget, name=f"evals {eval_set.name!r} X")
-    if not isinstance(matrix, EllpackMatrix):
-        logger.warning("evals %r: %s", eval_set.name, matrix.describe())
-    return matrix
+    def build(self, data: Dataset, cuts: Cuts, name: str = "X"):
+        budget = self._budget(data)
+        if budget and self.xp is not np and self.buffers is None:
+            self.buffers = PageBuffers(budget // 2)
+        matrix = build_matrix(data.X, cuts, self.xp, budget, name=name,
+                              automatic=not self.params.max_device_matrix_bytes, buffers=self.buffers)
+        if isinstance(matrix, PagedMatrix):
+            self.paged.append(matrix)
+            logger.warning("%s%s", "" if name == "X" else f"{name}: ", matrix.describe())
+        elif name == "X":
+            logger.info(matrix.describe())
+        return matrix
+
+    def _budget(self, data: Dataset) -> int:
+        """max_device_matrix_bytes if given; else, for an X that to_device left on the host (its
+        matrix might not fit), the device's (pages.device_budget, taken once a run); else none
+        (X was moved to the device: its matrix fits beside it)."""
+        if self.params.max_device_matrix_bytes:
+            return self.params.max_device_matrix_bytes
+        if sparse.array_module(data.X) is self.xp:
+            return 0
+        if self._automatic is None:
+            self._automatic = device_budget(self.params, self.xp)
+        return self._automatic
 
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
@@ -212,13 +238,13 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
     """
-    with using_threads(params.nthread):
+    with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
         return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-                      features)
+                      features, matrices)
 
 
 def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-           features) -> Booster:
+           features, matrices: _Matrices) -> Booster:
     xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
     categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories,
@@ -248,9 +274,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             if not eval_set.is_training:
                 X = known_codes(eval_set.data.X, categories, f"evals {eval_set.name!r} X", training.feature_names)
                 eval_set.data = dataclasses.replace(eval_set.data, X=X)
-    budget = _matrix_budget(params, training, xp)
-    matrix = build_matrix(training.X, cuts, xp, budget)
-    (logger.info if isinstance(matrix, EllpackMatrix) else logger.warning)(matrix.describe())
+    matrix = matrices.build(training, cuts)
     objective.prepare(training, rows, comm)
     if init_model is not None:
         objective.resume(init_model)
@@ -265,7 +289,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             booster.append(tree, output)
     margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
-              else _EvalState(e.name, _eval_matrix(e, cuts, xp, budget), e.data,
+              else _EvalState(e.name, matrices.build(e.data, cuts, f"evals {e.name!r} X"), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = make_grower(matrix, params, n_total, comm, features,
@@ -277,7 +301,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
-    if not isinstance(matrix, EllpackMatrix):
+    if isinstance(matrix, PagedMatrix):
         container.note(matrix.summary())
     booster = container.before_training(booster)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
@@ -418,7 +442,7 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
     the trees read them (codes, or target statistics: the training rows' ordered ones, which the
     first run's trees were grown and added on)."""
     if init_model is not None:  # on X's device (the host, for an X kept there for its pages)
-        base = None if data.base_margin is None else asarray(_module_of(data.X), data.base_margin)
+        base = None if data.base_margin is None else asarray(sparse.array_module(data.X), data.base_margin)
         if init_model.categories is not None:
             margins = init_model.tree_margins(data.X, base_margin=base)
         else:

@@ -601,17 +601,17 @@ def test_a_progress_bar_on_the_clients_terminal(client3, data, terminal):
 
 # ---- out of core: each worker's shard in pages (data/pages.py) -------------------------------------
 
-@pytest.mark.parametrize("extra", [{}, {"subsample": 0.4, "sampling_method": "gradient_based"}],
+@pytest.mark.parametrize("extra, budget", [({}, 2000), ({"subsample": 0.15, "sampling_method": "gradient_based"}, 5000)],
                          ids=["every-row", "gradient-based"])
-def test_out_of_core_shards_train_the_in_core_model(client, data, extra, tmp_path, caplog):
+def test_out_of_core_shards_train_the_in_core_model(client, data, extra, budget, tmp_path, caplog):
     X, y, weight = data
     params = {"objective": "binary:logistic", "max_depth": 4, "eval_metric": "auc", **extra}
     local = dgboost.train(params, X, y, sample_weight=weight, num_boost_round=5, evals=[(X, y, "t")],
                           verbose_eval=False)
     dX, dy, dw = (da.from_array(a, chunks=(700,) + a.shape[1:]) for a in (X, y, weight))
-    # 6 features of 8 bits: 8 bytes a row; pages of at most 125 rows, several on every worker.
+    # 6 features of 8 bits: 8 bytes a row: several pages on every worker (a sample of 15% gathered).
     with caplog.at_level(logging.WARNING, logger="dgboost"):
-        model = dgboost.dask.train(client, {**params, "max_device_matrix_bytes": 2000}, dX, dy, sample_weight=dw,
+        model = dgboost.dask.train(client, {**params, "max_device_matrix_bytes": budget}, dX, dy, sample_weight=dw,
                                    num_boost_round=5, evals=[(dX, dy, "t")], verbose_eval=False)
     assert "rank 0 runs out of core:" in caplog.text and "pages on disk" in caplog.text
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")

@@ -58,27 +58,37 @@ def test_pages_hold_the_rows_of_the_in_core_matrix(tmp_path):
 @pytest.mark.parametrize("extra", [
     {},
     {"grow_policy": "symmetric", "max_depth": 4},
-    {"subsample": 0.3, "sampling_method": "gradient_based"},
+    # A sample that fits the budget is gathered into one page; one over it is streamed.
+    {"subsample": 0.3, "sampling_method": "gradient_based", "max_device_matrix_bytes": 12000},
+    {"subsample": 0.3, "max_device_matrix_bytes": 12000},
     {"subsample": 0.5},
+    {"subsample": 0.95, "sampling_method": "gradient_based"},
     {"sampling_method": "goss", "eta": 0.5},
     {"subsample": 0.5, "sampling_method": "gradient_based", "grow_policy": "lossguide", "max_leaves": 12},
     {"objective": "multi:softprob", "num_class": 3},
     {"max_leaves": 9, "colsample_bynode": 0.6, "monotone_constraints": "(1,0,0,0,0,0,0,-1)"},
 ], ids=lambda extra: ",".join(f"{k}={v}" for k, v in extra.items()) or "default")
-def test_out_of_core_model_is_byte_identical_to_in_core(extra, tmp_path, caplog):
+def test_out_of_core_model_is_byte_identical_to_in_core(extra, tmp_path, caplog, monkeypatch):
     X, y = _data()
+    extra = dict(extra)
+    budget = extra.pop("max_device_matrix_bytes", BUDGET)
+    gathered = []
+    compact = PagedMatrix.compact
+    monkeypatch.setattr(PagedMatrix, "compact", lambda self, rows: gathered.append(len(rows)) or compact(self, rows))
     if extra.get("objective") == "multi:softprob":
         y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
     params = {"objective": "binary:logistic", "max_depth": 5, "eval_metric": ["logloss", "auc"], **extra}
     if extra.get("objective") == "multi:softprob":
         params["eval_metric"] = "mlogloss"
-    eval_X, eval_y = X[:1500], y[:1500]
+    eval_X, eval_y = X[:2000], y[:2000]  # over every budget below: paged too
     local = dgboost.train(params, X, y, num_boost_round=6, evals=[(X, y, "train"), (eval_X, eval_y, "eval")],
                           verbose_eval=False)
     with caplog.at_level(logging.WARNING, logger="dgboost"):
-        paged = dgboost.train({**params, "max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=6,
+        paged = dgboost.train({**params, "max_device_matrix_bytes": budget}, X, y, num_boost_round=6,
                               evals=[(X, y, "train"), (eval_X, eval_y, "eval")], verbose_eval=False)
-    assert "out of core" in caplog.text and "pages" in caplog.text  # the training matrix and the eval set's
+    assert "out of core" in caplog.text and "evals 'eval' X: out of core" in caplog.text
+    gathers = extra.get("grow_policy") == "lossguide" or extra.get("subsample", 1) * N_ROWS * 8 <= budget
+    assert bool(gathered) == gathers  # the sample gathered into one page, else the pages streamed
     assert _bytes(paged, tmp_path / "paged.json") == _bytes(local, tmp_path / "local.json")
     assert paged.evals_result() == local.evals_result()
 
@@ -117,6 +127,24 @@ def test_continuing_a_model_out_of_core(tmp_path, caplog):
     paged = _paged(caplog, dgboost.train, {"max_depth": 3, "max_device_matrix_bytes": BUDGET}, X, y,
                    base_margin=margin, num_boost_round=3, init_model=first)
     assert _bytes(paged, tmp_path / "a.json") == _bytes(local, tmp_path / "b.json")
+
+
+def test_the_pages_files_go_when_training_ends_or_fails(tmp_path):
+    import dask
+
+    X, y = _data()
+
+    class Fails(dgboost.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            assert os.listdir(tmp_path), "the pages are on disk while training"
+            raise RuntimeError("a callback failed")
+
+    with dask.config.set({"dgboost.spill-directory": str(tmp_path)}):
+        dgboost.train({"max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=2)
+        assert os.listdir(tmp_path) == []
+        with pytest.raises(RuntimeError, match="a callback failed") as failure:
+            dgboost.train({"max_device_matrix_bytes": BUDGET}, X, y, num_boost_round=2, callbacks=[Fails()])
+        assert failure.value is not None and os.listdir(tmp_path) == []  # gone while the error is held
 
 
 def test_a_budget_below_two_pages_names_the_parameter_and_the_least():
@@ -178,10 +206,11 @@ def test_gpu_out_of_core_model_equals_the_in_core(extra, host_memory, tmp_path):
     params = {"max_depth": 6, "objective": "binary:logistic", **extra}
     in_core = dgboost.train({**params, "device": "cuda"}, X, y, num_boost_round=8, evals=[(X, y, "t")],
                             verbose_eval=False)
+    budget = 300_000 if "subsample" in extra else 100_000  # 720 kB of pages; the sample (216 kB) gathered
     config = {"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
               "dgboost.spill-directory": str(tmp_path / "spill")}
     with dask.config.set(config):
-        paged = dgboost.train({**params, "device": "cuda", "max_device_matrix_bytes": 100_000}, X, y,
+        paged = dgboost.train({**params, "device": "cuda", "max_device_matrix_bytes": budget}, X, y,
                               num_boost_round=8, evals=[(X, y, "t")], verbose_eval=False)
     assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
     assert paged.evals_result() == in_core.evals_result()

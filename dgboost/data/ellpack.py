@@ -174,7 +174,7 @@ def build_ellpack(X, cuts: Cuts, xp=None, layout: EllpackLayout | None = None) -
         return quantise_and_pack(rows, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
                                  layout.n_words, layout.missing_symbol)
 
-    if get_xp(X.data if is_csr else X) is xp:
+    if sparse.array_module(X) is xp:
         packed = pack(X)
     else:  # from the host to a GPU, a chunk at a time
         packed = xp.empty((X.shape[0], layout.n_words), dtype=PACKED_WORD_DTYPE)

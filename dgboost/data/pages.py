@@ -35,14 +35,13 @@ import math
 import os
 import shutil
 import tempfile
-import uuid
 import weakref
 
 import numpy as np
 
 from .. import _settings
 from .._dtypes import PACKED_WORD_DTYPE
-from ..backend import asarray, cuda_device_count, is_cupy_array, to_numpy
+from ..backend import asarray, to_numpy
 from ..kernels import loops
 from ..kernels.cpu import gather_rows
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
@@ -57,7 +56,7 @@ MIN_PAGE_ROWS = 64
 _AUTOMATIC_MARGIN = 0.5
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class PagedMatrix:
     """One rank's compressed matrix in pages of whole rows outside the device.
 
@@ -66,20 +65,22 @@ class PagedMatrix:
     layout : EllpackLayout, every page's
     bin_offsets, host_bin_offsets : as EllpackMatrix's
     starts : tuple of int: each page's first row, then the row count
-    where : "pinned host memory", "host memory" or the spill directory
+    budget : int: the device budget its pages were cut for (each at most half of it)
+    where : "pinned host memory", or the directory of its files
     """
 
     layout: EllpackLayout
     bin_offsets: object
     host_bin_offsets: np.ndarray
     starts: tuple[int, ...]
+    budget: int
     where: str
-    _pages: list  # host arrays, or file paths
-    _directory: str | None = None  # the spill files' directory, removed by close
-    _gpu: object = None  # on a GPU, its _DeviceBuffers, made at the first pass
+    _pages: list  # each page: a host array (pinned on a GPU), or the path of its .npy file
+    _directory: str | None = None  # the files' directory, removed by close
+    _buffers: "PageBuffers | None" = None  # on a GPU: the device buffers its pages stream through
 
     def __post_init__(self):
-        if self._directory is not None:  # its files go with it, whatever ends the training
+        if self._directory is not None:  # its files go with it, should close never be called
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._directory, True)
 
     @property
@@ -108,7 +109,7 @@ class PagedMatrix:
 
     @property
     def on_gpu(self) -> bool:
-        return is_cupy_array(self.bin_offsets)
+        return self._buffers is not None
 
     def describe(self) -> str:
         """A line of the log: the matrix is out of core, in how many pages of what size, where."""
@@ -118,17 +119,32 @@ class PagedMatrix:
 
     def summary(self) -> str:
         """A few words for a progress bar: out of core, in how many pages, where."""
-        where = "on disk" if self._directory is not None else "in pinned host memory"
-        return f"out of core: {self.n_pages} pages {where}"
+        return f"out of core: {self.n_pages} pages " + ("on disk" if self._directory else "in pinned host memory")
+
+    def fits(self, n_rows: int) -> bool:
+        """Whether ``n_rows`` rows gathered into one page fit the device budget."""
+        return n_rows * self.layout.bytes_per_row <= self.budget
 
     def pages(self):
         """Each page on the device in turn: ``(first row, EllpackMatrix)``. A page is valid
         until the next is asked for (on a GPU its buffer is then refilled)."""
         if not self.on_gpu:
             for start, page in zip(self.starts, self._pages):
-                yield start, self._matrix(self._host(page))
+                yield start, self._matrix(_load(page))
             return
-        yield from self._gpu_pages()
+        import cupy
+
+        buffers, stream = self._buffers, cupy.cuda.get_current_stream()
+        pending = buffers.send(0, self._pages[0], self.layout.n_words)
+        for index, start in enumerate(self.starts[:-1]):
+            target, copied = pending
+            if index + 1 < self.n_pages:
+                pending = buffers.send(index + 1, self._pages[index + 1], self.layout.n_words)
+            stream.wait_event(copied)
+            try:
+                yield start, self._matrix(target)
+            finally:  # also when the pass stops here: the buffer is refilled after what was queued on it
+                buffers.read[index % 2] = stream.record()
 
     def compact(self, rows) -> EllpackMatrix:
         """The rows ``rows`` (ascending indices, int, on the device) gathered into one in-core
@@ -137,101 +153,103 @@ class PagedMatrix:
         cross, not every page's."""
         host_rows = np.ascontiguousarray(to_numpy(rows), dtype=np.int64)
         shape = (host_rows.shape[0], self.layout.n_words)
-        if self.on_gpu:
-            import cupyx
-
-            gathered = cupyx.empty_pinned(shape, PACKED_WORD_DTYPE)
-        else:
-            gathered = np.empty(shape, PACKED_WORD_DTYPE)
+        gathered = self._buffers.gathered(shape) if self.on_gpu else np.empty(shape, PACKED_WORD_DTYPE)
         bounds = np.searchsorted(host_rows, np.asarray(self.starts, dtype=np.int64)).tolist()
-        # A GPU rank's host threads are otherwise idle: its share of the machine's cores.
-        threads = max(loops.threads(), loops.cores() // max(1, cuda_device_count())) if self.on_gpu else None
-        with loops.using_threads(threads):
+        # On a GPU the host's threads are otherwise idle: every core of the process's affinity
+        # (dask-cuda narrows a worker's to its GPU's CPUs).
+        with loops.using_threads(loops.cores() if self.on_gpu else None):
             for start, page, begin, end in zip(self.starts, self._pages, bounds, bounds[1:]):
                 if end > begin:
-                    source = np.load(page, mmap_mode="r") if isinstance(page, str) else page
-                    gather_rows(source, host_rows[begin:end], start, gathered, begin)
-        return self._matrix(asarray(self._xp, gathered))
+                    gather_rows(_load(page), host_rows[begin:end], start, gathered, begin)
+        if not self.on_gpu:
+            return self._matrix(gathered)
+        import cupy
+
+        packed = cupy.empty(shape, dtype=PACKED_WORD_DTYPE)
+        packed.set(gathered)  # synchronous: the pinned buffer is free for the next tree's sample
+        return self._matrix(packed)
 
     def close(self) -> None:
-        """Remove the spill files; the matrix cannot be read after."""
+        """Release the pages (removing their files); the matrix cannot be read after."""
         self._pages = []
-        self._gpu = None
         if self._directory is not None:
             self._cleanup()
             self._directory = None
 
-    @property
-    def _xp(self):
-        if self.on_gpu:
-            import cupy
-
-            return cupy
-        return np
-
     def _matrix(self, packed) -> EllpackMatrix:
         return EllpackMatrix(packed, self.layout, self.bin_offsets, self.host_bin_offsets)
 
-    def _host(self, page) -> np.ndarray:
-        return np.load(page) if isinstance(page, str) else page
 
-    def _gpu_pages(self):
-        """Double-buffered: page i + 1 is copied on a copy stream while page i's kernels run on
-        the current stream; a buffer is refilled only after the kernels queued on it (in this
-        pass or the one before) are done."""
+def _load(page) -> np.ndarray:
+    """A page's rows on the host: its array, or its file mapped."""
+    return np.asarray(np.load(page, mmap_mode="r")) if isinstance(page, str) else page
+
+
+class PageBuffers:
+    """The device side of a GPU rank's paging, shared by its paged matrices (training and eval
+    sets): two device buffers of ``page_bytes`` that pages take turns in, the copy stream that
+    fills them, the events after the kernels of each buffer's last use, two pinned buffers
+    that pages on disk are read into, and the pinned buffer of a tree's gathered sample. Each
+    made at its first use; ``close`` gives the pinned memory back."""
+
+    def __init__(self, page_bytes: int):
+        self.words = -(-page_bytes // 4)
+        self.copies = None
+        self.device: list = [None, None]
+        self.staging: list = [None, None]  # pinned, for pages on disk
+        self.staged: list = [None, None]  # the copy that last read each staging buffer
+        self.read: list = [None, None]  # the current stream after the kernels of each device buffer's last use
+        self._gathered = None
+
+    def send(self, index: int, page, n_words: int):
+        """Queue page ``index``'s copy into buffer ``index % 2``: (the page's view of it, the copy's event)."""
         import cupy
-
-        if self._gpu is None:
-            self._gpu = _DeviceBuffers(max(self.page_sizes), self.layout.n_words)
-        buffers = self._gpu
-        stream = cupy.cuda.get_current_stream()
-        pending = buffers.send(0, self._pages[0])
-        for index, start in enumerate(self.starts[:-1]):
-            target, copied = pending
-            if index + 1 < self.n_pages:
-                pending = buffers.send(index + 1, self._pages[index + 1])
-            stream.wait_event(copied)
-            yield start, self._matrix(target)
-            buffers.read[index % 2] = stream.record()
-
-
-class _DeviceBuffers:
-    """A paged matrix's two device buffers, the copy stream that fills them, and (for pages on
-    disk) two pinned buffers they are read into."""
-
-    def __init__(self, rows: int, n_words: int):
-        import cupy
-
-        self.copies = cupy.cuda.Stream(non_blocking=True)
-        self.device = [cupy.empty((rows, n_words), dtype=PACKED_WORD_DTYPE) for _ in range(2)]
-        self.shape = (rows, n_words)
-        self.staging: list = [None, None]  # pinned buffers, made at the first page on disk
-        self.staged: list = [None, None]  # the copy that last read each pinned buffer
-        self.read: list = [None, None]  # the kernels' stream after its last use of each device buffer
-
-    def send(self, index: int, page):
-        """Queue page ``index``'s copy into buffer ``index % 2``: (that buffer's view, the copy's event)."""
         import cupyx
 
         slot = index % 2
+        if self.copies is None:
+            self.copies = cupy.cuda.Stream(non_blocking=True)
         if isinstance(page, str):  # from disk, through a pinned buffer
             if self.staging[slot] is None:
-                self.staging[slot] = cupyx.empty_pinned(self.shape, PACKED_WORD_DTYPE)
+                self.staging[slot] = cupyx.empty_pinned(self.words, PACKED_WORD_DTYPE)
             if self.staged[slot] is not None:
                 self.staged[slot].synchronize()  # its last copy has read it
-            loaded = np.load(page, mmap_mode="r")
-            host = self.staging[slot][:loaded.shape[0]]
+            loaded = _load(page)
+            host = self.staging[slot][:loaded.size].reshape(loaded.shape)
             host[...] = loaded
         else:
             host = page
+        if self.device[slot] is None:
+            self.device[slot] = cupy.empty(self.words, dtype=PACKED_WORD_DTYPE)
         if self.read[slot] is not None:
             self.copies.wait_event(self.read[slot])
-        target = self.device[slot][:host.shape[0]]
+        target = self.device[slot][:host.size].reshape(host.shape[0], n_words)
         target.set(host, stream=self.copies)
         copied = self.copies.record()
         if isinstance(page, str):
             self.staged[slot] = copied
         return target, copied
+
+    def gathered(self, shape) -> np.ndarray:
+        """A pinned host buffer of ``shape`` for a gathered sample (grown as samples need; its
+        last copy to the device was synchronous)."""
+        import cupyx
+
+        size = shape[0] * shape[1]
+        if self._gathered is None or self._gathered.size < size:
+            self._gathered = cupyx.empty_pinned(max(size, 1), PACKED_WORD_DTYPE)
+        return self._gathered[:size].reshape(shape)
+
+    def close(self) -> None:
+        """Give back the device and pinned buffers, and the pinned pool's unused blocks (the
+        pages' too, once their matrices are closed)."""
+        import cupy
+
+        if self.copies is not None:
+            self.copies.synchronize()
+        self.device, self.staging, self.staged, self.read, self._gathered = [None] * 2, [None] * 2, [None] * 2, \
+            [None] * 2, None
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def _mib(n_bytes: int) -> str:
@@ -258,9 +276,12 @@ def may_page(X, budget: int, max_bin: int) -> bool:
     return int(X.shape[0]) * -(-int(X.shape[1]) // cells_per_word) * 4 > budget
 
 
-def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X"):
+def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: bool = False,
+                 buffers: PageBuffers | None = None):
     """``X``'s compressed matrix on ``xp``'s device: in core (an EllpackMatrix) where it fits
-    ``budget`` (0: no limit), else a PagedMatrix of pages of at most half the budget."""
+    ``budget`` (0: no limit), else a PagedMatrix of pages of at most half the budget, streamed on
+    a GPU through ``buffers`` (of half the budget). ``automatic``: the budget was not given but
+    derived from the device's free memory (the error says so)."""
     layout = matrix_layout(X, cuts)
     n_rows = int(X.shape[0])
     if not budget or n_rows * layout.bytes_per_row <= budget:
@@ -268,14 +289,16 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X"):
     page_rows = budget // (2 * layout.bytes_per_row)
     least = 2 * MIN_PAGE_ROWS * layout.bytes_per_row
     if page_rows < MIN_PAGE_ROWS:
+        if automatic:
+            raise ValueError(f"the device's free memory leaves {name}'s compressed matrix {budget} bytes, too few for "
+                             f"two pages of {MIN_PAGE_ROWS} rows ({layout.bytes_per_row} bytes a row, {least} bytes): "
+                             "free device memory, or set max_device_matrix_bytes")
         raise ValueError(f"max_device_matrix_bytes={budget} cannot hold two pages of {MIN_PAGE_ROWS} rows of {name}'s "
                          f"compressed matrix ({layout.bytes_per_row} bytes a row): raise it to at least {least} "
                          "(or 0 for the automatic budget)")
     on_gpu = xp is not np
-    room = _host_room()
-    spill = not on_gpu or n_rows * layout.bytes_per_row > room
+    spill = not on_gpu or n_rows * layout.bytes_per_row > _host_room()
     directory = _spill_directory() if spill else None
-    where = directory if spill else "pinned host memory"
     pages, starts = [], []
     try:
         for start in range(0, n_rows, page_rows):
@@ -286,9 +309,11 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X"):
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
         raise
-    bin_offsets = asarray(xp, np.asarray(cuts.bin_offsets))
-    return PagedMatrix(layout, bin_offsets, np.asarray(cuts.bin_offsets), tuple(starts) + (n_rows,), where, pages,
-                       directory)
+    if on_gpu and buffers is None:
+        buffers = PageBuffers(budget // 2)
+    return PagedMatrix(layout, asarray(xp, np.asarray(cuts.bin_offsets)), np.asarray(cuts.bin_offsets),
+                       tuple(starts) + (n_rows,), budget, directory or "pinned host memory", pages, directory,
+                       buffers if on_gpu else None)
 
 
 def _keep(packed, directory: str | None, index: int):
@@ -327,7 +352,7 @@ def _spill_directory() -> str:
     parent = _settings.spill_directory()
     try:
         os.makedirs(parent, exist_ok=True)
-        return tempfile.mkdtemp(prefix=f"dgboost-pages-{uuid.uuid4().hex[:8]}-", dir=parent)
+        return tempfile.mkdtemp(prefix="dgboost-pages-", dir=parent)
     except OSError as error:
         raise OSError(error.errno, f"could not make a directory for the compressed matrix's pages in the spill "
                       f"directory {parent!r}: {error.strerror or error}; set dask config "

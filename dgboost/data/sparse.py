@@ -174,6 +174,11 @@ def stack(parts):
                        indptr, parts[0].shape[1])
 
 
+def array_module(X):
+    """The array module (numpy or cupy) a dense array or a CSR matrix's arrays live in."""
+    return get_xp(X.data if is_sparse(X) else X)
+
+
 def to_device(X, xp):
     """The CSR matrix ``X`` on ``xp``'s device (itself if it is there already)."""
     if get_xp(X.data) is xp:

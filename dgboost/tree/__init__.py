@@ -22,7 +22,8 @@ def make_grower(matrix, params, n_total: int, comm, features=None, categories=No
     streams = params.grow_policy in PagedGrower.STREAMS
     if not (streams or (params.subsample < 1.0 and params.sampling_method != "goss")):
         raise ValueError(f"grow_policy={params.grow_policy!r} trains out of core only from a row sample, and this "
-                         f"rank's compressed matrix ({matrix.nbytes} bytes) exceeds max_device_matrix_bytes: set "
-                         "subsample < 1 with sampling_method='gradient_based', use grow_policy='depthwise', or "
-                         "raise max_device_matrix_bytes")
+                         f"rank's compressed matrix ({matrix.nbytes} bytes) exceeds its device budget "
+                         f"({matrix.budget} bytes): set subsample < 1 (best with sampling_method='gradient_based'; "
+                         "not 'goss', whose first rounds take every row), use grow_policy='depthwise', or raise "
+                         "max_device_matrix_bytes")
     return PagedGrower(grower, matrix, streams)

@@ -107,6 +107,7 @@ class _Frontier:
     start: int  # id of slot 0
     node_sums: object  # (size, 2) int64
     active: object  # (size,) bool: False for padding slots
+    # The ranges below are a tuple of each page's for a paged matrix (each page its own ridx).
     seg_begin: object  # (size,) int32: each slot's rows are ridx[seg_begin:seg_end]
     seg_end: object  # (size,) int32
     parent_hist: object  # (n_parent_slots, n_bins_total, 2) int64: the parents' level; None at the root
@@ -140,10 +141,11 @@ class _Frontier:
         built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
-    def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows: int,
+    def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows,
                  bounds=None, paths: Paths | None = None) -> "_Frontier":
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
-        ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left;
+        ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left and
+        ``n_rows`` the places of ridx (a tuple of each page's, with ``n_left``, when paged);
         ``bounds`` and ``paths`` the children's weight bounds and paths, or None."""
         if isinstance(n_rows, tuple):  # a paged matrix: each page's ranges; the sums are every page's
             pages = [next_frontier(level.splits.table, slot_of_rank, n_split, *page)
@@ -209,13 +211,19 @@ class Grower(abc.ABC):
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
                                     HISTOGRAM_HEADROOM_BITS)
         n_rows = self.matrix.n_rows
-        if isinstance(self.matrix, PagedMatrix):  # every row; each page's own ridx and ranges
-            if drawn is not None:
-                raise ValueError("a paged matrix grows a tree from every row: compact a sample first")
-            positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
-            sizes = self.matrix.page_sizes
-            ridx = tuple(xp.arange(size, dtype=POSITION_DTYPE) for size in sizes)
-            root_end = tuple(xp.full(1, size, dtype=POSITION_DTYPE) for size in sizes)
+        if isinstance(self.matrix, PagedMatrix):  # each page's own ridx and ranges, from its first row
+            pages = list(zip(self.matrix.starts, self.matrix.page_sizes))
+            if drawn is None:
+                positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+                ridx = tuple(xp.arange(size, dtype=POSITION_DTYPE) for _, size in pages)
+            else:
+                if drawn.dtype != bool:
+                    mask = xp.zeros(n_rows, dtype=bool)
+                    mask[drawn] = True
+                    drawn = mask
+                positions = xp.where(drawn, 0, -1).astype(POSITION_DTYPE)
+                ridx = tuple(xp.flatnonzero(drawn[start:start + size]).astype(POSITION_DTYPE) for start, size in pages)
+            root_end = tuple(xp.full(1, rows.shape[0], dtype=POSITION_DTYPE) for rows in ridx)
         elif drawn is None:
             positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
             ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
@@ -324,12 +332,14 @@ class Grower(abc.ABC):
 class PagedGrower:
     """A policy's grower over a paged matrix (data/pages.py), as the boosting loop calls it.
 
-    A tree of every row streams the pages through the policy's own steps, level by
-    level (depthwise and symmetric trees: a level's histograms and its partition each
-    read every page once). A tree of a sample (row sampling) is grown in core: the
+    A tree of a sample (row sampling) that fits the budget is grown in core: the
     sample's rows are gathered into one page on the device (``PagedMatrix.compact``),
     the tree grown from them as from an in-core matrix's drawn rows, and every row's
-    leaf then found page by page. Either way the tree is the in-core one.
+    leaf then found page by page. A tree of every row, or of a sample too large to
+    gather, streams the pages through the policy's own steps, level by level
+    (depthwise and symmetric trees: a level's histograms and its partition each read
+    every page once). Either way the tree is the in-core one. Lossguide trees grow
+    only from a gathered sample (make_grower refuses them without one).
     """
 
     #: Policies that stream pages level by level; the others grow only from a sample.
@@ -350,17 +360,17 @@ class PagedGrower:
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         grower = self.grower
-        if drawn is None and self.streams:
-            grower.matrix = self.pages
-            return grower.grow(gpair, tree_index)
-        xp = get_xp(gpair)
-        if drawn is None:
-            rows = xp.arange(self.pages.n_rows, dtype=POSITION_DTYPE)
-        else:
-            rows = xp.flatnonzero(drawn).astype(POSITION_DTYPE) if drawn.dtype == bool else drawn
+        rows = None
+        if drawn is not None:
+            rows = get_xp(gpair).flatnonzero(drawn).astype(POSITION_DTYPE) if drawn.dtype == bool else drawn
+        if rows is None or (self.streams and not self.pages.fits(int(rows.shape[0]))):
+            if not self.streams:
+                raise RuntimeError(f"{type(grower).__name__} cannot stream pages: it grows from a sample")
+            grower.matrix = self.pages  # every row, or a sample larger than the budget
+            return grower.grow(gpair, tree_index, drawn)
         grower.matrix = self.pages.compact(rows)
         try:
             grown = grower.grow(gpair[rows], tree_index)
         finally:
-            grower.matrix = self.pages  # the compacted page goes before the rows are routed
+            grower.matrix = self.pages  # the gathered page goes before every row is routed
         return dataclasses.replace(grown, positions=grown.route(self.pages))

@@ -35,10 +35,11 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
     """
     if isinstance(matrix, PagedMatrix):  # ridx and the ranges are each page's (grower._start)
-        hist = None
-        for (start, page), rows, begin, end in zip(matrix.pages(), ridx, seg_begin, seg_end):
-            part = build(page, gpair[start:start + page.n_rows], scales, rows, begin, end)
-            hist = part if hist is None else hist.__iadd__(part)  # exact: integers
+        parts = (build(page, gpair[start:start + page.n_rows], scales, rows, begin, end)
+                 for (start, page), rows, begin, end in zip(matrix.pages(), ridx, seg_begin, seg_end))
+        hist = next(parts)
+        for part in parts:
+            hist += part  # integers: exact, in any order
         return hist
     layout = matrix.layout
     if layout.is_sparse:
