@@ -70,6 +70,19 @@ def test_gradient_based_threshold_is_exact(rate):
     np.testing.assert_array_equal(scaled.any(axis=1), drawn)
 
 
+@pytest.mark.parametrize("rate", [0.2, 0.05])
+def test_gradient_based_draws_its_share_where_magnitudes_are_alike(rate):
+    """Logistic loss's first round: two magnitudes, near each other. The threshold is then about
+    the largest key / subsample, which must still be within the keys' range (it was not: half
+    the rows were drawn at subsample 0.2)."""
+    rng = np.random.default_rng(3)
+    n_rows = 200_000
+    label = rng.random(n_rows) < 0.53
+    gpair = np.stack([0.53 - label, np.full(n_rows, 0.53 * 0.47)], axis=1).astype(np.float32)
+    _, drawn = _sampler(n_rows, subsample=rate, sampling_method="gradient_based").draw(gpair, 0)
+    assert abs(drawn.sum() - rate * n_rows) < 4 * np.sqrt(rate * n_rows)
+
+
 def test_gradient_based_pairs_are_unbiased():
     rng = np.random.default_rng(1)
     n_rows = 2000

@@ -19,6 +19,7 @@ follow the real ones).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -66,6 +67,10 @@ class RowSampler:
         self.rows = rows
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
+        # Gradient-based keys stay below 2**31 / room (a power of two at least 1 / subsample), so
+        # that the threshold mu, up to the largest key / subsample where magnitudes are alike
+        # (logistic loss's first rounds), is found below 2**31.
+        self._key_room = 2.0 ** min(30, math.ceil(math.log2(1.0 / self.rate))) if self.rate < 1.0 else 1.0
         if self.method != "uniform" and self.active and n_total >= 1 << 32:  # choose_bucket's exact range
             raise ValueError(f"sampling_method={self.method!r} takes fewer than 2**32 rows, got {n_total}")
 
@@ -87,7 +92,7 @@ class RowSampler:
             return sample_rows(gpair, self._global_index, key, UNIFORM, None, None, None, self.rate, 1.0)
         kind = MVS if self.method == "gradient_based" else GOSS
         largest = self.comm.allreduce(sample_magnitude_max(gpair, kind), "max")
-        keys = sample_keys(gpair, kind, largest)
+        keys = sample_keys(gpair, kind, largest * self._key_room if kind == MVS else largest)
         if kind == MVS:
             return sample_rows(gpair, self._global_index, key, MVS, keys, self._mvs_threshold(keys), largest, 1.0, 1.0)
         top_k = max(1, int(self.top_rate * self.n_total))
