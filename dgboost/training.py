@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 import numbers
 import os
@@ -22,7 +23,7 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
+from .data.inputs import Dataset, RowBlocks, RowSpans, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
 from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, may_page
@@ -177,7 +178,7 @@ def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     (Not an X of categorical features, whose codes and statistics are made beside the labels
     on the device: it moves, and its matrix may still be paged.)"""
     categorical = data.frame_categories is not None or "c" in (params.feature_types or ())
-    keep = not categorical and may_page(data.X, device_budget(params, xp), params.max_bin)
+    keep = not categorical and may_page(*data.X.shape, device_budget(params, xp), params.max_bin)
     return data.to(xp, move_X=not keep)
 
 
@@ -443,10 +444,14 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
     first run's trees were grown and added on)."""
     if init_model is not None:  # on X's device (the host, for an X kept there for its pages)
         base = None if data.base_margin is None else asarray(sparse.array_module(data.X), data.base_margin)
-        if init_model.categories is not None:
-            margins = init_model.tree_margins(data.X, base_margin=base)
+        predict = init_model.tree_margins if init_model.categories is not None else \
+            functools.partial(init_model.predict, output_margin=True)
+        if isinstance(data.X, RowBlocks):  # a block at a time
+            blocks = zip(data.X.blocks, data.X.starts)
+            margins = np.concatenate([predict(block, base_margin=None if base is None else base[start:start + len(block)])
+                                      .reshape(len(block), -1) for block, start in blocks])
         else:
-            margins = init_model.predict(data.X, output_margin=True, base_margin=base)
+            margins = predict(data.X, base_margin=base)
         return xp.ascontiguousarray(asarray(xp, margins).reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if data.base_margin is not None:
         return data.base_margin.astype(MARGIN_DTYPE, copy=True)

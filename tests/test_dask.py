@@ -618,6 +618,18 @@ def test_out_of_core_shards_train_the_in_core_model(client, data, extra, budget,
     assert model.evals_result() == local.evals_result()
 
 
+def test_out_of_core_pieces_continue_a_model_with_margins(client3, data, tmp_path):
+    """A rank's X left in its pieces (no joined copy) still starts from init_model's margins."""
+    X, y, _ = data
+    margin = np.linspace(-1, 1, N_ROWS).astype(np.float32)
+    first = dgboost.train({"max_depth": 3}, X, y, num_boost_round=2)
+    local = dgboost.train({"max_depth": 3}, X, y, base_margin=margin, num_boost_round=3, init_model=first)
+    dX, dy, dm = (da.from_array(a, chunks=300) for a in (X, y, margin))
+    model = dgboost.dask.train(client3, {"max_depth": 3, "max_device_matrix_bytes": 2000}, dX, dy, base_margin=dm,
+                               num_boost_round=3, init_model=first)
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+
+
 def test_a_budget_below_two_pages_fails_every_rank_clearly(client3, data):
     X, y, _ = data
     dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)

@@ -102,6 +102,23 @@ def _paged(caplog, train, *args, **kwargs):
     return booster
 
 
+def test_row_blocks_read_as_the_joined_rows():
+    from dgboost.data.inputs import RowBlocks
+
+    X, _ = _data(n_rows=1000)
+    blocks = RowBlocks([X[:300], X[300:300], X[300:700], X[700:]])  # an empty block among them
+    assert blocks.shape == X.shape and len(blocks) == 1000
+    np.testing.assert_array_equal(blocks[250:750], X[250:750])
+    np.testing.assert_array_equal(blocks[990:2000], X[990:])
+    rows = np.array([0, 299, 300, 301, 699, 700, 999])
+    np.testing.assert_array_equal(blocks[rows], X[rows])
+    assert blocks[5:5].shape == (0, X.shape[1])
+    cuts = _cuts(X)
+    np.testing.assert_array_equal(build_ellpack(blocks, cuts).packed, build_ellpack(X, cuts).packed)
+    sample, joined = (draw_sample(data, None, np.arange(1000), 1000, 0) for data in (blocks, X))
+    np.testing.assert_array_equal(sample.values, joined.values)
+
+
 def test_sparse_and_categorical_input_out_of_core(tmp_path, caplog):
     scipy_sparse = pytest.importorskip("scipy.sparse")
     X, y = _data(1)

@@ -9,6 +9,7 @@ import time
 from ..callback import TrainingCallback
 from ..collective import CollectiveError, LocalCommunicator
 from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
+from ..data.pages import may_page
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, boost, device_module, to_device
@@ -52,7 +53,9 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     try:
         params = job.options.params
         objective = make_objective(params)
-        training = concat_bundles(shard)  # checked where each partition was made (_shards.make_bundle)
+        # Checked where each partition was made (_shards.make_bundle). An X whose pages are built
+        # stays in its pieces: its matrix is read from them a page at a time (no joined copy).
+        training = concat_bundles(shard, join_X=not _pages_from_pieces(params, shard))
         eval_sets = [_eval_set(index, name, is_training, parts, training, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
         xp = device_module(_worker_device(params.device))
@@ -181,6 +184,16 @@ def _eval_set(index: int, name: str, is_training: bool, parts: list, training: D
         group = None if training.group is None else np.zeros(1, np.int64)  # no queries here
         data = dataclasses.replace(data, feature_names=training.feature_names, group=group)
     return EvalSet(name, data)
+
+
+def _pages_from_pieces(params, shard: list) -> bool:
+    """Whether this rank's X, a dense one on the host given a budget (max_device_matrix_bytes)
+    it may exceed, goes to its pages from its pieces as they are (data.inputs.RowBlocks).
+    Not categorical features: their codes and statistics are made from the joined X."""
+    if not params.max_device_matrix_bytes or params.enable_categorical or len(shard) < 2:
+        return False
+    n_rows = sum(int(bundle[0].shape[0]) for bundle in shard)
+    return may_page(n_rows, int(shard[0][0].shape[1]), params.max_device_matrix_bytes, params.max_bin)
 
 
 def _worker_device(device: str) -> str:

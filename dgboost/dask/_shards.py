@@ -18,7 +18,7 @@ import numpy as np
 from ..backend import get_xp, to_numpy
 from ..data import sparse
 from ..data.categories import frame_categories
-from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
+from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowBlocks, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
                            query_groups)
 from ..objectives import make_objective
 from ..training import checked_dataset
@@ -393,9 +393,13 @@ def slice_bundle(bundle, start: int, stop: int):
     return (*(None if a is None else a[start:stop].copy() for a in arrays), feature_names, categories)
 
 
-def concat_bundles(bundles) -> Dataset:
+def concat_bundles(bundles, join_X: bool = True) -> Dataset:
     """One Dataset of a worker's bundles, in order; with query ids, its query groups (the shares
-    were cut at query boundaries, and the client checked the ids ascend over the partitions)."""
+    were cut at query boundaries, and the client checked the ids ascend over the partitions).
+    ``join_X`` False: a dense X on the host is left in its blocks (RowBlocks), for its pages."""
+    if not join_X and not sparse.is_sparse(bundles[0][0]) and get_xp(bundles[0][0]) is np:
+        columns = concat_bundles([(bundle[0][:0], *bundle[1:]) for bundle in bundles])  # all but X's rows
+        return dataclasses.replace(columns, X=RowBlocks([bundle[0] for bundle in bundles]))
     if len(bundles) == 1:
         *columns, qid, feature_names, categories = bundles[0]
     else:

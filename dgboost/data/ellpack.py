@@ -31,6 +31,7 @@ from .._dtypes import BIN_OFFSET_DTYPE, PACKED_WORD_DTYPE
 from ..backend import asarray, get_xp
 from ..kernels import most_present, quantise_and_pack, quantise_sparse, unpack
 from . import sparse
+from .inputs import RowBlocks
 from .sketch import Cuts
 
 WORD_BITS = 32
@@ -174,9 +175,9 @@ def build_ellpack(X, cuts: Cuts, xp=None, layout: EllpackLayout | None = None) -
         return quantise_and_pack(rows, cut_values, cuts.offsets.tolist(), layout.bits, layout.cells_per_word,
                                  layout.n_words, layout.missing_symbol)
 
-    if sparse.array_module(X) is xp:
+    if sparse.array_module(X) is xp and not isinstance(X, RowBlocks):
         packed = pack(X)
-    else:  # from the host to a GPU, a chunk at a time
+    else:  # from the host to a GPU, or from blocks of rows: a chunk at a time
         packed = xp.empty((X.shape[0], layout.n_words), dtype=PACKED_WORD_DTYPE)
         step = max(1, _CHUNK_ENTRIES // max(layout.row_stride if is_csr else X.shape[1], 1))
         for begin in range(0, X.shape[0], step):
@@ -199,4 +200,6 @@ def _most_present(X, limit: int) -> int:
     head = X[:_HEAD_ROWS]
     if limit < 1 or (head.shape[0] and int((~get_xp(X).isnan(head)).sum(axis=1).max()) > limit):
         return int(X.shape[1])
+    if isinstance(X, RowBlocks):
+        return max(most_present(block) for block in X.blocks)
     return most_present(X)

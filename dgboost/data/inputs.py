@@ -54,6 +54,38 @@ class RowSpans:
         return xp.concatenate(parts) if parts else xp.zeros(0, dtype=ROW_INDEX_DTYPE)
 
 
+class RowBlocks:
+    """A dense float32 X held as consecutive blocks of rows, never joined (a Dask worker's
+    pieces of a shard whose matrix goes out of core): the compressed matrix's pages and the cut
+    sample read it a slice at a time. Behaves as the rows it holds for ``shape``, ``dtype``
+    and row indexing (a slice or ascending indices), which copies just those rows.
+    """
+
+    ndim = 2
+    dtype = np.dtype(FEATURE_DTYPE)
+
+    def __init__(self, blocks: Sequence):
+        self.blocks = [block for block in blocks if block.shape[0]] or list(blocks[:1])
+        self.starts = np.cumsum([0] + [int(block.shape[0]) for block in self.blocks])
+        self.shape = (int(self.starts[-1]), int(self.blocks[0].shape[1]))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(self.shape[0])
+            if step != 1:
+                raise IndexError("RowBlocks takes slices of step 1")
+            rows = np.arange(start, max(start, stop))
+        rows = np.asarray(rows, dtype=np.int64)
+        block_of = np.searchsorted(self.starts, rows, side="right") - 1
+        parts = [self.blocks[b][rows[block_of == b] - self.starts[b]] for b in np.unique(block_of)]
+        if not parts:
+            return np.zeros((0, self.shape[1]), FEATURE_DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class Dataset:
     """One rank's validated rows.
@@ -61,7 +93,8 @@ class Dataset:
     Attributes
     ----------
     X : array of shape (n_rows, n_features), float32, C-contiguous; NaN is missing. Or a
-        CSR matrix of that shape (data/sparse.py): an absent entry is missing
+        CSR matrix of that shape (data/sparse.py): an absent entry is missing. Or, on the
+        host for pages, RowBlocks
     label : array of shape (n_rows,), float32, or None
     weight : array of shape (n_rows,), float32, or None (every row weighs 1)
     base_margin : array of shape (n_rows, n_outputs), float32, or None

@@ -267,13 +267,14 @@ def device_budget(params, xp) -> int:
     return int(free * (1 - _AUTOMATIC_MARGIN))
 
 
-def may_page(X, budget: int, max_bin: int) -> bool:
-    """Whether ``X``'s compressed matrix might exceed ``budget`` (its dense rows' bytes at the
-    widest cells ``max_bin`` makes): then X stays where it is until its pages are built."""
+def may_page(n_rows: int, n_features: int, budget: int, max_bin: int) -> bool:
+    """Whether the compressed matrix of ``n_rows`` rows of ``n_features`` might exceed ``budget``
+    (its dense rows' bytes at the widest cells ``max_bin`` makes): then X stays where it is
+    until its pages are built."""
     if not budget:
         return False
     cells_per_word = 32 // max(1, math.ceil(math.log2(max_bin + 1)))
-    return int(X.shape[0]) * -(-int(X.shape[1]) // cells_per_word) * 4 > budget
+    return int(n_rows) * -(-int(n_features) // cells_per_word) * 4 > budget
 
 
 def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: bool = False,

@@ -167,6 +167,8 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
         keep = uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability
     if weight is not None:  # a row that weighs nothing places no cut
         keep = weight > 0 if keep is None else keep & (weight > 0)
+    if keep is None and not hasattr(X, "astype") and not sparse.is_sparse(X):  # RowBlocks: every row
+        keep = xp.ones(X.shape[0], dtype=bool)
     if keep is not None:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.
         chosen = xp.flatnonzero(keep)
