@@ -8,6 +8,7 @@ from .grower import Grower, GrownTree, Level
 from .split import SplitTable
 from .._dtypes import INDEX_DTYPE
 from ..backend import get_xp
+from ..data.pages import PagedMatrix
 from ..kernels import number_children
 
 
@@ -22,12 +23,14 @@ class DepthwiseGrower(Grower):
         n_places = self._places(ridx)
         self._n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
         levels = []
+        streamed = None  # a paged matrix's next histograms, built in the pass that partitioned a level
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
             if last:
                 splits, n_parents = SplitTable.empty(frontier.size, xp, self.category_words), 0
             else:
-                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm)
+                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm) if streamed is None else streamed
+                streamed = None
                 splits = self._level_splits(frontier, hist, scales, tree_index, depth)
                 n_parents = self._next_level_parents(splits.valid, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
@@ -35,6 +38,11 @@ class DepthwiseGrower(Grower):
             levels.append(level)
             if last:
                 break
+            if isinstance(self.matrix, PagedMatrix) and n_parents and depth + 1 < self.max_depth:
+                ridx, frontier, streamed = frontier.streamed_children(
+                    self.matrix, level, hist, slot_of_rank, n_split, ridx, positions, gpair, scales, self.comm,
+                    **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
+                continue
             ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
                                                  frontier.seg_end, splits, level.left_child)
             if n_parents == 0:

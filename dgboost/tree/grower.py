@@ -141,6 +141,30 @@ class _Frontier:
         built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
+    def streamed_children(self, matrix: PagedMatrix, level: Level, hist, slot_of_rank, n_split, ridx, positions,
+                          gpair, scales, comm, bounds=None, paths: Paths | None = None):
+        """For a paged matrix: this level's partition, the next level's ranges and its
+        histograms, in one pass over the pages (``partition.apply_level``, ``children`` and
+        ``histograms`` would read each page twice). Returns (the new ridx, the next level,
+        its histograms summed over all ranks)."""
+        moved, pages, built = [], [], None
+        for (start, page), rows, begin, end in zip(matrix.pages(), ridx, self.seg_begin, self.seg_end):
+            rows, n_left = partition.apply_level(page, rows, positions[start:start + page.n_rows], level.start,
+                                                 begin, end, level.splits, level.left_child)
+            ranges = next_frontier(level.splits.table, slot_of_rank, n_split, begin, end, n_left, int(rows.shape[0]))
+            part = histogram.build(page, gpair[start:start + page.n_rows], scales, rows, ranges[5], ranges[6])
+            if built is None:
+                built = part
+            else:
+                built += part  # integers: exact, in any order
+            moved.append(rows)
+            pages.append(ranges)
+        node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
+        seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
+        children = _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
+                             build_left, build_begin, build_end, bounds, paths)
+        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.allreduce(built), build_left)
+
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows,
                  bounds=None, paths: Paths | None = None) -> "_Frontier":
         """The next level: a sibling pair for each of ``slot_of_rank``'s parents (padding past
