@@ -178,7 +178,8 @@ def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     (Not an X of categorical features, whose codes and statistics are made beside the labels
     on the device: it moves, and its matrix may still be paged.)"""
     categorical = data.frame_categories is not None or "c" in (params.feature_types or ())
-    keep = not categorical and may_page(*data.X.shape, device_budget(params, xp), params.max_bin)
+    keep = isinstance(data.X, RowBlocks) or (not categorical and
+                                             may_page(*data.X.shape, device_budget(params, xp), params.max_bin))
     return data.to(xp, move_X=not keep)
 
 

@@ -65,6 +65,8 @@ class RowBlocks:
     dtype = np.dtype(FEATURE_DTYPE)
 
     def __init__(self, blocks: Sequence):
+        if any(b.ndim != 2 or b.dtype != FEATURE_DTYPE or b.shape[1] != blocks[0].shape[1] for b in blocks):
+            raise ValueError("RowBlocks takes 2-D float32 blocks of one column count")
         self.blocks = [block for block in blocks if block.shape[0]] or list(blocks[:1])
         self.starts = np.cumsum([0] + [int(block.shape[0]) for block in self.blocks])
         self.shape = (int(self.starts[-1]), int(self.blocks[0].shape[1]))
@@ -73,14 +75,18 @@ class RowBlocks:
         return self.shape[0]
 
     def __getitem__(self, rows):
+        """Rows ``rows`` (a slice of step 1, or ascending indices), copied into one array."""
         if isinstance(rows, slice):
             start, stop, step = rows.indices(self.shape[0])
             if step != 1:
                 raise IndexError("RowBlocks takes slices of step 1")
-            rows = np.arange(start, max(start, stop))
-        rows = np.asarray(rows, dtype=np.int64)
-        block_of = np.searchsorted(self.starts, rows, side="right") - 1
-        parts = [self.blocks[b][rows[block_of == b] - self.starts[b]] for b in np.unique(block_of)]
+            first = int(np.searchsorted(self.starts, start, side="right")) - 1
+            parts = [block[max(start - begin, 0):stop - begin]
+                     for block, begin in zip(self.blocks[first:], self.starts[first:]) if begin < stop]
+        else:
+            rows = np.asarray(rows, dtype=np.int64)
+            block_of = np.searchsorted(self.starts, rows, side="right") - 1
+            parts = [self.blocks[b][rows[block_of == b] - self.starts[b]] for b in np.unique(block_of)]
         if not parts:
             return np.zeros((0, self.shape[1]), FEATURE_DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)

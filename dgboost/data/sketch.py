@@ -23,6 +23,7 @@ from .._hashing import STREAM_CUT_SAMPLE, stream_key, uniform
 from ..backend import asarray, get_xp, to_numpy, to_numpy_many
 from ..fixed_point import SUM_HEADROOM_BITS, power_of_two_scale, to_fixed
 from . import sparse
+from .inputs import RowBlocks
 
 #: Expected rows in the cut sample. With 2**18 rows a quantile's rank error is
 #: about 1/sqrt(2**18) = 0.2%, half the width of a bin at max_bin 256; data sets
@@ -167,7 +168,7 @@ def draw_sample(X, weight, global_index, n_total: int, seed: int) -> Sample:
         keep = uniform(global_index, stream_key(seed, STREAM_CUT_SAMPLE)) < probability
     if weight is not None:  # a row that weighs nothing places no cut
         keep = weight > 0 if keep is None else keep & (weight > 0)
-    if keep is None and not hasattr(X, "astype") and not sparse.is_sparse(X):  # RowBlocks: every row
+    if keep is None and isinstance(X, RowBlocks):  # every row, read from its blocks
         keep = xp.ones(X.shape[0], dtype=bool)
     if keep is not None:
         # Row numbers, not a boolean mask: cupy expands a row mask over every cell.

@@ -161,7 +161,8 @@ class _Frontier:
             pages.append(ranges)
         node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
         seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
-        children = _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
+        # Its histograms are built (returned): it keeps no parents' level, which goes the sooner.
+        children = _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, None, None,
                              build_left, build_begin, build_end, bounds, paths)
         return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.allreduce(built), build_left)
 
@@ -361,8 +362,9 @@ class PagedGrower:
     the tree grown from them as from an in-core matrix's drawn rows, and every row's
     leaf then found page by page. A tree of every row, or of a sample too large to
     gather, streams the pages through the policy's own steps, level by level
-    (depthwise and symmetric trees: a level's histograms and its partition each read
-    every page once). Either way the tree is the in-core one. Lossguide trees grow
+    (depthwise and symmetric trees: one pass over the pages a level, its partition and
+    the next level's histograms together, but for the root's histograms and the last
+    level's partition). Either way the tree is the in-core one. Lossguide trees grow
     only from a gathered sample (make_grower refuses them without one).
     """
 

@@ -67,10 +67,12 @@ class RowSampler:
         self.rows = rows
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
-        # Gradient-based keys stay below 2**31 / room (a power of two at least 1 / subsample), so
-        # that the threshold mu, up to the largest key / subsample where magnitudes are alike
-        # (logistic loss's first rounds), is found below 2**31.
-        self._key_room = 2.0 ** min(30, math.ceil(math.log2(1.0 / self.rate))) if self.rate < 1.0 else 1.0
+        # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
+        # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
+        # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
+        # 31 - log2(room) bits: a row below the largest magnitude / 2**(31 - log2(room)) has key 0
+        # and is not drawn.
+        self._key_room = 2.0 ** min(30, max(0, math.ceil(-math.log2(self.rate))))
         if self.method != "uniform" and self.active and n_total >= 1 << 32:  # choose_bucket's exact range
             raise ValueError(f"sampling_method={self.method!r} takes fewer than 2**32 rows, got {n_total}")
 
