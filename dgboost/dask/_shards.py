@@ -396,17 +396,21 @@ def slice_bundle(bundle, start: int, stop: int):
 def concat_bundles(bundles, join_X: bool = True) -> Dataset:
     """One Dataset of a worker's bundles, in order; with query ids, its query groups (the shares
     were cut at query boundaries, and the client checked the ids ascend over the partitions).
-    ``join_X`` False: a dense X on the host is left in its blocks (RowBlocks), for its pages."""
-    if not join_X and not sparse.is_sparse(bundles[0][0]) and get_xp(bundles[0][0]) is np:
-        columns = concat_bundles([(bundle[0][:0], *bundle[1:]) for bundle in bundles])  # all but X's rows
-        return dataclasses.replace(columns, X=RowBlocks([bundle[0] for bundle in bundles]))
-    if len(bundles) == 1:
-        *columns, qid, feature_names, categories = bundles[0]
-    else:
-        xp = get_xp(bundles[0][0])
-        join = lambda parts: sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)  # noqa: E731
-        *columns, qid = [None if bundles[0][k] is None else
-                         (np.concatenate if k == 4 else join)([b[k] for b in bundles]) for k in range(5)]
-        feature_names, categories = bundles[0][5], bundles[0][6]
+    ``join_X`` False: a dense X on the host in several bundles is left in them (RowBlocks), for
+    its pages."""
+    xp = get_xp(bundles[0][0])
+
+    def joined(k):
+        parts = [bundle[k] for bundle in bundles]
+        if parts[0] is None or len(parts) == 1:
+            return parts[0]
+        if k == 4:  # query ids, on the host
+            return np.concatenate(parts)
+        return sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)
+
+    blocks = not join_X and len(bundles) > 1 and not sparse.is_sparse(bundles[0][0]) and xp is np
+    X = RowBlocks([bundle[0] for bundle in bundles]) if blocks else joined(0)
+    label, weight, base_margin, qid = (joined(k) for k in range(1, 5))
     group = None if qid is None else query_groups(qid, None, int(qid.shape[0]))
-    return Dataset(*columns, feature_names=feature_names, frame_categories=categories, group=group)
+    return Dataset(X, label, weight, base_margin, feature_names=bundles[0][5], frame_categories=bundles[0][6],
+                   group=group)

@@ -159,12 +159,10 @@ class _Frontier:
                 built += part  # integers: exact, in any order
             moved.append(rows)
             pages.append(ranges)
-        node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
-        seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
         # Its histograms are built (returned): it keeps no parents' level, which goes the sooner.
-        children = _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, None, None,
-                             build_left, build_begin, build_end, bounds, paths)
-        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.allreduce(built), build_left)
+        children = self._next_of_pages(pages, None, None, bounds, paths)
+        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.allreduce(built),
+                                                          children.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows,
                  bounds=None, paths: Paths | None = None) -> "_Frontier":
@@ -172,15 +170,21 @@ class _Frontier:
         ``n_split``); ``n_left`` is each slot's number of this rank's rows sent left and
         ``n_rows`` the places of ridx (a tuple of each page's, with ``n_left``, when paged);
         ``bounds`` and ``paths`` the children's weight bounds and paths, or None."""
-        if isinstance(n_rows, tuple):  # a paged matrix: each page's ranges; the sums are every page's
+        if isinstance(n_rows, tuple):  # a paged matrix
             pages = [next_frontier(level.splits.table, slot_of_rank, n_split, *page)
                      for page in zip(self.seg_begin, self.seg_end, n_left, n_rows)]
-            node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
-            seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
-        else:
-            node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
-                level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
+            return self._next_of_pages(pages, hist, slot_of_rank, bounds, paths)
+        node_sums, active, seg_begin, seg_end, build_left, build_begin, build_end = next_frontier(
+            level.splits.table, slot_of_rank, n_split, self.seg_begin, self.seg_end, n_left, n_rows)
         return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, hist, slot_of_rank,
+                         build_left, build_begin, build_end, bounds, paths)
+
+    def _next_of_pages(self, pages: list, parent_hist, parent_slot, bounds, paths) -> "_Frontier":
+        """The next level from each page's ``next_frontier``: each page's ranges; the node sums,
+        activity and built sides, which are every page's alike, from the first."""
+        node_sums, active, build_left = pages[0][0], pages[0][1], pages[0][4]
+        seg_begin, seg_end, build_begin, build_end = (tuple(page[k] for page in pages) for k in (2, 3, 5, 6))
+        return _Frontier(self.start + self.size, node_sums, active, seg_begin, seg_end, parent_hist, parent_slot,
                          build_left, build_begin, build_end, bounds, paths)
 
 
