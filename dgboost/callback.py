@@ -46,9 +46,11 @@ class CallbackContainer:
     def __init__(self, callbacks):
         self.callbacks = list(callbacks)
 
-    def before_training(self, model):
+    def before_training(self, model, started=()):
+        """Start every callback but those of ``started`` (a resumed run's, started before)."""
         for callback in self.callbacks:
-            model = callback.before_training(model)
+            if not any(callback is done for done in started):
+                model = callback.before_training(model)
         return model
 
     def before_iteration(self, model, epoch: int, evals_log: EvalsLog) -> bool:

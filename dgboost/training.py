@@ -89,6 +89,19 @@ class Options:
         return callbacks
 
 
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """Where a restarted run picks up (dgboost.dask's restart after a lost worker): its
+    ``init_model`` is the model of the rounds already finished, with their best round and
+    ranking state; ``evals_log`` the metrics they logged; ``started`` the callbacks as they
+    stood after the last of them, already started (their ``before_training`` is not run
+    again, so early stopping and checkpoints go on counting). The rounds that follow are
+    those an uninterrupted run makes."""
+
+    evals_log: dict
+    started: tuple = ()
+
+
 @dataclasses.dataclass
 class EvalSet:
     """One named eval set of a rank. ``is_training`` marks the training data passed
@@ -232,21 +245,22 @@ class _Matrices:
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
           *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans,
-          init_model: Booster | None = None, features: FeatureRules) -> Booster:
+          init_model: Booster | None = None, features: FeatureRules, resume: Resume | None = None) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
     Every rank calls this with its shard; ``rows`` holds the global indices of
     the shard's rows. Every rank grows the same trees. The callbacks run on the
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
+    ``resume`` continues an interrupted run from its ``init_model`` (see Resume).
     """
     with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
         return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-                      features, matrices)
+                      features, matrices, resume)
 
 
 def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-           features, matrices: _Matrices) -> Booster:
+           features, matrices: _Matrices, resume: Resume | None) -> Booster:
     xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
     categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories,
@@ -297,6 +311,12 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     grower = make_grower(matrix, params, n_total, comm, features,
                          None if categories is None or categories.by_statistics else categories)
     evals_log: EvalsLog = {}
+    if resume is not None:  # the interrupted run's standing after its last finished round
+        evals_log = {name: {metric: list(values) for metric, values in metrics.items()}
+                     for name, metrics in resume.evals_log.items()}
+        booster.best_iteration, booster.best_score = init_model.best_iteration, init_model.best_score
+        booster.position_bias = init_model.position_bias
+        booster.record_evals(evals_log)
     container = CallbackContainer(callbacks if comm.rank == 0 else [])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
@@ -305,7 +325,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     if isinstance(matrix, PagedMatrix):
         container.note(matrix.summary())
-    booster = container.before_training(booster)
+    booster = container.before_training(booster, started=() if resume is None else resume.started)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
     lookahead = _lookahead(xp)
     in_flight, queued = collections.deque(), epochs.start
@@ -443,7 +463,7 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
     the trees of ``init_model``, if any. With categorical features ``data.X`` holds the rows as
     the trees read them (codes, or target statistics: the training rows' ordered ones, which the
     first run's trees were grown and added on)."""
-    if init_model is not None:  # on X's device (the host, for an X kept there for its pages)
+    if init_model is not None and data.n_rows:  # on X's device (the host, for an X kept there for its pages)
         base = None if data.base_margin is None else asarray(sparse.array_module(data.X), data.base_margin)
         predict = init_model.tree_margins if init_model.categories is not None else \
             functools.partial(init_model.predict, output_margin=True)
@@ -456,7 +476,7 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
         return xp.ascontiguousarray(asarray(xp, margins).reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if data.base_margin is not None:
         return data.base_margin.astype(MARGIN_DTYPE, copy=True)
-    return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))
+    return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))  # also a rank's share of no rows
 
 
 def _check_continues(init_model: Booster, training: Dataset) -> None:

@@ -358,7 +358,7 @@ class _Slow(TrainingCallback):
         return False
 
 
-def test_a_killed_worker_gives_a_clear_error_and_no_hang(data):
+def test_a_killed_worker_without_restarts_gives_a_clear_error_and_no_hang(data):
     X, y, _ = data
     dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     with _cluster(3) as cluster, distributed.Client(cluster) as client:
@@ -367,7 +367,8 @@ def test_a_killed_worker_gives_a_clear_error_and_no_hang(data):
 
         def run():
             try:
-                dgboost.dask.train(client, {"max_depth": 3}, dX, dy, num_boost_round=500, callbacks=[_Slow()])
+                dgboost.dask.train(client, {"max_depth": 3}, dX, dy, num_boost_round=500, callbacks=[_Slow()],
+                                   max_restarts=0)
             except Exception as error:  # noqa: BLE001 - inspected below
                 outcome["error"] = error
 
@@ -568,6 +569,17 @@ def test_continuing_and_a_rate_schedule_through_dask(client3, data, tmp_path):
     dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
     got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=3, init_model=first, callbacks=[schedule])
     assert got.save_raw() == expected.save_raw() and got.num_boosted_rounds() == 6
+
+
+def test_continuing_with_an_eval_set_some_workers_hold_none_of(client3, data):
+    X, y, _ = data
+    params = {"objective": "binary:logistic", "max_depth": 3}
+    first = dgboost.train(params, X, y, num_boost_round=2)
+    expected = dgboost.train(params, X, y, num_boost_round=2, init_model=first, evals=[(X[:300], y[:300], "v")])
+    dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+    dvX, dvy = da.from_array(X[:300], chunks=300), da.from_array(y[:300], chunks=300)  # one worker's rows
+    got = dgboost.dask.train(client3, params, dX, dy, num_boost_round=2, init_model=first, evals=[(dvX, dvy, "v")])
+    assert got.save_raw() == expected.save_raw() and got.evals_result() == expected.evals_result()
 
 
 def test_each_round_is_a_dask_event(client3, data):

@@ -28,10 +28,13 @@ the same workers (``collective.nccl``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
+import threading
 import time
 import uuid
 
@@ -50,6 +53,10 @@ from ..tree.constraints import FeatureRules
 from ..training import Options, aligned_list, check_groups, eval_entries
 from . import _shards
 from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
+from ._restart import JOURNAL_TOPIC, Journal, _CannotResume, retryable
+
+#: A job resumes this many times after lost workers (train's max_restarts).
+DEFAULT_MAX_RESTARTS = 3
 
 __all__ = ["DaskDGBClassifier", "DaskDGBRanker", "DaskDGBRegressor", "local_cluster", "predict", "train"]
 
@@ -68,14 +75,18 @@ logger = logging.getLogger("dgboost")
 _POLL_SECONDS = 0.5
 #: Seconds the client gives the ranks of a failed job to stop before it cancels their tasks.
 _STOP_GRACE_SECONDS = 10.0
+#: Seconds the client waits, when ranks failed at a peer, for the scheduler to see a worker gone.
+_LOSS_GRACE_SECONDS = 5.0
 _DEFAULT_TIMEOUT = "300s"
 _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3.11
+#: What distributed.wait raises for a future cancelled meanwhile (its input lost for good, say).
+_CANCELLED = (concurrent.futures.CancelledError, asyncio.CancelledError)
 
 
 def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
           verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None,
-          eval_qid=None) -> Booster:
+          eval_qid=None, max_restarts: int = DEFAULT_MAX_RESTARTS) -> Booster:
     """Train a gradient-boosted tree model on the workers of a Dask cluster.
 
     Parameters
@@ -102,6 +113,12 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         are cut only where a query starts, so no query is split (the log says how even
         that leaves them); a query may span partitions.
     eval_qid : list, one dask collection an eval set (None for the training set), optional
+    max_restarts : int
+        How many times the job may resume on the workers left when a worker is lost (it died or
+        left) or a rank's connection or NCCL fails: it goes on from its last finished round, on
+        the rows re-shared over the workers there are then, and makes the model an
+        uninterrupted run makes. 0: such a loss fails the job at once. Bad input or a bug on a
+        rank fails it at once whatever this says.
 
     Returns
     -------
@@ -133,22 +150,23 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
     if n_features is not None:  # else each rank checks, with its shard's features
         FeatureRules.resolve(options.params, n_features, _shards.column_names(X), feature_weights)
         resolve_categories(options.params, n_features, categories, feature_names=_shards.column_names(X))
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts={max_restarts!r} must be an integer >= 0 (0: no restart)")
     job_id = uuid.uuid4().hex[:16]
     started = time.perf_counter()
     with _Futures(client) as futures:
-        job_workers, shards, runs = _share_rows(client, futures, options.params, X, y, sample_weight, base_margin,
-                                                categories, qid)
-        evals_of = _share_evals(client, futures, options.params, eval_specs, job_workers, categories)
-        # Every piece (training and eval) in memory before any rank starts: a rank occupies
-        # its worker's thread, so a slice still to be cut there would wait for the whole job.
-        distributed.wait([f for w in job_workers for f in shards[w]]
-                         + [f for w in job_workers for parts in evals_of[w] for f in parts])
-        logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - started)
-        job = JobSpec(f"dgboost-train-{job_id}", tuple(job_workers), timeout, options,
-                      tuple((name, is_training) for _, _, name, is_training, _ in eval_specs), n_features,
-                      client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
-                      feature_weights=feature_weights)
-        return _run_job(client, job, shards, runs, evals_of, futures)
+        rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid)
+        if sum(summary.n_rows for summary in rows.summaries) == 0:
+            raise ValueError("X has no rows: training needs at least one")
+        evals = [None if is_training else
+                 _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ", categories,
+                       eval_qid)
+                 for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
+        spec = JobSpec(f"dgboost-train-{job_id}", (), timeout, options,
+                       tuple((name, is_training) for _, _, name, is_training, _ in eval_specs), n_features,
+                       client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
+                       feature_weights=feature_weights, journal=max_restarts > 0)
+        return _Attempts(client, spec, rows, evals, max_restarts, started).run()
 
 
 def _target_columns(y, params) -> int:
@@ -160,25 +178,38 @@ def _target_columns(y, params) -> int:
     return len(y.columns) if hasattr(y, "columns") else 1
 
 
-def _share_rows(client, futures, params, X, y, weight, base_margin, categories=None, qid=None):
-    """(the job's workers, each one's piece futures, each one's global row runs)."""
-    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, "", categories, qid))
-    summaries = _summaries(client, bundles)
-    lengths = [summary.n_rows for summary in summaries]
-    if sum(lengths) == 0:
-        raise ValueError("X has no rows: training needs at least one")
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """A collection's row partitions, computed once a job (a lost one is recomputed from its
+    graph by Dask): one future each, its bundle (X, y, weight, margin, qid), and what the
+    client learnt of each."""
+
+    bundles: list
+    summaries: list
+    by_query: bool
+
+
+def _rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None) -> _Rows:
+    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, what, categories, qid))
+    return _Rows(bundles, _summaries(client, bundles), qid is not None)
+
+
+def _share_rows(client, futures, rows: _Rows, timeout: float):
+    """(the job's workers, each one's piece futures, each one's global row runs, rows moved),
+    over the workers of the cluster now."""
+    lengths = [summary.n_rows for summary in rows.summaries]
     workers = sorted(_workers(client))
     if not workers:
         raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                            "or use dgboost.dask.local_cluster()")
-    holders = _holders(client, bundles, workers)
-    plan = _plan(summaries, holders, workers, qid is not None)
-    _log_balance(lengths, holders, plan, workers)
+    holders = _holders(client, rows.bundles, workers, timeout)
+    plan = _plan(rows.summaries, holders, workers, rows.by_query)
+    moved = _log_balance(lengths, holders, plan, workers)
     job_workers = [w for w in workers if plan[w]]  # workers beyond the rows sit the job out
-    shards = {w: [futures.track_one(_piece(client, bundles[p.part], p, lengths[p.part], holders[p.part]))
+    shards = {w: [_piece(client, futures, rows.bundles[p.part], p, lengths[p.part], holders[p.part])
                   for p in plan[w]] for w in job_workers}
     runs = {w: _shards.global_runs(plan[w], lengths) for w in job_workers}
-    return job_workers, shards, runs
+    return job_workers, shards, runs, moved
 
 
 def _plan(summaries, holders, workers, by_query: bool) -> dict:
@@ -201,28 +232,27 @@ def _plan(summaries, holders, workers, by_query: bool) -> dict:
     return plan
 
 
-def _share_evals(client, futures, params, eval_specs, job_workers, categories=None) -> dict[str, list[list]]:
-    """Each job worker's bundles of each eval set (none for the training set, which it has); a
-    ranking eval set's shares are cut at query boundaries too, so each query is scored whole."""
+def _share_evals(client, futures, evals: list, job_workers, timeout: float) -> dict[str, list[list]]:
+    """Each job worker's bundles of each eval set (none for the training set, None in ``evals``,
+    which it has); a ranking eval set's shares are cut at query boundaries too, so each query
+    is scored whole."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
-    for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs):
-        if is_training:
+    for index, rows in enumerate(evals):
+        if rows is None:
             for w in job_workers:
                 evals_of[w].append([])
             continue
-        parts = futures.track(_bundles(client, params, eval_X, eval_y, None, None, f"evals[{index}] ", categories,
-                                       eval_qid))
-        summaries = _summaries(client, parts)
-        holders = _holders(client, parts, job_workers)
-        if eval_qid is None:
-            plan = _shards.plan_evals([s.n_rows for s in summaries], holders, job_workers)
+        holders = _holders(client, rows.bundles, job_workers, timeout, f"evals[{index}] X")
+        lengths = [s.n_rows for s in rows.summaries]
+        if not rows.by_query:
+            plan = _shards.plan_evals(lengths, holders, job_workers)
             for w in job_workers:
-                evals_of[w].append([parts[i] for i in plan[w]])
+                evals_of[w].append([rows.bundles[i] for i in plan[w]])
             continue
-        plan = _plan(summaries, holders, job_workers, True)
+        plan = _plan(rows.summaries, holders, job_workers, True)
         for w in job_workers:
-            evals_of[w].append([futures.track_one(_piece(client, parts[p.part], p, summaries[p.part].n_rows,
-                                                         holders[p.part])) for p in plan[w]])
+            evals_of[w].append([_piece(client, futures, rows.bundles[p.part], p, lengths[p.part], holders[p.part])
+                                for p in plan[w]])
     return evals_of
 
 
@@ -439,23 +469,34 @@ def _summaries(client, bundles) -> list:
     return summaries
 
 
-def _holders(client, futures, workers) -> list:
-    """The worker (of ``workers``) holding each future's result, or None."""
-    distributed.wait(futures)
+def _holders(client, futures, workers, timeout: float, what: str = "X") -> list:
+    """The worker (of ``workers``) holding each future's result, or None. A partition lost
+    with a worker is recomputed by Dask meanwhile; one it cannot recompute is named."""
+    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
+        distributed.wait(futures, timeout=timeout)
+    missing = [i for i, f in enumerate(futures) if f.status != "finished"]
+    if missing:
+        states = sorted({futures[i].status for i in missing})
+        raise RuntimeError(f"partitions {missing} of {what} were lost with a worker and could not be "
+                           f"recomputed (their futures are {', '.join(states)}): Dask recomputes a partition from "
+                           "its graph, but not data given with client.scatter or computed from it. Load or "
+                           "persist the data again and train again (init_model= a checkpoint keeps the rounds done)")
     who = client.who_has(futures)
     allowed = set(workers)
     return [next((w for w in who.get(f.key, ()) if w in allowed), None) for f in futures]
 
 
-def _piece(client, bundle, piece, length: int, holder):
-    """The future of one piece: the bundle itself when whole, else a slice cut where it lies."""
+def _piece(client, futures, bundle, piece, length: int, holder):
+    """The future of one piece: the bundle itself when whole, else a slice cut where it lies
+    (held by ``futures``, an attempt's: the bundles outlive it)."""
     if piece.start == 0 and piece.stop == length:
         return bundle
     placed = {"workers": [holder], "allow_other_workers": False} if holder else {}
-    return client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, pure=False, **placed)
+    return futures.track_one(client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, pure=False,
+                                           **placed))
 
 
-def _log_balance(lengths, holders, plan, workers) -> None:
+def _log_balance(lengths, holders, plan, workers) -> int:
     before = dict.fromkeys(workers, 0)
     for length, holder in zip(lengths, holders):
         if holder in before:
@@ -464,6 +505,99 @@ def _log_balance(lengths, holders, plan, workers) -> None:
     moved = sum(p.n_rows for w in workers for p in plan[w] if holders[p.part] != w)
     logger.info("dgboost.dask: rows per worker before: %s", _shards.describe(before))
     logger.info("dgboost.dask: rows per worker after:  %s (%d rows moved)", _shards.describe(after), moved)
+    return moved
+
+
+class _Attempts:
+    """A job's attempts: the first, then, after each loss worth a restart (``_Interrupted``),
+    one on the workers there are then, from the last round the journal holds
+    (``_restart.Journal``), until one finishes or ``max_restarts`` are spent."""
+
+    def __init__(self, client, spec: JobSpec, rows: _Rows, evals: list, max_restarts: int, started: float):
+        self.client, self.spec, self.rows, self.evals = client, spec, rows, evals
+        self.max_restarts = max_restarts
+        self.started = started
+        self.journal = Journal(spec.options.init_model)
+        self.progress = _ProgressFromEvents(spec) if spec.client_draws_progress else None
+
+    def run(self) -> Booster:
+        job, restarts, resumed_at = self.spec, 0, None
+        with _listening(self.client, EVENT_TOPIC, self.spec.name, self.progress), \
+                _listening(self.client, JOURNAL_TOPIC, self.spec.name, self.journal if self.spec.journal else None):
+            try:
+                while True:
+                    try:
+                        booster = self._attempt(job, resumed_at)
+                        break
+                    except _Interrupted as interrupted:
+                        job = self._restart(interrupted, restarts)
+                        restarts, resumed_at = restarts + 1, interrupted.noticed
+                if self.progress is not None:
+                    self.progress.close(booster.num_boosted_rounds() - 1)
+                    self.progress = None
+                return booster
+            finally:
+                if self.progress is not None:  # the job failed: stop drawing at once
+                    self.progress.close()
+
+    def _attempt(self, job: JobSpec, resumed_at: float | None) -> Booster:
+        with _Futures(self.client) as futures:
+            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout)
+            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
+            # Every piece (training and eval) in memory before any rank starts: a rank occupies
+            # its worker's thread, so a slice still to be cut there would wait for the whole job.
+            distributed.wait([f for w in job_workers for f in shards[w]]
+                             + [f for w in job_workers for parts in evals_of[w] for f in parts])
+            logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
+            if resumed_at is not None:
+                logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the loss",
+                               job.name, len(job_workers), moved, time.monotonic() - resumed_at)
+            job = dataclasses.replace(job, addresses=tuple(job_workers))
+            self.journal.begin(job.name, resumed_at)
+            return _run_job(self.client, job, shards, runs, evals_of, futures)
+
+    def _restart(self, interrupted: "_Interrupted", restarts: int) -> JobSpec:
+        """The next attempt's JobSpec, or the job's error when it may not go on."""
+        where = f"at round {self._next_round()}"
+        if restarts >= self.max_restarts:
+            spent = (f" ({restarts} restart{'s' if restarts != 1 else ''} made, max_restarts={self.max_restarts})"
+                     if self.max_restarts else "")
+            raise RuntimeError(f"dgboost training failed: {interrupted.reason}{spent}; the job was stopped on "
+                               "every worker. Train again once the cluster is whole.") from interrupted.cause
+        try:
+            found = self.journal.resume()
+        except _CannotResume as error:
+            raise RuntimeError(f"dgboost training failed: {interrupted.reason}; the job cannot resume: "
+                               f"{error}") from interrupted.cause
+        options = self.spec.options
+        resume = None
+        if found is not None:
+            model, resume = found
+            done = model.num_boosted_rounds() - (0 if options.init_model is None
+                                                 else options.init_model.num_boosted_rounds())
+            options = dataclasses.replace(options, init_model=model, num_boost_round=options.num_boost_round - done)
+        name = f"{self.spec.name}-r{restarts + 1}"
+        logger.warning("dgboost.dask job %s: %s %s; restart %d of %d, from round %d", self.spec.name,
+                       interrupted.reason, where, restarts + 1, self.max_restarts, self._next_round())
+        event = {"job": name, "restart": {"reason": interrupted.reason, "worker": interrupted.worker,
+                                          "round": self._next_round(), "restart": restarts + 1}}
+        self.client.log_event(EVENT_TOPIC, event)
+        if self.progress is not None:
+            self.progress.line.note = f"restarting after {interrupted.reason} {where}"
+        return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
+
+    def _next_round(self) -> int:
+        first = 0 if self.spec.options.init_model is None else self.spec.options.init_model.num_boosted_rounds()
+        return first + self.journal.finished_rounds()
+
+
+class _Interrupted(Exception):
+    """An attempt stopped by a loss a new attempt may not meet: a worker gone, a retryable error."""
+
+    def __init__(self, reason: str, noticed: float, worker: str | None = None, cause: BaseException | None = None):
+        super().__init__(reason)
+        self.reason, self.worker, self.cause = reason, worker, cause
+        self.noticed = noticed  # time.monotonic() when the client saw it
 
 
 def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) -> Booster:
@@ -472,39 +606,67 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) ->
     client.register_plugin(CollectivePlugin())
     lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
     lock.acquire()
-    progress = _ProgressFromEvents(client, job) if job.client_draws_progress else None
     try:
         tasks = [futures.track_one(client.submit(
             train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
             workers=[w], allow_other_workers=False, pure=False, retries=0))
             for rank, w in enumerate(job.addresses)]
-        booster = _watch(client, job, tasks)
-        if progress is not None:
-            progress.close(booster.num_boosted_rounds() - 1)
-            progress = None
-        return booster
+        return _watch(client, job, tasks)
     finally:
         lock.release()
-        if progress is not None:  # the job failed: stop drawing at once
-            progress.close()
+
+
+#: The topics' handlers of each client, by job: one subscription a topic serves every job of a client.
+_HANDLERS: dict[tuple, dict] = {}
+_HANDLERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _listening(client, topic: str, job: str, receiver):
+    """While inside, ``receiver.receive(message)`` gets the messages on ``topic`` of job ``job``
+    and its restarts (their names start with it); nothing for a receiver of None."""
+    if receiver is None:
+        yield
+        return
+    key = (client.id, topic)
+    with _HANDLERS_LOCK:
+        handlers = _HANDLERS.setdefault(key, {})
+        if not handlers:
+            client.subscribe_topic(topic, functools.partial(_route, key))
+        handlers[job] = receiver
+    try:
+        yield
+    finally:
+        with _HANDLERS_LOCK:
+            handlers.pop(job, None)
+            if not handlers:
+                del _HANDLERS[key]
+                client.unsubscribe_topic(topic)
+
+
+def _route(key: tuple, event) -> None:
+    _, message = event
+    name = message.get("job") if isinstance(message, dict) else None
+    if not isinstance(name, str):
+        return
+    with _HANDLERS_LOCK:
+        receiver = next((r for job, r in _HANDLERS.get(key, {}).items() if name.startswith(job)), None)
+    if receiver is not None:
+        receiver.receive(message)
 
 
 class _ProgressFromEvents:
     """A progress bar on the client's terminal, drawn from the coordinator's round events."""
 
-    def __init__(self, client, job: JobSpec):
-        self.client, self.job = client, job
+    def __init__(self, job: JobSpec):
         self.line = ProgressLine(job.options.num_boost_round)
         self.line.start(0 if job.options.init_model is None else job.options.init_model.num_boosted_rounds())
         self.last_round = -1
-        client.subscribe_topic(EVENT_TOPIC, self._on_event)
 
-    def _on_event(self, event) -> None:
-        _, message = event
-        if isinstance(message, dict) and message.get("job") == self.job.name:
-            if "note" in message:
-                self.line.note = message["note"]
-                return
+    def receive(self, message: dict) -> None:
+        if "note" in message:
+            self.line.note = message["note"]
+        elif "round" in message:
             self.line.update(message["round"], message["metrics"])
             self.last_round = message["round"]
 
@@ -513,13 +675,14 @@ class _ProgressFromEvents:
         deadline = time.monotonic() + 1.0
         while final_round is not None and self.last_round < final_round and time.monotonic() < deadline:
             time.sleep(0.02)
-        self.client.unsubscribe_topic(EVENT_TOPIC)
         self.line.close()
 
 
 def _watch(client, job: JobSpec, tasks) -> Booster:
-    """Rank 0's Booster once every task is done; a clear error, every rank stopped, on failure."""
+    """Rank 0's Booster once every task is done; on failure every rank stopped, then
+    ``_Interrupted`` for a loss a new attempt may not meet, else the job's error."""
     missing_before: set = set()
+    peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
     while True:
         _settle(tasks)
         if all(t.status == "finished" for t in tasks):
@@ -537,21 +700,32 @@ def _watch(client, job: JobSpec, tasks) -> Booster:
         lost = [(rank, w) for rank, w in enumerate(job.addresses)
                 if w in missing and (w in missing_before or failed)]
         missing_before = missing
+        noticed = time.monotonic()
         if lost:
             rank, worker = lost[0]
-            reason = (f"worker {worker} (rank {rank}) left the cluster during dgboost job {job.name} "
-                      "(it died or was shut down)")
-            _stop(client, job, tasks, reason, alive)
-            raise RuntimeError(f"dgboost training failed: {reason}; the job was stopped on every worker. "
-                               "Train again once the cluster is whole.")
+            _stop(client, job, tasks, f"worker {worker} (rank {rank}) left the cluster", alive)
+            raise _Interrupted(f"worker {worker} (rank {rank}) left the cluster during dgboost job {job.name} "
+                               "(it died or was shut down)", noticed, worker)
         if failed:
+            errors = [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"]
+            first = _first_error(errors)
+            if first is not None and isinstance(first[1], CollectiveError):
+                # The ranks failed at a peer: a worker that died may not have left the scheduler yet.
+                peers_failed_at = peers_failed_at or noticed
+                if noticed - peers_failed_at < _LOSS_GRACE_SECONDS:
+                    time.sleep(_POLL_SECONDS)
+                    continue
             _stop(client, job, tasks, "another rank failed", alive)
-            _raise_first(job, [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"])
+            if first is not None and retryable(first[1]):
+                rank, error = first
+                raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
+                                   noticed, job.addresses[rank], error)
+            _raise_first(job, first)
 
 
 def _settle(futures) -> None:
     """Wait until ``futures`` are done or _POLL_SECONDS pass; the caller looks at them again."""
-    with contextlib.suppress(*_TIMEOUTS):
+    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):  # the caller looks at the cancelled ones
         distributed.wait(futures, timeout=_POLL_SECONDS)
 
 
@@ -571,11 +745,19 @@ def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
         running = [t for t in running if t.status == "pending"]
 
 
-def _raise_first(job: JobSpec, errors) -> None:
-    """Raise the error that started the failure: a rank's own error before the ranks it stopped."""
+def _first_error(errors) -> tuple | None:
+    """(rank, error) of the error that started a failure: a rank's own error before the
+    collective errors of the ranks it stopped; None when no rank raised (cancelled)."""
     if not errors:
+        return None
+    return next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0])
+
+
+def _raise_first(job: JobSpec, first: tuple | None) -> None:
+    """Raise a failed job's error, as ``_first_error`` found it."""
+    if first is None:
         raise RuntimeError(f"dgboost job {job.name} was cancelled")
-    rank, error = next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0])
+    rank, error = first
     where = f"worker {job.addresses[rank]} (rank {rank})"
     if isinstance(error, (ValueError, TypeError)):
         if hasattr(error, "add_note"):

@@ -12,8 +12,9 @@ from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from ..data.pages import may_page
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
-from ..training import EvalSet, Options, boost, device_module, to_device
+from ..training import EvalSet, Options, Resume, boost, device_module, to_device
 from ..tree.constraints import FeatureRules
+from ._restart import JournalSender
 from ._shards import concat_bundles
 
 logger = logging.getLogger("dgboost")
@@ -32,6 +33,8 @@ class JobSpec:
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
     keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
     feature_weights: object = None  # (n_features,) numpy array: column sampling's weights, or None
+    journal: bool = False  # rank 0 sends each finished round to the client (_restart.JournalSender)
+    resume: Resume | None = None  # a restart's standing: options.init_model holds its finished rounds
 
 
 def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
@@ -68,15 +71,20 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         options = job.options
         if job.client_draws_progress:
             options = dataclasses.replace(options, period=0)
-        callbacks = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
+        if job.resume is None:
+            own = options.all_callbacks(_ClientLines() if rank == 0 and options.period else None)
+        else:  # as they stood after the last finished round
+            own = list(job.resume.started)
         notes = _Notes()
-        callbacks += [_RoundEvents(job.name), notes]
+        callbacks = own + [_RoundEvents(job.name), notes]
+        if job.journal and rank == 0:
+            callbacks.append(JournalSender(job.name, own))  # last: it sends what the others did
         with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
             # The client checked the parameters against X's features where it knew them.
             features = FeatureRules.resolve(params, training.n_features, training.feature_names, job.feature_weights)
             booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
-                            features=features)
+                            features=features, resume=job.resume)
         clock.lap("boosting")
         return (booster, clock.seconds, notes.texts) if rank == 0 else (None, clock.seconds, [])
     except CollectiveError:
@@ -136,15 +144,14 @@ class _ClientLines:
     coordinator's progress reaches the user's terminal, not only the worker's log)."""
 
     def __init__(self):
-        from distributed import get_worker
-
-        self._worker = get_worker()
-        self._partial = ""
+        self._partial = ""  # all its state: it is pickled with the callbacks for a restart
 
     def write(self, text: str) -> int:
+        from distributed import get_worker
+
         *lines, self._partial = (self._partial + text).split("\n")
         for line in lines:
-            self._worker.log_event("print", {"args": (line,), "file": 1})
+            get_worker().log_event("print", {"args": (line,), "file": 1})
         return len(text)
 
     def flush(self) -> None:

@@ -1,0 +1,189 @@
+"""What a lost worker costs a dgboost.dask job: the restart against a shard rebuild plus one round.
+
+    python benchmarks/restart.py --rows 1000000 --rounds 60 --workers 3 --kill-at 30 --device cpu
+    python benchmarks/restart.py --rows 2000000 --rounds 100 --workers 2 --kill-at 50 --device cuda
+
+On a fresh local cluster (CPU worker processes, or one worker a GPU) with the Higgs-like data
+generated on the workers and persisted there (so a lost worker's partitions are recomputed from
+their graph, as a real job's would be), after a warm-up:
+
+- the job without rounds: rows to the workers, the matrix built (what a restart rebuilds);
+- the job uninterrupted, with restarts on (the journal sent each round) and off
+  (``max_restarts=0``): their difference is the journal's cost;
+- the job with the last rank's worker killed (SIGKILL) after round ``--kill-at``: its time, the
+  model compared with the uninterrupted one byte for byte, and from dgboost's log the restart's
+  two figures: loss to the new attempt's ranks starting (rows re-shared), loss to its first round.
+
+Prints a table and writes JSON to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import platform
+import re
+import signal
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import dgboost  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
+from dgboost.datasets import make_higgs_like  # noqa: E402
+
+_N_FEATURES = 28
+
+
+class KillAfter(TrainingCallback):
+    """On the coordinator: kill process ``pid`` after round ``at``, once (``marker`` says it was done)."""
+
+    never_stops = True
+
+    def __init__(self, at: int, pid: int, marker: str):
+        self.at, self.pid, self.marker = at, pid, marker
+
+    def after_iteration(self, model, epoch, evals_log):
+        if epoch == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(self.pid, signal.SIGKILL)
+        return False
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--kill-at", type=int, default=30, help="the round after which the last rank is killed")
+    parser.add_argument("--chunks", type=int, default=12, help="blocks the data is generated in")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--kind", default="", help="the machine kind, for the record")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    import dask
+    import dask.array as da
+    from distributed import Client, wait
+
+    import dgboost.dask
+
+    lines = _Lines()
+    logging.getLogger("dgboost").addHandler(lines)
+    logging.getLogger("dgboost").setLevel(logging.INFO)
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device}
+    kwargs = {} if args.device == "cuda" else {"threads_per_worker": max(1, (os.cpu_count() or 1) // args.workers)}
+    record: dict = {}
+    with dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, Client(cluster) as client:
+        client.wait_for_workers(args.workers)
+        sizes = [len(part) for part in np.array_split(np.arange(args.rows), args.chunks)]
+        blocks = [da.from_delayed(dask.delayed(_block)(i, rows, args.device), shape=(rows, _N_FEATURES + 1),
+                                  dtype=np.float32, meta=_meta(args.device)) for i, rows in enumerate(sizes)]
+        whole = da.concatenate(blocks)
+        X, y = client.persist([whole[:, :_N_FEATURES], whole[:, _N_FEATURES]])
+        wait([X, y])
+
+        def job(rounds, **extra):
+            client.wait_for_workers(args.workers, timeout=120)
+            began = time.perf_counter()
+            model = dgboost.dask.train(client, params, X, y, num_boost_round=rounds, **extra)
+            return model, round(time.perf_counter() - began, 3)
+
+        job(2)  # warm-up: kernels compiled, the collective plugin registered
+        record["zero_rounds_s"] = job(0)[1]
+        whole_model, record["uninterrupted_s"] = job(args.rounds)
+        record["uninterrupted_no_journal_s"] = job(args.rounds, max_restarts=0)[1]
+        record["round_s"] = round(record["uninterrupted_s"] / max(1, args.rounds), 4)
+        pids = client.run(os.getpid)
+        victim = pids[sorted(pids)[-1]]
+        marker = os.path.join(tempfile.mkdtemp(), "killed")
+        del lines.lines[:]
+        killed_model, record["killed_s"] = job(args.rounds, callbacks=[KillAfter(args.kill_at, victim, marker)])
+        record["identical"] = killed_model.save_raw() == whole_model.save_raw()
+        record.update(_restart_figures(lines.lines))
+    results = {"environment": _environment(args), "config": vars(args) | {"out": str(args.out)}, "run": record}
+    (args.out / f"restart-{args.rows}-{args.device}.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(record))
+    print(_table(results))
+    return 0
+
+
+def _restart_figures(lines: list[str]) -> dict:
+    figures = {}
+    for line in lines:
+        if match := re.search(r"resuming on (\d+) workers \((\d+) rows moved\), ([\d.]+) s after the loss", line):
+            figures.update(workers_after=int(match[1]), rows_moved=int(match[2]), reshared_s=float(match[3]))
+        if match := re.search(r"round (\d+) finished ([\d.]+) s after the loss", line):
+            figures.update(first_round=int(match[1]), restart_s=float(match[2]))
+    return figures
+
+
+def _block(index: int, rows: int, device: str):
+    X, y = make_higgs_like(rows, seed=1 + index)
+    block = np.concatenate([X, y[:, None]], axis=1)
+    if device == "cuda":
+        import cupy
+
+        return cupy.asarray(block)
+    return block
+
+
+def _meta(device: str):
+    if device == "cuda":
+        import cupy
+
+        return cupy.empty((0, 0), np.float32)
+    return np.empty((0, 0), np.float32)
+
+
+def _environment(args) -> dict:
+    environment = {"python": platform.python_version(), "machine": platform.machine(), "kind": args.kind,
+                   "cpus": os.cpu_count(), "dgboost": dgboost.__version__}
+    for module in ("numpy", "dask", "distributed", "cupy"):
+        try:
+            environment[module] = __import__(module).__version__
+        except ImportError:
+            pass
+    return environment
+
+
+def _table(results) -> str:
+    config, run = results["config"], results["run"]
+    budget = run["zero_rounds_s"] + run["round_s"]
+    return "\n".join([
+        f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth {config['depth']}, "
+        f"{config['workers']} workers on {config['device']} ({results['environment'].get('kind') or 'local'}); "
+        f"the last rank killed after round {config['kill_at']}",
+        "",
+        "| job | seconds |",
+        "|---|---|",
+        f"| without rounds (shards and matrix) | {run['zero_rounds_s']} |",
+        f"| uninterrupted, restarts on (journal) | {run['uninterrupted_s']} |",
+        f"| uninterrupted, max_restarts=0 | {run['uninterrupted_no_journal_s']} |",
+        f"| a worker killed | {run['killed_s']} (model identical: {run['identical']}) |",
+        f"| the restart: loss to rows re-shared | {run.get('reshared_s')} |",
+        f"| the restart: loss to the first new round | {run.get('restart_s')} |",
+        f"| its budget: shards and matrix + one round | {budget:.3f} |",
+    ])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

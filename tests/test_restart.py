@@ -1,0 +1,204 @@
+"""A Dask job that loses a worker resumes on the workers left and makes the model an
+uninterrupted run makes, byte for byte (dgboost/dask/_restart.py): worker processes killed
+with SIGKILL at a round, callbacks' state kept across the restart, retryable errors
+retried and others not, restarts bounded by max_restarts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dgboost  # noqa: E402
+import dgboost.dask  # noqa: E402
+from dgboost.callback import TrainingCallback, TrainingCheckpoint  # noqa: E402
+
+N_ROWS, N_WORKERS = 4000, 3
+PARAMS = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.8, "colsample_bynode": 0.8,
+          "eval_metric": ["logloss", "auc"]}
+
+
+@pytest.fixture(scope="module")
+def client():
+    # Nannies start a new worker process for each one killed: a later test finds three again.
+    with dgboost.dask.local_cluster("cpu", N_WORKERS, threads_per_worker=1,
+                                    silence_logs=logging.CRITICAL) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((N_ROWS, 8)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.standard_normal(N_ROWS) > 0).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    return X, y
+
+
+class _KillAt(TrainingCallback):
+    """On the coordinator, after round ``at[i]``, kills the process of ``victims[i]`` (a pid; None:
+    the coordinator's own, whichever it is then), once (a marker file says it was done, so a
+    restarted job does not kill again)."""
+
+    never_stops = True
+
+    def __init__(self, at, victims, marker_dir):
+        self.at, self.victims, self.marker_dir = list(at), list(victims), str(marker_dir)
+
+    def after_iteration(self, model, epoch, evals_log):
+        for i, (epoch_i, pid) in enumerate(zip(self.at, self.victims)):
+            marker = os.path.join(self.marker_dir, f"killed-{i}")
+            if epoch == epoch_i and not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid() if pid is None else pid, signal.SIGKILL)
+        return False
+
+
+class _RaiseOnce(TrainingCallback):
+    """Raises ``error`` on the coordinator after round ``at``, the first time only."""
+
+    never_stops = True
+
+    def __init__(self, at, error, marker):
+        self.at, self.error, self.marker = at, error, str(marker)
+
+    def after_iteration(self, model, epoch, evals_log):
+        if epoch == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise self.error
+        return False
+
+
+def _rank_pids(client) -> list[int]:
+    """The process of each rank (the job's workers are the cluster's, sorted by address)."""
+    client.wait_for_workers(N_WORKERS, timeout=60)
+    pids = client.run(os.getpid)
+    return [pids[address] for address in sorted(pids)]
+
+
+def _collections(X, y):
+    return da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_killed_worker_resumes_to_the_model_of_an_uninterrupted_run(client, data, seed, tmp_path, caplog):
+    X, y = data
+    rng = np.random.default_rng(seed)
+    rank, at = int(rng.integers(N_WORKERS)), int(rng.integers(1, 14))
+    dX, dy = _collections(X, y)
+    evals = [(dX, dy, "train")]
+    victim = _rank_pids(client)[rank]
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        model = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=16, evals=evals,
+                                   callbacks=[_KillAt([at], [victim], tmp_path)])
+    assert os.path.exists(tmp_path / "killed-0")
+    expected = dgboost.train(PARAMS, X, y, num_boost_round=16, evals=[(X, y, "train")])
+    assert model.save_raw() == expected.save_raw(), f"rank {rank} killed after round {at}"
+    assert model.evals_result() == expected.evals_result()
+    text = caplog.text
+    assert "left the cluster" in text and "restart 1 of 3" in text, text
+    assert "finished" in text and "after the loss" in text  # how long the restart took
+    from dgboost.dask._job import EVENT_TOPIC
+
+    restarts = [msg["restart"] for _, msg in client.get_events(EVENT_TOPIC) if "restart" in msg]
+    # It goes on after the last round the client holds: the victim's (after its kill, on rank 0) or the next.
+    assert restarts and at <= restarts[-1]["round"] <= at + 1 and restarts[-1]["restart"] == 1
+
+
+def test_early_stopping_and_checkpoints_keep_their_state_across_a_restart(client, data, tmp_path):
+    X, y = data
+    dX, dy = _collections(X, y)
+    valid_X, valid_y = X[:1000], y[:1000]
+    dvX, dvy = da.from_array(valid_X, chunks=400), da.from_array(valid_y, chunks=400)
+    params = {**PARAMS, "eta": 0.6, "max_depth": 6}
+    (tmp_path / "local").mkdir()
+    (tmp_path / "dask").mkdir()
+    expected = dgboost.train(params, X, y, num_boost_round=60, evals=[(valid_X, valid_y, "valid")],
+                             early_stopping_rounds=4,
+                             callbacks=[TrainingCheckpoint(tmp_path / "local" / "m-{round}.json", interval=3)])
+    assert expected.num_boosted_rounds() < 60  # it did stop early
+    victim = _rank_pids(client)[0]  # the coordinator, which runs the callbacks
+    model = dgboost.dask.train(client, params, dX, dy, num_boost_round=60, evals=[(dvX, dvy, "valid")],
+                               early_stopping_rounds=4,
+                               callbacks=[TrainingCheckpoint(tmp_path / "dask" / "m-{round}.json", interval=3),
+                                          _KillAt([4], [victim], tmp_path)])
+    assert os.path.exists(tmp_path / "killed-0")
+    assert model.save_raw() == expected.save_raw()
+    assert model.best_iteration == expected.best_iteration
+    local = sorted(os.listdir(tmp_path / "local"))
+    assert sorted(os.listdir(tmp_path / "dask")) == local
+    for name in local:
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+
+
+def test_restarts_are_bounded_by_max_restarts(client, data, tmp_path):
+    X, y = data
+    dX, dy = _collections(X, y)
+    pids = _rank_pids(client)
+    with pytest.raises(RuntimeError, match=r"left the cluster.*1 restart made, max_restarts=1"):
+        # the second kill (the restarted job's coordinator, after round 6) ends it
+        dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=30,
+                           callbacks=[_KillAt([2, 6], [pids[2], None], tmp_path)], max_restarts=1)
+    assert os.path.exists(tmp_path / "killed-0") and os.path.exists(tmp_path / "killed-1")
+    _no_task_left(client)
+
+
+def test_a_retryable_error_restarts_and_bad_input_does_not(client, data, tmp_path):
+    X, y = data
+    dX, dy = _collections(X, y)
+    client.wait_for_workers(N_WORKERS, timeout=60)
+    model = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=8,
+                               callbacks=[_RaiseOnce(3, ConnectionResetError("peer reset"), tmp_path / "once")])
+    assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=8).save_raw()
+    with pytest.raises(ValueError, match="a bug of the callback"):
+        dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=8,
+                           callbacks=[_RaiseOnce(3, ValueError("a bug of the callback"), tmp_path / "twice")])
+    _no_task_left(client)
+
+
+def test_a_checkpoint_lets_a_new_client_finish_the_job(client, data, tmp_path):
+    X, y = data
+    dX, dy = _collections(X, y)
+    client.wait_for_workers(N_WORKERS, timeout=60)
+    whole = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=12,
+                               callbacks=[TrainingCheckpoint(tmp_path / "m-{round}.json", interval=5)])
+    # A client that died after round 9's checkpoint: another continues from the file.
+    with distributed.Client(client.scheduler.address) as other:
+        resumed = dgboost.dask.train(other, PARAMS, dX, dy, num_boost_round=2, init_model=tmp_path / "m-9.json")
+    assert resumed.save_raw() == whole.save_raw()
+
+
+def test_partitions_that_cannot_be_recomputed_are_named(client, data, tmp_path):
+    X, y = data
+    pids = _rank_pids(client)
+    workers = sorted(client.run(os.getpid))
+    rows = np.array_split(np.arange(N_ROWS), N_WORKERS)
+    blocks = [client.scatter(np.column_stack([X[r], y[r]]), workers=[w]) for r, w in zip(rows, workers)]
+    whole = da.concatenate([da.from_delayed(b, shape=(len(r), 9), dtype=np.float32) for b, r in zip(blocks, rows)])
+    with pytest.raises(RuntimeError, match=r"partitions \[2\] of X were lost with a worker and could not be "
+                                           r"recomputed .*client.scatter"):
+        dgboost.dask.train(client, PARAMS, whole[:, :8], whole[:, 8], num_boost_round=20,
+                           callbacks=[_KillAt([3], [pids[2]], tmp_path)])
+    _no_task_left(client)
+
+
+def test_max_restarts_is_checked(client, data):
+    X, y = data
+    dX, dy = _collections(X, y)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="max_restarts=.* must be an integer >= 0"):
+            dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2, max_restarts=bad)
+
+
+def _no_task_left(client):
+    deadline = time.monotonic() + 30
+    while any(client.processing().values()):
+        assert time.monotonic() < deadline, f"tasks left running: {client.processing()}"
+        time.sleep(0.2)
