@@ -230,3 +230,50 @@ def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_clien
         assert made() == before
         train()
         assert made() == before + len(cuda_client.scheduler_info()["workers"])
+
+
+class _FailOnce(TrainingCallback):
+    """On the coordinator after round ``at``, once (a marker file): raise a retryable error, or
+    with ``kill`` SIGKILL the last rank's worker process ``kill`` (a pid)."""
+
+    never_stops = True
+
+    def __init__(self, at, marker, kill=None):
+        self.at, self.marker, self.kill = at, str(marker), kill
+
+    def after_iteration(self, model, epoch, evals_log):
+        import os
+        import signal
+
+        if epoch == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            if self.kill is None:
+                raise ConnectionResetError("a connection lost on purpose")
+            os.kill(self.kill, signal.SIGKILL)
+        return False
+
+
+def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, data, tmp_path):
+    """Last in this module: it kills a worker (its nanny starts another). On one GPU a
+    retryable error restarts the job; on more, the last GPU's worker is killed, the
+    survivors' NCCL communicator is aborted and a new one made, and nothing hangs."""
+    import os
+
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
+    params = {**PARAMS["binary"], "device": "cuda"}
+    expected = dgboost.train(params, X, y, num_boost_round=12)
+    pids = cuda_client.run(os.getpid)
+    victim = pids[sorted(pids)[-1]] if len(pids) > 1 else None
+    started = time.monotonic()
+    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=12,
+                             callbacks=[_FailOnce(5, tmp_path / "once", kill=victim)])
+    assert (tmp_path / "once").exists()
+    assert _bytes(got, tmp_path, "restarted") == _bytes(expected, tmp_path, "expected")
+    assert time.monotonic() - started < 180
+    deadline = time.monotonic() + 60
+    while any(cuda_client.processing().values()):
+        assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
+        time.sleep(0.2)
+    cuda_client.wait_for_workers(len(pids), timeout=120)
+    assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=2).num_boosted_rounds() == 2

@@ -107,9 +107,12 @@ def test_a_killed_worker_resumes_to_the_model_of_an_uninterrupted_run(client, da
     assert "finished" in text and "after the loss" in text  # how long the restart took
     from dgboost.dask._job import EVENT_TOPIC
 
-    restarts = [msg["restart"] for _, msg in client.get_events(EVENT_TOPIC) if "restart" in msg]
+    events = [msg for _, msg in client.get_events(EVENT_TOPIC)]
+    restarts = [msg["restart"] for msg in events if "restart" in msg]
     # It goes on after the last round the client holds: the victim's (after its kill, on rank 0) or the next.
     assert restarts and at <= restarts[-1]["round"] <= at + 1 and restarts[-1]["restart"] == 1
+    resumed = [msg["resumed"] for msg in events if "resumed" in msg]
+    assert resumed and resumed[-1]["workers"] >= N_WORKERS - 1 and resumed[-1]["rows_moved"] >= 0
 
 
 def test_early_stopping_and_checkpoints_keep_their_state_across_a_restart(client, data, tmp_path):

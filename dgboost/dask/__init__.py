@@ -550,8 +550,11 @@ class _Attempts:
                              + [f for w in job_workers for parts in evals_of[w] for f in parts])
             logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
             if resumed_at is not None:
+                seconds = time.monotonic() - resumed_at
                 logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the loss",
-                               job.name, len(job_workers), moved, time.monotonic() - resumed_at)
+                               job.name, len(job_workers), moved, seconds)
+                self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
+                    "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
             self.journal.begin(job.name, resumed_at)
             return _run_job(self.client, job, shards, runs, evals_of, futures)
