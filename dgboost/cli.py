@@ -111,7 +111,85 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--qid-column", help="the query ids' column (a ranking model's; required for it)")
     _format_argument(evaluate)
     evaluate.set_defaults(run=_evaluate)
+
+    jobs = commands.add_parser(
+        "jobs", help="a cluster's dgboost jobs: list them, show one's learning curves, cancel one",
+        description="The dgboost jobs every client submitted to a Dask cluster (dgboost.dask.submit, "
+                    "dgboost train): id, name, user, status, round of rounds, latest metric, start, time "
+                    "left. 'show ID' adds the job's learning curves, drawn in the terminal; 'cancel ID' "
+                    "stops it. An id's first characters will do where they are unique.",
+        epilog="example:\n  dgboost jobs --scheduler tcp://10.0.0.5:8786\n"
+               "  dgboost jobs show 3f2a --scheduler-file scheduler.json\n"
+               "  dgboost jobs cancel 3f2a --scheduler tcp://10.0.0.5:8786\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    jobs.add_argument("action", nargs="?", choices=("list", "show", "cancel"), default="list")
+    jobs.add_argument("id", nargs="?", help="the job (show, cancel)")
+    where = jobs.add_mutually_exclusive_group(required=True)
+    where.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address")
+    where.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file")
+    jobs.set_defaults(run=_jobs)
     return parser
+
+
+def _jobs(args) -> int:
+    from . import dask as dgb_dask
+    from .jobs import scheduler_client
+
+    if args.action != "list" and not args.id:
+        raise ValueError(f"jobs {args.action} needs the job's id: dgboost jobs {args.action} ID (dgboost jobs lists them)")
+    with scheduler_client(args.scheduler, args.scheduler_file) as client:
+        try:
+            if args.action == "list":
+                print(_job_table(dgb_dask.jobs(client)))
+            elif args.action == "show":
+                job = dgb_dask.job_info(client, args.id)
+                print(_job_table([job]))
+                if job.get("error"):
+                    print(f"error: {job['error']}")
+                for name, metrics in job["curves"].items():
+                    for metric, values in metrics.items():
+                        print(f"\n{name}-{metric}, rounds 1 to {len(values)}:")
+                        print("\n".join(_terminal_curve(values)))
+            else:
+                before = dgb_dask.cancel(client, args.id)
+                print(f"dgboost job {args.id}: {before}, now cancelled" if before in ("queued", "running")
+                      else f"dgboost job {args.id} had already ended ({before})")
+        except KeyError as error:
+            raise ValueError(error.args[0]) from None
+    return 0
+
+
+def _job_table(jobs: list[dict]) -> str:
+    if not jobs:
+        return "no dgboost jobs on this cluster"
+    rows = [("ID", "NAME", "USER", "STATUS", "ROUND", "LATEST", "STARTED", "LEFT")]
+    for job in jobs:
+        latest = next((f"{name}-{metric} {value:.5f}" for name, metrics in (job["metrics"] or {}).items()
+                       for metric, value in metrics.items()), "")
+        started = time.strftime("%H:%M:%S", time.localtime(job["started"])) if job["started"] else ""
+        left = "" if job.get("eta") is None else f"{job['eta']:.0f} s"
+        rows.append((job["id"][:8], job["name"], job.get("user") or "", job["status"],
+                     f"{job['rounds_done']}/{job['rounds']}", latest, started, left))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def _terminal_curve(values: list, width: int = 60, height: int = 10) -> list[str]:
+    """``values`` drawn with '*' on a ``height`` x ``width`` grid, its range on the left."""
+    finite = [v for v in values if v is not None and v == v and abs(v) != float("inf")]
+    if not finite:
+        return ["(no finite values)"]
+    low, high = min(finite), max(finite)
+    span = (high - low) or 1.0
+    grid = [[" "] * min(width, len(values)) for _ in range(height)]
+    columns = len(grid[0])
+    for column in range(columns):
+        value = values[min(len(values) - 1, round(column * (len(values) - 1) / max(1, columns - 1)))]
+        if value in finite:
+            grid[height - 1 - round((value - low) / span * (height - 1))][column] = "*"
+    labels = [f"{high:.4g}"] + [""] * (height - 2) + [f"{low:.4g}"]
+    pad = max(len(label) for label in labels)
+    return [f"{label.rjust(pad)} |{''.join(row)}" for label, row in zip(labels, grid)]
 
 
 def _format_argument(parser) -> None:

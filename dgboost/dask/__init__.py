@@ -58,7 +58,8 @@ from ._restart import JOURNAL_TOPIC, Journal, _CannotResume, retryable
 #: A job resumes this many times after lost workers (train's max_restarts).
 DEFAULT_MAX_RESTARTS = 3
 
-__all__ = ["DaskDGBClassifier", "DaskDGBRanker", "DaskDGBRegressor", "local_cluster", "predict", "train"]
+__all__ = ["DaskDGBClassifier", "DaskDGBRanker", "DaskDGBRegressor", "JobCancelled", "TrainingJob", "cancel",
+           "install", "job_info", "jobs", "local_cluster", "predict", "submit", "train"]
 
 
 def __getattr__(name: str):
@@ -83,11 +84,32 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # the same class from Python 3
 _CANCELLED = (concurrent.futures.CancelledError, asyncio.CancelledError)
 
 
-def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
-          base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
-          verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None,
-          eval_qid=None, max_restarts: int = DEFAULT_MAX_RESTARTS) -> Booster:
-    """Train a gradient-boosted tree model on the workers of a Dask cluster.
+def train(client, params, X, y, **arguments) -> Booster:
+    """Train a gradient-boosted tree model on the workers of a Dask cluster: ``submit``'s job,
+    waited for (``submit(...).result()``; an interrupt of the wait cancels the job).
+
+    Takes ``submit``'s arguments (``name=`` and ``priority=`` too) and returns its Booster, equal
+    (bytes of its saved model) to dgboost.train's on the same rows.
+    """
+    job = submit(client, params, X, y, **arguments)
+    try:
+        return job.result()
+    except KeyboardInterrupt:
+        job.cancel()
+        raise
+
+
+def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
+           base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
+           verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None,
+           eval_qid=None, max_restarts: int = DEFAULT_MAX_RESTARTS, name: str | None = None,
+           priority: int = 0) -> "TrainingJob":
+    """Submit a training job to the workers of a Dask cluster; returns at once.
+
+    The job is checked here (params, the collections' metadata: bad input raises now), then
+    queued: jobs that need the same workers run one at a time, in priority then submission
+    order, whichever client submitted them. Every client of the cluster sees it (``dgboost jobs``,
+    the dashboard's ``/dgboost/jobs`` page).
 
     Parameters
     ----------
@@ -119,10 +141,15 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         the rows re-shared over the workers there are then, and makes the model an
         uninterrupted run makes. 0: such a loss fails the job at once. Bad input or a bug on a
         rank fails it at once whatever this says.
+    name : str, optional
+        What the job table shows (default: the objective and the rounds).
+    priority : int
+        A job of higher priority runs before queued jobs of lower priority (default 0).
 
     Returns
     -------
-    Booster, equal (bytes of its saved model) to dgboost.train's on the same rows.
+    TrainingJob: its status, progress and result (the Booster, equal, bytes of its saved
+    model, to dgboost.train's on the same rows); ``cancel()`` stops it.
     """
     options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
@@ -134,9 +161,9 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
     _shards.check_collection(y, "y", features=False, like=X)
     options = dataclasses.replace(options, params=options.params.with_targets(_target_columns(y, options.params)))
-    for name, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
+    for what, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
         if value is not None:
-            _shards.check_collection(value, name, features=False, like=X)
+            _shards.check_collection(value, what, features=False, like=X)
     check_groups(options.params, qid is not None)
     eval_specs = _check_evals(evals, X, y, categorical, aligned_list(eval_qid, evals, "eval_qid"), options.params,
                               qid)
@@ -152,21 +179,33 @@ def train(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_
         resolve_categories(options.params, n_features, categories, feature_names=_shards.column_names(X))
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts={max_restarts!r} must be an integer >= 0 (0: no restart)")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority={priority!r} must be an integer (higher runs first)")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name={name!r} must be a string")
     job_id = uuid.uuid4().hex[:16]
-    started = time.perf_counter()
-    with _Futures(client) as futures:
-        rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid)
-        if sum(summary.n_rows for summary in rows.summaries) == 0:
-            raise ValueError("X has no rows: training needs at least one")
-        evals = [None if is_training else
-                 _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ", categories,
-                       eval_qid)
-                 for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
-        spec = JobSpec(f"dgboost-train-{job_id}", (), timeout, options,
-                       tuple((name, is_training) for _, _, name, is_training, _ in eval_specs), n_features,
-                       client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
-                       feature_weights=feature_weights, journal=max_restarts > 0)
-        return _Attempts(client, spec, rows, evals, max_restarts, started).run()
+    spec = JobSpec(f"dgboost-train-{job_id}", (), timeout, options,
+                   tuple((set_name, is_training) for _, _, set_name, is_training, _ in eval_specs), n_features,
+                   client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
+                   feature_weights=feature_weights, journal=max_restarts > 0)
+    name = name or f"{options.params.objective}, {num_boost_round} rounds"
+    job = TrainingJob(client, job_id, name, priority, options.num_boost_round, _has_job_table(client))
+
+    def run() -> Booster:
+        started = time.perf_counter()
+        with _Futures(client) as futures:
+            job._hold(futures)
+            rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid)
+            if sum(summary.n_rows for summary in rows.summaries) == 0:
+                raise ValueError("X has no rows: training needs at least one")
+            evals = [None if is_training else
+                     _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
+                           categories, eval_qid)
+                     for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
+            return _Attempts(client, spec, rows, evals, max_restarts, started, job).run()
+
+    job._start(run)
+    return job
 
 
 def _target_columns(y, params) -> int:
@@ -513,17 +552,19 @@ class _Attempts:
     one on the workers there are then, from the last round the journal holds
     (``_restart.Journal``), until one finishes or ``max_restarts`` are spent."""
 
-    def __init__(self, client, spec: JobSpec, rows: _Rows, evals: list, max_restarts: int, started: float):
+    def __init__(self, client, spec: JobSpec, rows: _Rows, evals: list, max_restarts: int, started: float,
+                 owner: "TrainingJob"):
         self.client, self.spec, self.rows, self.evals = client, spec, rows, evals
         self.max_restarts = max_restarts
         self.started = started
+        self.owner = owner
         self.journal = Journal(spec.options.init_model)
         self.progress = _ProgressFromEvents(spec) if spec.client_draws_progress else None
 
     def run(self) -> Booster:
         job, restarts, resumed_at = self.spec, 0, None
-        with _listening(self.client, EVENT_TOPIC, self.spec.name, self.progress), \
-                _listening(self.client, JOURNAL_TOPIC, self.spec.name, self.journal if self.spec.journal else None):
+        self.owner._bar = self.progress
+        with _listening(self.client, JOURNAL_TOPIC, self.spec.name, self.journal if self.spec.journal else None):
             try:
                 while True:
                     try:
@@ -557,7 +598,8 @@ class _Attempts:
                     "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
             self.journal.begin(job.name, resumed_at)
-            return _run_job(self.client, job, shards, runs, evals_of, futures)
+            self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
+            return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 
     def _restart(self, interrupted: "_Interrupted", restarts: int) -> JobSpec:
         """The next attempt's JobSpec, or the job's error when it may not go on."""
@@ -603,20 +645,235 @@ class _Interrupted(Exception):
         self.noticed = noticed  # time.monotonic() when the client saw it
 
 
-def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures) -> Booster:
+def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, owner: "TrainingJob") -> Booster:
     from ..collective.host import CollectivePlugin
 
     client.register_plugin(CollectivePlugin())
-    lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=client)
-    lock.acquire()
-    try:
+    with owner._turn(job):
         tasks = [futures.track_one(client.submit(
             train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
             workers=[w], allow_other_workers=False, pure=False, retries=0))
             for rank, w in enumerate(job.addresses)]
-        return _watch(client, job, tasks)
-    finally:
-        lock.release()
+        return _watch(client, job, tasks, owner)
+
+
+class JobCancelled(RuntimeError):
+    """A job cancelled (``TrainingJob.cancel``, ``dgboost jobs cancel``, or its client gone)."""
+
+
+class TrainingJob:
+    """A training job submitted to a Dask cluster (``submit``): watch it, wait for it, cancel it.
+
+    ``status`` is "queued", "running", "finished", "failed" or "cancelled". The job runs in a
+    thread of this process; the cluster's job table (a scheduler plugin) shows it to every
+    client, orders the queue and passes on a cancel from anywhere.
+    """
+
+    def __init__(self, client, id: str, name: str, priority: int, rounds: int, registry: bool):
+        self.client, self.id, self.name, self.priority, self.rounds = client, id, name, priority, rounds
+        self._registry = registry
+        self._future: concurrent.futures.Future = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._status = "queued"
+        self._cancelled: str | None = None  # the reason, once cancelled
+        self._round: int | None = None
+        self._metrics: dict = {}
+        self._first: tuple[float, int] | None = None  # (time, round) of the first round seen
+        self._workers: list = []
+        self._rows: int | None = None
+        self._held: list = []  # the job's futures: cancelled with it, wherever its thread waits
+        self._bar = None  # the progress bar the job draws, if any
+        if registry:
+            import getpass
+
+            client.sync(client.scheduler.dgboost_jobs_submit, record={
+                "id": id, "name": name, "owner": client.id, "user": getpass.getuser(), "priority": priority,
+                "rounds": rounds})
+
+    def __repr__(self):
+        return f"<TrainingJob {self.id} {self.name!r}: {self.status}>"
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: float | None = None) -> Booster:
+        """The trained Booster, once the job ends; raises the job's error (JobCancelled if cancelled)."""
+        return self._future.result(timeout)
+
+    def progress(self) -> dict:
+        """{"status", "round", "rounds", "rounds_done", "metrics", "rows", "workers", "eta"}: the last
+        finished round (numbered on from an init_model's), its metrics, and the seconds left at the
+        pace so far."""
+        with self._lock:
+            done = 0 if self._first is None else self._round - self._first[1] + 1
+            eta = None
+            if self._first is not None and self._status == "running" and done > 0:
+                eta = (time.monotonic() - self._first[0]) / done * max(0, self.rounds - done)
+            return {"status": self._status, "round": self._round, "rounds": self.rounds, "rounds_done": done,
+                    "metrics": dict(self._metrics), "rows": self._rows, "workers": list(self._workers), "eta": eta}
+
+    def cancel(self) -> None:
+        """Stop the job: a queued one leaves the queue, a running one stops within the round on every
+        worker and gives its workers to the next. ``result()`` then raises JobCancelled."""
+        if self.done():
+            return
+        reason = f"dgboost job {self.id} was cancelled by its client"
+        if self._registry:  # it aborts the ranks and wakes a queued wait
+            self.client.sync(self.client.scheduler.dgboost_jobs_cancel, id=self.id, by="its client")
+        self._cancel_here(reason)
+
+    # ---- from the job's thread and the client's event loop ---------------------------------------
+
+    def _cancel_here(self, reason: str) -> None:
+        """Mark the job cancelled; its thread stops at its next look, or at once where it waits on
+        its futures (a queued job's data, say), which are cancelled (from a thread of their own: this
+        may run on the client's event loop)."""
+        with self._lock:
+            if self._cancelled is not None or self.done():
+                return
+            self._cancelled = reason
+            held = list(self._held)
+        if held:
+            threading.Thread(target=self.client.cancel, args=(held,), daemon=True).start()
+
+    def _cancel_reason(self) -> str | None:
+        return self._cancelled
+
+    def _hold(self, futures: _Futures) -> None:
+        with self._lock:
+            self._held = futures.held
+
+    def receive(self, message: dict) -> None:
+        """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""
+        if "cancelled" in message:  # by another client, or by the scheduler for an orphaned job
+            self._cancel_here(message["cancelled"])
+            return
+        if "round" in message:
+            with self._lock:
+                if self._first is None:
+                    self._first = (time.monotonic(), message["round"])
+                self._round, self._metrics = message["round"], message["metrics"]
+        if self._bar is not None:
+            self._bar.receive(message)
+
+    def _on_attempt(self, workers, rows: int) -> None:
+        with self._lock:
+            self._workers, self._rows = list(workers), rows
+        if self._registry:
+            self.client.sync(self.client.scheduler.dgboost_jobs_note, id=self.id, rows=rows)
+
+    @contextlib.contextmanager
+    def _turn(self, job: JobSpec):
+        """The job's workers to itself while inside: its turn in the cluster's queue, or (with no
+        job table on the scheduler) a lock over them."""
+        if self._cancelled:
+            raise JobCancelled(self._cancelled)
+        if self._registry:
+            state = self.client.sync(self.client.scheduler.dgboost_jobs_acquire, id=self.id, attempt=job.name,
+                                     workers=list(job.addresses))
+            if state == "cancelled":
+                self._cancel_here(f"dgboost job {self.id} was cancelled while queued")
+                raise JobCancelled(self._cancelled)
+            release = functools.partial(self.client.sync, self.client.scheduler.dgboost_jobs_release, id=self.id)
+        else:
+            lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=self.client)
+            while not lock.acquire(timeout=_POLL_SECONDS):
+                if self._cancelled:
+                    raise JobCancelled(self._cancelled)
+            release = lock.release
+        self._status = "running"
+        try:
+            yield
+        finally:
+            release()
+
+    def _start(self, run) -> None:
+        threading.Thread(target=self._main, args=(run,), name=f"dgboost-job-{self.id}", daemon=True).start()
+
+    def _main(self, run) -> None:
+        try:
+            with _listening(self.client, EVENT_TOPIC, f"dgboost-train-{self.id}", self):
+                booster = run()
+        except BaseException as error:  # noqa: BLE001 - the job's error, raised by result()
+            if self._cancelled is not None and not isinstance(error, JobCancelled):
+                error = JobCancelled(self._cancelled)  # whatever the cancel interrupted
+            self._end("cancelled" if isinstance(error, JobCancelled) else "failed", error)
+        else:
+            self._end("finished", None, booster)
+
+    def _end(self, status: str, error: BaseException | None, booster: Booster | None = None) -> None:
+        self._status = status
+        if self._registry:
+            with contextlib.suppress(Exception):  # the scheduler gone: the job's own end matters more
+                self.client.sync(self.client.scheduler.dgboost_jobs_finish, id=self.id, status=status,
+                                 error=None if error is None else f"{type(error).__name__}: {error}")
+        if error is None:
+            self._future.set_result(booster)
+        else:
+            self._future.set_exception(error)
+
+
+_NO_JOB_TABLE: set[str] = set()  # schedulers where it could not be installed (warned once)
+
+
+def install(client) -> None:
+    """Install the cluster's job table (a scheduler plugin) now; every job makes sure of it anyway.
+    Raises when dgboost cannot be imported where the scheduler runs."""
+    from ._registry import JobRegistry
+
+    client.register_plugin(JobRegistry())  # idempotent: once a scheduler
+
+
+def _has_job_table(client) -> bool:
+    """Whether the scheduler holds dgboost's job table, installing it if need be."""
+    address = client.scheduler.address
+    if address in _NO_JOB_TABLE:
+        return False
+    try:
+        install(client)
+    except Exception as error:  # noqa: BLE001 - the scheduler cannot unpickle it, say
+        logger.warning("dgboost.dask: the job table could not be installed on the scheduler (%s: %s): jobs run "
+                       "one at a time through a lock, but other clients, `dgboost jobs` and the dashboard's page "
+                       "do not see them; install dgboost where the scheduler runs", type(error).__name__, error)
+        _NO_JOB_TABLE.add(address)
+        return False
+    return True
+
+
+def jobs(client=None) -> list[dict]:
+    """The cluster's dgboost jobs, newest first (what ``dgboost jobs`` lists): each one's id, name,
+    owner (client id), user, status, priority, submitted / started / ended (epoch seconds),
+    round, rounds, rounds_done, metrics (the latest), workers, rows, model, restarts, error, eta."""
+    client = _client(client)
+    install(client)
+    return client.sync(client.scheduler.dgboost_jobs_list)
+
+
+def job_info(client, id: str) -> dict:
+    """One job (``id`` or its unique start), with its learning curves: ``{..., "curves": {set:
+    {metric: [value a round]}}}``; KeyError when no job has that id."""
+    client = _client(client)
+    install(client)
+    found = client.sync(client.scheduler.dgboost_jobs_show, id=id)
+    if found is None:
+        raise KeyError(f"no dgboost job {id!r} on this cluster (or the id's start is not unique): dgboost jobs "
+                       "lists them")
+    return found
+
+
+def cancel(client, id: str) -> str:
+    """Cancel job ``id`` (or its unique start) from any client; returns its status before."""
+    client = _client(client)
+    install(client)
+    before = client.sync(client.scheduler.dgboost_jobs_cancel, id=id, by=f"client {client.id}")
+    if before == "unknown":
+        raise KeyError(f"no dgboost job {id!r} on this cluster (or the id's start is not unique): dgboost jobs "
+                       "lists them")
+    return before
 
 
 #: The topics' handlers of each client, by job: one subscription a topic serves every job of a client.
@@ -681,13 +938,17 @@ class _ProgressFromEvents:
         self.line.close()
 
 
-def _watch(client, job: JobSpec, tasks) -> Booster:
+def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
     """Rank 0's Booster once every task is done; on failure every rank stopped, then
     ``_Interrupted`` for a loss a new attempt may not meet, else the job's error."""
     missing_before: set = set()
     peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
     while True:
         _settle(tasks)
+        reason = owner._cancel_reason()
+        if reason is not None:
+            _stop(client, job, tasks, reason, _workers(client))
+            raise JobCancelled(reason)
         if all(t.status == "finished" for t in tasks):
             booster, phases, notes = tasks[0].result()
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))

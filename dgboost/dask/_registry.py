@@ -1,0 +1,222 @@
+"""The cluster's table of dgboost jobs: a scheduler plugin every client of the cluster can ask.
+
+It knows every job submitted (``dgboost.dask.submit``): who submitted it, its status, its rounds
+and latest metrics (read from the coordinator's round events as the scheduler logs them, so
+training sends nothing more), its learning curves, and where its model was written. It is also
+the queue: jobs that need the same workers run one at a time, in priority then submission order
+(``acquire`` answers when a job's turn comes). It cancels a job (``cancel``: a queued one leaves
+the queue; a running one is aborted on its workers, which stop within the round), and cancels
+the jobs of a client gone for longer than ``dgboost.jobs.orphan-grace``, so a crashed notebook
+does not hold the GPUs. Finished jobs are kept, up to ``dgboost.jobs.keep`` of them.
+
+Clients reach it through the scheduler's RPC handlers named ``dgboost_jobs_*``; people through
+``dgboost jobs`` (cli.py) and the page at ``/dgboost/jobs`` on the dashboard's HTTP server
+(_page.py). It needs dgboost importable where the scheduler runs; without it, jobs still run
+(each client queues its own through a lock), but no one else sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+
+import dask
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+logger = logging.getLogger("dgboost")
+
+PLUGIN_NAME = "dgboost-jobs"
+#: The coordinator's progress events (dask/_job.py's EVENT_TOPIC), read as the scheduler logs them.
+_PROGRESS_TOPIC = "dgboost-train"
+#: The worker handler that aborts a job's collectives (collective/host.py's CollectivePlugin).
+_ABORT_OP = "dgboost_collective_abort"
+ACTIVE = ("queued", "running")
+DONE = ("finished", "failed", "cancelled")
+
+
+def job_id_of(attempt: str) -> str:
+    """The job id in an attempt's name, ``dgboost-train-<id>`` or ``dgboost-train-<id>-r<n>``."""
+    return attempt.split("-")[2] if attempt.startswith("dgboost-train-") else ""
+
+
+class JobRegistry(SchedulerPlugin):
+    name = PLUGIN_NAME
+    idempotent = True
+
+    async def start(self, scheduler) -> None:
+        self.scheduler = scheduler
+        self.jobs: dict[str, dict] = {}
+        self._order = itertools.count()
+        self._turns = asyncio.Condition()
+        self._orphans: dict[str, asyncio.TimerHandle] = {}
+        self.keep = int(dask.config.get("dgboost.jobs.keep", 100))
+        self.orphan_grace = float(dask.utils.parse_timedelta(dask.config.get("dgboost.jobs.orphan-grace", "60s"),
+                                                            default="seconds"))
+        scheduler.handlers.update({f"dgboost_jobs_{name}": getattr(self, name) for name in
+                                   ("submit", "acquire", "release", "finish", "cancel", "list", "show", "note")})
+        from ._page import add_routes
+
+        add_routes(scheduler, self)
+
+    # ---- the handlers (on the scheduler's event loop) -------------------------------------------
+
+    def submit(self, record: dict) -> None:
+        """A new job, queued: ``record`` holds its id, name, owner, user, priority, rounds."""
+        record = {**record, "status": "queued", "order": next(self._order), "submitted": time.time(),
+                  "started": None, "ended": None, "round": None, "metrics": {}, "curves": {}, "workers": [],
+                  "rows": None, "attempt": None, "error": None, "model": None, "restarts": 0}
+        self.jobs[record["id"]] = record
+        self._forget_old()
+
+    async def acquire(self, id: str, attempt: str, workers: list) -> str:
+        """Wait for job ``id``'s turn on ``workers``; returns "running", or "cancelled"."""
+        async with self._turns:
+            while True:
+                job = self.jobs.get(id)
+                if job is None or job["status"] == "cancelled":
+                    return "cancelled"
+                job["wanted"] = list(workers)
+                if self._may_run(job):
+                    if job["attempt"] is not None:
+                        job["restarts"] += 1
+                    job.update(status="running", attempt=attempt, workers=list(workers),
+                               started=job["started"] or time.time())
+                    job.pop("wanted")
+                    return "running"
+                await self._turns.wait()
+
+    async def release(self, id: str) -> None:
+        """Job ``id``'s attempt ended: its workers go to the next in the queue."""
+        async with self._turns:
+            job = self.jobs.get(id)
+            if job is not None and job["status"] == "running":
+                job["status"] = "queued"  # until it finishes or a restart acquires again
+            self._turns.notify_all()
+
+    async def finish(self, id: str, status: str, error: str | None = None, rows: int | None = None) -> None:
+        async with self._turns:
+            job = self.jobs.get(id)
+            if job is not None:
+                job.update(status=status if job["status"] != "cancelled" else "cancelled", ended=time.time(),
+                           error=error, rows=rows if rows is not None else job["rows"])
+                job.pop("wanted", None)
+            self._turns.notify_all()
+        self._forget_old()
+
+    async def cancel(self, id: str, by: str = "") -> str:
+        """Cancel job ``id`` (an id's unique start will do); returns its status before, or "unknown"."""
+        job = self._find(id)
+        if job is None:
+            return "unknown"
+        before = job["status"]
+        if before not in ACTIVE:
+            return before
+        reason = f"dgboost job {job['id']} was cancelled" + (f" by {by}" if by else "")
+        async with self._turns:
+            job.update(status="cancelled", error=reason, ended=time.time())
+            self._turns.notify_all()
+        if before == "running" and job["attempt"]:
+            workers = [w for w in job["workers"] if w in self.scheduler.workers]
+            if workers:  # the ranks stop at their next collective
+                await self.scheduler.broadcast(msg={"op": _ABORT_OP, "job": job["attempt"], "reason": reason},
+                                               workers=workers, on_error="ignore")
+        # Its client stops waiting for its turn or its data, and says so to whoever waits on it.
+        self.scheduler.log_event(_PROGRESS_TOPIC, {"job": f"dgboost-train-{job['id']}", "cancelled": reason})
+        return before
+
+    def list(self) -> list[dict]:
+        """Every job, newest first, without its curves."""
+        return [self._summary(job) for job in sorted(self.jobs.values(), key=lambda j: -j["order"])]
+
+    def show(self, id: str) -> dict | None:
+        job = self._find(id)
+        return None if job is None else {**self._summary(job), "curves": job["curves"], "error": job["error"]}
+
+    def note(self, id: str, model: str | None = None, rows: int | None = None) -> None:
+        job = self.jobs.get(id)
+        if job is not None:
+            if model is not None:
+                job["model"] = model
+            if rows is not None:
+                job["rows"] = rows
+
+    # ---- the scheduler's hooks --------------------------------------------------------------------
+
+    def log_event(self, topic, msg) -> None:
+        if topic != _PROGRESS_TOPIC or not isinstance(msg, dict) or "round" not in msg:
+            return
+        job = self.jobs.get(job_id_of(str(msg.get("job", ""))))
+        if job is None:
+            return
+        job["round"] = msg["round"]
+        job["metrics"] = msg.get("metrics", {})
+        job["updated"] = time.time()
+        job.setdefault("first_round", msg["round"])
+        for name, metrics in job["metrics"].items():
+            for metric, value in metrics.items():
+                curve = job["curves"].setdefault(name, {}).setdefault(metric, [])
+                curve.append(value)
+
+    def remove_client(self, scheduler, client: str) -> None:
+        """A client gone: its active jobs are cancelled after the grace period."""
+        if any(job["owner"] == client and job["status"] in ACTIVE for job in self.jobs.values()):
+            loop = asyncio.get_running_loop()
+            self._orphans[client] = loop.call_later(self.orphan_grace,
+                                                    lambda: asyncio.ensure_future(self._cancel_orphans(client)))
+
+    def add_client(self, scheduler, client: str) -> None:
+        handle = self._orphans.pop(client, None)
+        if handle is not None:  # the same client back (a reconnect keeps its id)
+            handle.cancel()
+
+    # ---- inside ----------------------------------------------------------------------------------
+
+    async def _cancel_orphans(self, client: str) -> None:
+        self._orphans.pop(client, None)
+        for job in list(self.jobs.values()):
+            if job["owner"] == client and job["status"] in ACTIVE:
+                logger.warning("dgboost job %s: its client %s left %.0f s ago; cancelling it", job["id"], client,
+                               self.orphan_grace)
+                await self.cancel(job["id"], by=f"the scheduler: its client left {self.orphan_grace:g} s before")
+
+    def _may_run(self, job: dict) -> bool:
+        """No running job holds one of its workers, and no queued job that may want one ranks before
+        it (one still preparing its data, whose workers are not known yet, may want any)."""
+        mine = set(job["wanted"])
+        for other in self.jobs.values():
+            if other is job or other["status"] not in ACTIVE:
+                continue
+            if other["status"] == "running" and mine & set(other["workers"]):
+                return False
+            if other["status"] == "queued" and _rank(other) < _rank(job) and \
+                    ("wanted" not in other or mine & set(other["wanted"])):
+                return False
+        return True
+
+    def _find(self, id: str) -> dict | None:
+        if id in self.jobs:
+            return self.jobs[id]
+        found = [job for key, job in self.jobs.items() if id and key.startswith(id)]
+        return found[0] if len(found) == 1 else None
+
+    def _forget_old(self) -> None:
+        done = sorted((job for job in self.jobs.values() if job["status"] in DONE), key=lambda j: j["order"])
+        for job in done[:max(0, len(done) - self.keep)]:
+            del self.jobs[job["id"]]
+
+    @staticmethod
+    def _summary(job: dict) -> dict:
+        rounds_done = 0 if job["round"] is None else job["round"] + 1 - job.get("first_round", job["round"])
+        eta = None
+        if job["status"] == "running" and job["started"] and rounds_done:
+            left = job["rounds"] - rounds_done
+            eta = (job.get("updated", time.time()) - job["started"]) / rounds_done * max(0, left)
+        keys = ("id", "name", "owner", "user", "status", "priority", "submitted", "started", "ended", "round",
+                "rounds", "metrics", "workers", "rows", "model", "restarts", "error")
+        return {**{key: job.get(key) for key in keys}, "rounds_done": rounds_done, "eta": eta}
+
+
+def _rank(job: dict) -> tuple:
+    return (-job["priority"], job["order"])

@@ -1,0 +1,227 @@
+"""Jobs on a shared cluster (dgboost/dask/_registry.py, _page.py): submitted and watched, queued by
+priority, cancelled from any client, orphans cancelled, listed by the CLI, and the dashboard page
+in a real browser (headless Chromium, where one is installed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dask  # noqa: E402
+
+import dgboost  # noqa: E402
+import dgboost.dask  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
+from dgboost.cli import main as cli  # noqa: E402
+
+N_ROWS = 3000
+PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss"]}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dask.config.set({"dgboost.jobs.orphan-grace": "1s"}), \
+            dgboost.dask.local_cluster("cpu", 2, threads_per_worker=1, dashboard_address=":0",
+                                       silence_logs=logging.CRITICAL) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((N_ROWS, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * rng.standard_normal(N_ROWS) > 0).astype(np.float32)
+    return X, y, da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+
+
+class _Slow(TrainingCallback):
+    never_stops = True
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def after_iteration(self, model, epoch, evals_log):
+        time.sleep(self.seconds)
+        return False
+
+
+def _wait_for(predicate, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _no_task_left(client):
+    _wait_for(lambda: not any(client.processing().values()), "the ranks to stop")
+
+
+def test_a_submitted_job_reports_its_progress_and_its_model(client, data):
+    X, y, dX, dy = data
+    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=12, evals=[(dX, dy, "train")],
+                              callbacks=[_Slow(0.05)], name="watched")
+    assert job.status in ("queued", "running") and not job.done()
+    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 3, "three rounds")
+    progress = job.progress()
+    assert progress["status"] == "running" and progress["rounds"] == 12 and progress["rows"] == N_ROWS
+    assert len(progress["workers"]) == 2 and "logloss" in progress["metrics"]["train"]
+    assert progress["eta"] is not None and progress["eta"] >= 0
+    model = job.result(timeout=120)
+    assert job.status == "finished" and job.progress()["rounds_done"] == 12
+    expected = dgboost.train(PARAMS, X, y, num_boost_round=12, evals=[(X, y, "train")])
+    assert model.save_raw() == expected.save_raw()
+    listed = {j["id"]: j for j in dgboost.dask.jobs(client)}[job.id]
+    assert listed["status"] == "finished" and listed["name"] == "watched" and listed["round"] == 11
+    curves = dgboost.dask.job_info(client, job.id[:8])["curves"]
+    assert list(curves["train"]["logloss"]) == model.evals_result()["train"]["logloss"]
+
+
+def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
+    _, _, dX, dy = data
+    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[_Slow(0.1)], name="first")
+    _wait_for(lambda: first.status == "running", "the first job to run")
+    low = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="low")
+    _wait_for(lambda: _status(client, low.id) == "queued", "the low job queued")
+    high = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="high", priority=5)
+    _wait_for(lambda: _status(client, high.id) == "queued", "the high job queued")
+    assert low.status == "queued" and high.status == "queued"
+    for job in (first, low, high):
+        job.result(timeout=120)
+    table = {j["id"]: j for j in dgboost.dask.jobs(client)}
+    assert table[first.id]["started"] < table[high.id]["started"] < table[low.id]["started"]
+
+
+def _status(client, id):
+    return {j["id"]: j for j in dgboost.dask.jobs(client)}[id]["status"]
+
+
+def test_cancelling_a_running_and_a_queued_job(client, data):
+    X, y, dX, dy = data
+    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
+    _wait_for(lambda: running.status == "running", "the job to run")
+    queued = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
+    _wait_for(lambda: _status(client, queued.id) == "queued", "the second job queued")
+    queued.cancel()
+    with pytest.raises(dgboost.dask.JobCancelled, match="cancelled"):
+        queued.result(timeout=30)
+    assert queued.status == "cancelled" and _status(client, queued.id) == "cancelled"
+    began = time.monotonic()
+    running.cancel()
+    with pytest.raises(dgboost.dask.JobCancelled):
+        running.result(timeout=60)
+    assert time.monotonic() - began < 10 and running.status == "cancelled"
+    _no_task_left(client)
+    assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2  # workers free
+
+
+def test_another_client_lists_and_cancels_a_job(cluster, client, data):
+    _, _, dX, dy = data
+    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)], name="theirs")
+    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
+    with distributed.Client(cluster.scheduler_address) as other:
+        listed = {j["id"]: j for j in dgboost.dask.jobs(other)}[job.id]
+        assert listed["status"] == "running" and listed["owner"] == client.id
+        assert dgboost.dask.cancel(other, job.id) == "running"
+        with pytest.raises(KeyError, match="no dgboost job 'nope'"):
+            dgboost.dask.cancel(other, "nope")
+    with pytest.raises(dgboost.dask.JobCancelled, match="cancelled by client"):
+        job.result(timeout=60)
+    _no_task_left(client)
+
+
+def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, data):
+    _, _, dX, dy = data
+    other = distributed.Client(cluster.scheduler_address)
+    job = dgboost.dask.submit(other, PARAMS, dX, dy, num_boost_round=2000, callbacks=[_Slow(0.05)])
+    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
+    other.close()  # a notebook that crashed; dgboost.jobs.orphan-grace is 1 s here
+    _wait_for(lambda: _status(client, job.id) == "cancelled", "the orphan cancelled", timeout=30)
+    _no_task_left(client)
+
+
+def test_the_cli_lists_shows_and_cancels(cluster, client, data, capsys):
+    _, _, dX, dy = data
+    done = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=6, evals=[(dX, dy, "train")], name="done")
+    done.result(timeout=60)
+    address = cluster.scheduler_address
+    assert cli(["jobs", "--scheduler", address]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith(done.id[:8]))
+    assert "done" in line and "finished" in line and "6/6" in line and "train-logloss" in line
+    assert cli(["jobs", "show", done.id[:8], "--scheduler", address]) == 0
+    out = capsys.readouterr().out
+    assert "train-logloss" in out and "*" in out  # the curve drawn in the terminal
+    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
+    _wait_for(lambda: running.status == "running", "the job to run")
+    assert cli(["jobs", "cancel", running.id, "--scheduler", address]) == 0
+    with pytest.raises(dgboost.dask.JobCancelled):
+        running.result(timeout=60)
+    assert cli(["jobs", "cancel", "nope", "--scheduler", address]) == 2
+    assert "no dgboost job 'nope'" in capsys.readouterr().err
+    _no_task_left(client)
+
+
+def _page_address(cluster) -> str:
+    return cluster.dashboard_link.replace("/status", "")
+
+
+def test_the_page_and_its_table(cluster, client, data):
+    _, _, dX, dy = data
+    dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=4, evals=[(dX, dy, "train")]).result(timeout=60)
+    base = _page_address(cluster)
+    with urllib.request.urlopen(base + "/dgboost/jobs", timeout=10) as response:
+        assert b"<h1>dgboost jobs</h1>" in response.read()
+    with urllib.request.urlopen(base + "/dgboost/jobs.json", timeout=10) as response:
+        table = json.loads(response.read())["jobs"]
+    assert table and all({"id", "status", "curves"} <= set(job) for job in table)
+
+
+def _browser() -> str | None:
+    return next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(name)), None)
+
+
+def test_the_page_in_a_browser_shows_the_jobs_and_draws_the_curve(cluster, client, data, tmp_path):
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless browser (Debian's chromium package) installed")
+    _, _, dX, dy = data
+    finished = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=8, evals=[(dX, dy, "train")], name="one")
+    finished.result(timeout=60)
+    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, evals=[(dX, dy, "train")],
+                                  callbacks=[_Slow(0.05)], name="two")
+    _wait_for(lambda: (running.progress()["rounds_done"] or 0) >= 3, "three rounds")
+    url = _page_address(cluster) + "/dgboost/jobs"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=4000",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    try:
+        dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+        subprocess.run([browser, *flags, "--window-size=1000,800", f"--screenshot={tmp_path / 'jobs.png'}", url],
+                       capture_output=True, timeout=120)
+    finally:
+        running.cancel()
+    assert 'data-loaded="true"' in dom, dom[:2000]
+    for job, status in ((finished, "finished"), (running, "running")):
+        row = next(part for part in dom.split("<tr") if f'data-id="{job.id}"' in part)
+        assert f">{status}<" in row and f">{job.name}<" in row
+    assert 'class="curve"' in dom and "train-logloss" in dom  # the selected (running) job's curve
+    assert (tmp_path / "jobs.png").stat().st_size > 1000
+    with pytest.raises(dgboost.dask.JobCancelled):
+        running.result(timeout=60)
