@@ -65,6 +65,14 @@ class CallbackContainer:
             model = callback.after_training(model)
         return model
 
+    def round_finished(self, model, epoch: int, last: bool) -> None:
+        """Tell dgboost's own callbacks that round ``epoch`` is over, every callback's hooks run and
+        whether it is the last (a callback asked to stop, or the rounds are done): what a Dask job's
+        journal sends, so that a restart knows the round and the decision together."""
+        for callback in self.callbacks:
+            if callable(getattr(callback, "round_finished", None)):
+                callback.round_finished(model, epoch, last)
+
     def note(self, text: str) -> None:
         """Tell the callbacks that show progress how the job runs (e.g. that it is out of core):
         those with a ``note`` method (dgboost's own; XGBoost's callbacks have none)."""

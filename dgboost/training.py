@@ -344,10 +344,11 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
         for (name, metric_name), value in metric_values:
             evals_log.setdefault(name, {}).setdefault(metric_name, []).append(value)
         booster.record_evals(evals_log)
-        if _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop):
-            break
-        if epoch + 1 not in epochs or _agree(comm, container.before_iteration(booster, epoch + 1, evals_log),
-                                             may_stop):
+        stop = _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop)
+        last = stop or epoch + 1 not in epochs or _agree(
+            comm, container.before_iteration(booster, epoch + 1, evals_log), may_stop)
+        container.round_finished(booster, epoch, last)
+        if last:
             break
     return container.after_training(booster)
 

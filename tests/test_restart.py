@@ -61,6 +61,22 @@ class _KillAt(TrainingCallback):
         return False
 
 
+class _KillInAfterTraining(TrainingCallback):
+    """Kills the coordinator's own process in after_training, once: every round is done, and
+    (with early stopping) the decision to stop taken."""
+
+    never_stops = True
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def after_training(self, model):
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return model
+
+
 class _RaiseOnce(TrainingCallback):
     """Raises ``error`` on the coordinator after round ``at``, the first time only."""
 
@@ -139,6 +155,22 @@ def test_early_stopping_and_checkpoints_keep_their_state_across_a_restart(client
     assert sorted(os.listdir(tmp_path / "dask")) == local
     for name in local:
         assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+
+
+def test_a_job_that_stopped_early_and_lost_its_coordinator_trains_no_more(client, data, tmp_path):
+    X, y = data
+    dX, dy = _collections(X, y)
+    valid_X, valid_y = X[:1000], y[:1000]
+    dvX, dvy = da.from_array(valid_X, chunks=400), da.from_array(valid_y, chunks=400)
+    params = {**PARAMS, "eta": 0.6, "max_depth": 6}
+    expected = dgboost.train(params, X, y, num_boost_round=60, evals=[(valid_X, valid_y, "valid")],
+                             early_stopping_rounds=3)
+    assert expected.num_boosted_rounds() < 60
+    client.wait_for_workers(N_WORKERS, timeout=60)
+    model = dgboost.dask.train(client, params, dX, dy, num_boost_round=60, evals=[(dvX, dvy, "valid")],
+                               early_stopping_rounds=3, callbacks=[_KillInAfterTraining(tmp_path / "killed")])
+    assert os.path.exists(tmp_path / "killed")
+    assert model.save_raw() == expected.save_raw() and model.evals_result() == expected.evals_result()
 
 
 def test_restarts_are_bounded_by_max_restarts(client, data, tmp_path):

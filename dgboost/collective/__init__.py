@@ -5,7 +5,7 @@ distributed or cupy, so they load only when asked for: ``collective.host``
 (CPU workers, over Dask's comms) and ``collective.nccl`` (GPU workers).
 """
 
-from .base import CollectiveError, Communicator, ReduceOp
+from .base import CollectiveError, Communicator, PeerUnreachable, ReduceOp
 from .local import LocalCommunicator
 
-__all__ = ["CollectiveError", "Communicator", "LocalCommunicator", "ReduceOp"]
+__all__ = ["CollectiveError", "Communicator", "LocalCommunicator", "PeerUnreachable", "ReduceOp"]

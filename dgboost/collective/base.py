@@ -22,6 +22,12 @@ class CollectiveError(RuntimeError):
     """
 
 
+class PeerUnreachable(CollectiveError):
+    """A rank could not reach a peer (its connection refused or reset): the peer's worker died or
+    the network between them failed, unlike a peer that answers late (a time-out). A job on a
+    cluster may resume elsewhere after it (dgboost.dask's ``max_restarts``)."""
+
+
 @runtime_checkable
 class Communicator(Protocol):
     """Collectives over ``world_size`` ranks; rank 0 is the coordinator.

@@ -28,7 +28,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.protocol import to_serialize
 
 from ..backend import asarray, get_xp, to_numpy
-from .base import CollectiveError, ReduceOp
+from .base import CollectiveError, PeerUnreachable, ReduceOp
 
 logger = logging.getLogger("dgboost")
 
@@ -247,7 +247,7 @@ class DaskCommunicator:
             message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {what} #{call} of "
                        f"dgboost job {self.job} to {peers}: {type(error).__name__}: {error}")
             self.abort(message)
-            raise CollectiveError(message) from error
+            raise PeerUnreachable(message) from error
 
     def _run(self, coroutine, timeout: float):
         """Run ``coroutine`` on the worker's event loop from this (task) thread.

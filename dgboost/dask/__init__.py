@@ -45,7 +45,7 @@ import numpy as np
 from ..backend import get_xp, to_numpy
 from ..booster import Booster
 from ..callback import ProgressLine, on_terminal
-from ..collective import CollectiveError
+from ..collective import CollectiveError, PeerUnreachable
 from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names
 from ..data.sparse import is_sparse
@@ -514,6 +514,10 @@ def _holders(client, futures, workers, timeout: float, what: str = "X") -> list:
     with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
         distributed.wait(futures, timeout=timeout)
     missing = [i for i, f in enumerate(futures) if f.status != "finished"]
+    erred = next((f for f in futures if f.status == "error"), None)
+    if erred is not None:  # recomputed, and failed: its inputs are gone, say
+        raise RuntimeError(f"partitions {missing} of {what} were lost with a worker, and recomputing them "
+                           f"failed: {erred.exception()!r}")
     if missing:
         states = sorted({futures[i].status for i in missing})
         raise RuntimeError(f"partitions {missing} of {what} were lost with a worker and could not be "
@@ -587,8 +591,17 @@ class _Attempts:
             evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
             # Every piece (training and eval) in memory before any rank starts: a rank occupies
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
-            distributed.wait([f for w in job_workers for f in shards[w]]
-                             + [f for w in job_workers for parts in evals_of[w] for f in parts])
+            pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
+                                                                    for f in parts]
+            _settle_all(pieces, job.timeout)
+            if any(f.status != "finished" for f in pieces):
+                gone = sorted(set(job_workers) - _workers(self.client))
+                if gone:  # a slice's worker lost while it was cut: share again
+                    raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
+                                       time.monotonic(), gone[0])
+                failed = next(f for f in pieces if f.status != "finished")
+                raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
+                                   f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
             logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
             if resumed_at is not None:
                 seconds = time.monotonic() - resumed_at
@@ -601,9 +614,10 @@ class _Attempts:
             self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
             return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 
-    def _restart(self, interrupted: "_Interrupted", restarts: int) -> JobSpec:
+    def _restart(self, interrupted: _Interrupted, restarts: int) -> JobSpec:
         """The next attempt's JobSpec, or the job's error when it may not go on."""
-        where = f"at round {self._next_round()}"
+        self.journal.begin(None)  # the rounds held now are those the next attempt starts after
+        at = self._next_round()
         if restarts >= self.max_restarts:
             spent = (f" ({restarts} restart{'s' if restarts != 1 else ''} made, max_restarts={self.max_restarts})"
                      if self.max_restarts else "")
@@ -620,15 +634,15 @@ class _Attempts:
             model, resume = found
             done = model.num_boosted_rounds() - (0 if options.init_model is None
                                                  else options.init_model.num_boosted_rounds())
-            options = dataclasses.replace(options, init_model=model, num_boost_round=options.num_boost_round - done)
+            left = 0 if self.journal.ended else options.num_boost_round - done  # ended: after_training alone
+            options = dataclasses.replace(options, init_model=model, num_boost_round=left)
         name = f"{self.spec.name}-r{restarts + 1}"
-        logger.warning("dgboost.dask job %s: %s %s; restart %d of %d, from round %d", self.spec.name,
-                       interrupted.reason, where, restarts + 1, self.max_restarts, self._next_round())
-        event = {"job": name, "restart": {"reason": interrupted.reason, "worker": interrupted.worker,
-                                          "round": self._next_round(), "restart": restarts + 1}}
-        self.client.log_event(EVENT_TOPIC, event)
+        logger.warning("dgboost.dask job %s: %s during round %d; restart %d of %d, from round %d", self.spec.name,
+                       interrupted.reason, at, restarts + 1, self.max_restarts, at)
+        self.client.log_event(EVENT_TOPIC, {"job": name, "restart": {
+            "reason": interrupted.reason, "worker": interrupted.worker, "round": at, "restart": restarts + 1}})
         if self.progress is not None:
-            self.progress.line.note = f"restarting after {interrupted.reason} {where}"
+            self.progress.line.note = f"restarted from round {at} after {interrupted.reason}"
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
 
     def _next_round(self) -> int:
@@ -949,8 +963,9 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
         if reason is not None:
             _stop(client, job, tasks, reason, _workers(client))
             raise JobCancelled(reason)
-        if all(t.status == "finished" for t in tasks):
-            booster, phases, notes = tasks[0].result()
+        if tasks[0].status == "finished":  # the model is whole: the other ranks only close
+            _settle_all(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
+            booster, phases, notes = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
             for note in notes:
                 logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
@@ -973,7 +988,7 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
         if failed:
             errors = [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"]
             first = _first_error(errors)
-            if first is not None and isinstance(first[1], CollectiveError):
+            if first is not None and isinstance(first[1], CollectiveError) and job.journal:
                 # The ranks failed at a peer: a worker that died may not have left the scheduler yet.
                 peers_failed_at = peers_failed_at or noticed
                 if noticed - peers_failed_at < _LOSS_GRACE_SECONDS:
@@ -985,6 +1000,12 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                 raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
                                    noticed, job.addresses[rank], error)
             _raise_first(job, first)
+
+
+def _settle_all(futures, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``futures`` to be done, however they end."""
+    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
+        distributed.wait(futures, timeout=seconds)
 
 
 def _settle(futures) -> None:
@@ -1014,7 +1035,8 @@ def _first_error(errors) -> tuple | None:
     collective errors of the ranks it stopped; None when no rank raised (cancelled)."""
     if not errors:
         return None
-    return next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)), errors[0])
+    return next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)),
+                next(((r, e) for r, e in errors if isinstance(e, PeerUnreachable)), errors[0]))
 
 
 def _raise_first(job: JobSpec, first: tuple | None) -> None:

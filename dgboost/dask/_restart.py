@@ -33,6 +33,8 @@ logger = logging.getLogger("dgboost")
 
 #: The Dask event topic of the coordinator's journal (apart from the progress events: larger).
 JOURNAL_TOPIC = "dgboost-journal"
+#: The most bytes of pickled callbacks (compressed) a round may send; beyond, the job cannot resume.
+MAX_CALLBACK_BYTES = 1 << 20
 
 
 # ---- on the coordinator ----------------------------------------------------------------------
@@ -52,6 +54,9 @@ class JournalSender(TrainingCallback):
         self.callbacks = callbacks
         self._sent = 0  # trees of the model already sent (or the init_model's)
         self._pickles = True
+        self._last_callbacks: bytes | None = None  # as last sent: a round whose callbacks did not change sends none
+        self._latest: dict = {}  # the round's metrics
+        self._callbacks: bytes | None = None  # pickled after the round's after_iteration
 
     def before_training(self, model):
         self._sent = len(model.trees)
@@ -59,14 +64,26 @@ class JournalSender(TrainingCallback):
         return model
 
     def after_iteration(self, model, epoch, evals_log):
+        """Last of the callbacks: their state after the round (before the next round's
+        before_iteration, which the next attempt runs), kept for round_finished."""
+        self._latest = {name: {metric: values[-1] for metric, values in metrics.items()}
+                        for name, metrics in evals_log.items()}
+        self._callbacks = self._pickled_callbacks()
+        return False
+
+    def round_finished(self, model, epoch: int, last: bool) -> None:
+        """The round, its callbacks' state and whether training stops after it, in one message: a
+        restart resumes after it (training no more if it was the last), or, were the message lost
+        with the coordinator, replays the round and its callbacks, which decide alike."""
         trees = list(zip(model.trees[self._sent:], model.tree_outputs[self._sent:]))
         self._sent = len(model.trees)
-        latest = {name: {metric: values[-1] for metric, values in metrics.items()}
-                  for name, metrics in evals_log.items()}
-        callbacks = self._pickled_callbacks()
-        state = (trees, model.best_iteration, model.best_score, model.position_bias, latest)
-        self._send({"round": epoch, "state": zlib.compress(pickle.dumps(state), 1), "callbacks": callbacks})
-        return False
+        state = (trees, model.best_iteration, model.best_score, model.position_bias, self._latest)
+        message = {"round": epoch, "state": zlib.compress(pickle.dumps(state), 1), "last": last}
+        callbacks = self._callbacks
+        if callbacks is None or callbacks != self._last_callbacks:  # None: they cannot be sent
+            message["callbacks"] = callbacks
+            self._last_callbacks = callbacks
+        self._send(message)
 
     def _pickled_callbacks(self) -> bytes | None:
         if not self._pickles:
@@ -74,12 +91,19 @@ class JournalSender(TrainingCallback):
         import cloudpickle
 
         try:
-            return cloudpickle.dumps(self.callbacks)
+            blob = zlib.compress(cloudpickle.dumps(self.callbacks), 1)
         except Exception as error:  # noqa: BLE001 - any callback's own pickling failure
-            self._pickles = False
-            logger.warning("dgboost.dask job %s: the callbacks cannot be pickled (%s: %s), so the job cannot "
-                           "resume after a lost worker", self.job, type(error).__name__, error)
+            self._refuse(f"the callbacks cannot be pickled ({type(error).__name__}: {error})")
             return None
+        if len(blob) > MAX_CALLBACK_BYTES:
+            self._refuse(f"the callbacks pickle to {len(blob)} bytes, more than the {MAX_CALLBACK_BYTES} a round "
+                         "may send (a callback holding data, say)")
+            return None
+        return blob
+
+    def _refuse(self, why: str) -> None:
+        self._pickles = False
+        logger.warning("dgboost.dask job %s: %s, so the job cannot resume after a lost worker", self.job, why)
 
     def _send(self, message: dict) -> None:
         from distributed import get_worker
@@ -105,9 +129,11 @@ class Journal:
         self._callbacks: bytes | None = None  # pickled after the last round
         self._resumed_at: float | None = None  # when the current attempt was asked to resume
         self.restart_seconds: float | None = None  # the last restart: lost to its first new round
+        self.ended = False  # no round follows the last one held (a callback stopped training, or the rounds are done)
 
-    def begin(self, job: str, resumed_at: float | None = None) -> None:
-        """Take the messages of attempt ``job`` from now on (an older attempt's are late)."""
+    def begin(self, job: str | None, resumed_at: float | None = None) -> None:
+        """Take the messages of attempt ``job`` from now on (an older attempt's are late); None:
+        take none (between attempts)."""
         with self._lock:
             self._attempt, self._resumed_at = job, resumed_at
 
@@ -122,7 +148,9 @@ class Journal:
             if message["round"] != self._first + len(self._rounds):
                 return  # each attempt starts after the rounds kept, and the events keep their order
             self._rounds.append(message["state"])
-            self._callbacks = message["callbacks"]
+            self.ended = message["last"]
+            if "callbacks" in message:  # else as the round before
+                self._callbacks = message["callbacks"]
             if self._resumed_at is not None:
                 self.restart_seconds = time.monotonic() - self._resumed_at
                 self._resumed_at = None
@@ -137,28 +165,29 @@ class Journal:
         """The model of every finished round and the Resume of the next attempt; None when
         no round finished (the next attempt starts as the first did) or the callbacks
         could not be pickled (no attempt can go on where this one stood)."""
-        with self._lock:
-            if not self._rounds or self._frame is None:
-                return None
-            if self._callbacks is None:
-                raise _CannotResume("the job's callbacks cannot be pickled (see the coordinator's log)")
-            model = self._frame[:0]
-            if self._init_model is not None:
-                for tree, output in zip(self._init_model.trees, self._init_model.tree_outputs):
-                    model.append(tree, output)
-            evals_log: dict = {}
-            for state in self._rounds:
-                trees, best_iteration, best_score, position_bias, latest = pickle.loads(zlib.decompress(state))
-                for tree, output in trees:
-                    model.append(tree, output)
-                for name, metrics in latest.items():
-                    for metric, value in metrics.items():
-                        evals_log.setdefault(name, {}).setdefault(metric, []).append(value)
-            model.best_iteration, model.best_score, model.position_bias = best_iteration, best_score, position_bias
-            model.record_evals(evals_log)
-            import cloudpickle
+        with self._lock:  # copied here, unpickled outside: receive runs on the client's event loop
+            rounds, frame, callbacks = list(self._rounds), self._frame, self._callbacks
+        if not rounds or frame is None:
+            return None
+        if callbacks is None:
+            raise _CannotResume("the job's callbacks could not be sent (the coordinator's log says why)")
+        model = frame[:0]
+        if self._init_model is not None:
+            for tree, output in zip(self._init_model.trees, self._init_model.tree_outputs):
+                model.append(tree, output)
+        evals_log: dict = {}
+        for state in rounds:
+            trees, best_iteration, best_score, position_bias, latest = pickle.loads(zlib.decompress(state))
+            for tree, output in trees:
+                model.append(tree, output)
+            for name, metrics in latest.items():
+                for metric, value in metrics.items():
+                    evals_log.setdefault(name, {}).setdefault(metric, []).append(value)
+        model.best_iteration, model.best_score, model.position_bias = best_iteration, best_score, position_bias
+        model.record_evals(evals_log)
+        import cloudpickle
 
-            return model, Resume(evals_log, tuple(cloudpickle.loads(self._callbacks)))
+        return model, Resume(evals_log, tuple(cloudpickle.loads(zlib.decompress(callbacks))))
 
 
 class _CannotResume(RuntimeError):
@@ -166,10 +195,13 @@ class _CannotResume(RuntimeError):
 
 
 def retryable(error: BaseException) -> bool:
-    """Whether a rank's error may pass on a new attempt: a lost connection or NCCL's error, not
-    bad input or a bug (which would fail the same way again)."""
+    """Whether a rank's error may pass on a new attempt: a lost connection (a peer unreachable,
+    whose worker has not left the scheduler yet, say) or NCCL's error; not bad input or a bug
+    (which would fail the same way again), nor a peer that timed out (hung, it may hang again)."""
     from distributed.comm.core import CommClosedError
 
-    if isinstance(error, (ConnectionError, CommClosedError)):
+    from ..collective import PeerUnreachable
+
+    if isinstance(error, (ConnectionError, CommClosedError, PeerUnreachable)):
         return True
     return any(kind.__name__ == "NcclError" for kind in type(error).__mro__)  # cupy.cuda.nccl's, not imported here
