@@ -146,6 +146,8 @@ def _jobs(args) -> int:
                 print(_job_table([job]))
                 if job.get("error"):
                     print(f"error: {job['error']}")
+                if job.get("model"):
+                    print(f"model: {job['model']}")
                 for name, metrics in job["curves"].items():
                     for metric, values in metrics.items():
                         print(f"\n{name}-{metric}, rounds 1 to {len(values)}:")

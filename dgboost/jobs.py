@@ -378,8 +378,15 @@ def train_job(config: dict, connect) -> dict:
         if qid is not None:  # ranking's queries (qid_column)
             options = {**options, "qid": qid, "eval_qid": eval_qid}
     with connect() as client, _parsing(tables):
-        booster = dgb_dask.train(client, params, X, y, sample_weight=weight, evals=evals, **options)
-    booster.save_model(model)
+        job = dgb_dask.submit(client, params, X, y, sample_weight=weight, evals=evals,
+                              name=f"dgboost train {pathlib.Path(model).name}", **options)
+        try:
+            booster = job.result()
+        except KeyboardInterrupt:
+            job.cancel()
+            raise
+        booster.save_model(model)
+        job.record_model(str(pathlib.Path(model).resolve()))
     summary = {"model": model, "rounds": booster.num_boosted_rounds(), "best_iteration": booster.best_iteration,
                "best_score": booster.best_score, "evals_result": booster.evals_result(),
                "params": params}

@@ -91,6 +91,8 @@ def test_a_submitted_job_reports_its_progress_and_its_model(client, data):
     assert listed["status"] == "finished" and listed["name"] == "watched" and listed["round"] == 11
     curves = dgboost.dask.job_info(client, job.id[:8])["curves"]
     assert list(curves["train"]["logloss"]) == model.evals_result()["train"]["logloss"]
+    job.record_model("/models/watched.json")  # where its model went, for whoever lists the jobs
+    assert dgboost.dask.job_info(client, job.id)["model"] == "/models/watched.json"
 
 
 def test_jobs_wait_their_turn_by_priority_then_submission(client, data):

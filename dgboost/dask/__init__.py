@@ -740,6 +740,11 @@ class TrainingJob:
             self.client.sync(self.client.scheduler.dgboost_jobs_cancel, id=self.id, by="its client")
         self._cancel_here(reason)
 
+    def record_model(self, path: str) -> None:
+        """Tell the cluster's job table where this job's model was written (``dgboost jobs show``)."""
+        if self._registry:
+            self.client.sync(self.client.scheduler.dgboost_jobs_note, id=self.id, model=str(path))
+
     # ---- from the job's thread and the client's event loop ---------------------------------------
 
     def _cancel_here(self, reason: str) -> None:
