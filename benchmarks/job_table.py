@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from distributed import Client
 
     import dgboost.dask
-    from dgboost.dask import _NO_JOB_TABLE
+    from dgboost.dask._service import _NO_JOB_TABLE
 
     X, y = make_higgs_like(args.rows, seed=1)
     params = {"objective": "binary:logistic", "max_depth": args.depth, "device": args.device}

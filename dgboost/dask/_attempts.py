@@ -1,0 +1,271 @@
+"""A job's attempts on the cluster (steps 4 to 6 of a Dask job, docs/architecture.md): each one's
+ranks started in the job's turn, watched until the model comes back, stopped on failure, and
+resumed after a lost worker from the journal (``_restart``)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+
+import distributed
+
+from ..booster import Booster
+from ..callback import ProgressLine
+from ..collective import CollectiveError, PeerUnreachable
+from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
+from ._placing import _TIMEOUTS, _CANCELLED, _Futures, _Rows, _settle_all, _share_evals, _share_rows, _workers
+from ._restart import JOURNAL_TOPIC, Journal, _CannotResume, retryable
+from ._service import JobCancelled, TrainingJob, _listening
+
+logger = logging.getLogger("dgboost")
+
+
+#: Seconds between the client's looks at a running job (task states, workers alive).
+_POLL_SECONDS = 0.5
+
+
+#: Seconds the client gives the ranks of a failed job to stop before it cancels their tasks.
+_STOP_GRACE_SECONDS = 10.0
+
+
+#: Seconds the client waits, when ranks failed at a peer, for the scheduler to see a worker gone.
+_LOSS_GRACE_SECONDS = 5.0
+
+
+class _Attempts:
+    """A job's attempts: the first, then, after each loss worth a restart (``_Interrupted``),
+    one on the workers there are then, from the last round the journal holds
+    (``_restart.Journal``), until one finishes or ``max_restarts`` are spent."""
+
+    def __init__(self, client, spec: JobSpec, rows: _Rows, evals: list, max_restarts: int, started: float,
+                 owner: "TrainingJob"):
+        self.client, self.spec, self.rows, self.evals = client, spec, rows, evals
+        self.max_restarts = max_restarts
+        self.started = started
+        self.owner = owner
+        self.journal = Journal(spec.options.init_model)
+        self.progress = _ProgressFromEvents(spec) if spec.client_draws_progress else None
+
+    def run(self) -> Booster:
+        job, restarts, resumed_at = self.spec, 0, None
+        self.owner._bar = self.progress
+        with _listening(self.client, JOURNAL_TOPIC, self.spec.name, self.journal if self.spec.journal else None):
+            try:
+                while True:
+                    try:
+                        booster = self._attempt(job, resumed_at)
+                        break
+                    except _Interrupted as interrupted:
+                        job = self._restart(interrupted, restarts)
+                        restarts, resumed_at = restarts + 1, interrupted.noticed
+                if self.progress is not None:
+                    self.progress.close(booster.num_boosted_rounds() - 1)
+                    self.progress = None
+                return booster
+            finally:
+                if self.progress is not None:  # the job failed: stop drawing at once
+                    self.progress.close()
+
+    def _attempt(self, job: JobSpec, resumed_at: float | None) -> Booster:
+        with _Futures(self.client) as futures:
+            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout)
+            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
+            # Every piece (training and eval) in memory before any rank starts: a rank occupies
+            # its worker's thread, so a slice still to be cut there would wait for the whole job.
+            pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
+                                                                    for f in parts]
+            _settle_all(pieces, job.timeout)
+            if any(f.status != "finished" for f in pieces):
+                gone = sorted(set(job_workers) - _workers(self.client))
+                if gone:  # a slice's worker lost while it was cut: share again
+                    raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
+                                       time.monotonic(), gone[0])
+                failed = next(f for f in pieces if f.status != "finished")
+                raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
+                                   f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
+            logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
+            if resumed_at is not None:
+                seconds = time.monotonic() - resumed_at
+                logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the loss",
+                               job.name, len(job_workers), moved, seconds)
+                self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
+                    "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
+            job = dataclasses.replace(job, addresses=tuple(job_workers))
+            self.journal.begin(job.name, resumed_at)
+            self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
+            return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
+
+    def _restart(self, interrupted: _Interrupted, restarts: int) -> JobSpec:
+        """The next attempt's JobSpec, or the job's error when it may not go on."""
+        self.journal.begin(None)  # the rounds held now are those the next attempt starts after
+        at = self._next_round()
+        if restarts >= self.max_restarts:
+            spent = (f" ({restarts} restart{'s' if restarts != 1 else ''} made, max_restarts={self.max_restarts})"
+                     if self.max_restarts else "")
+            raise RuntimeError(f"dgboost training failed: {interrupted.reason}{spent}; the job was stopped on "
+                               "every worker. Train again once the cluster is whole.") from interrupted.cause
+        try:
+            found = self.journal.resume()
+        except _CannotResume as error:
+            raise RuntimeError(f"dgboost training failed: {interrupted.reason}; the job cannot resume: "
+                               f"{error}") from interrupted.cause
+        options = self.spec.options
+        resume = None
+        if found is not None:
+            model, resume = found
+            done = model.num_boosted_rounds() - (0 if options.init_model is None
+                                                 else options.init_model.num_boosted_rounds())
+            left = 0 if self.journal.ended else options.num_boost_round - done  # ended: after_training alone
+            options = dataclasses.replace(options, init_model=model, num_boost_round=left)
+        name = f"{self.spec.name}-r{restarts + 1}"
+        logger.warning("dgboost.dask job %s: %s during round %d; restart %d of %d, from round %d", self.spec.name,
+                       interrupted.reason, at, restarts + 1, self.max_restarts, at)
+        self.client.log_event(EVENT_TOPIC, {"job": name, "restart": {
+            "reason": interrupted.reason, "worker": interrupted.worker, "round": at, "restart": restarts + 1}})
+        if self.progress is not None:
+            self.progress.line.note = f"restarted from round {at} after {interrupted.reason}"
+        return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
+
+    def _next_round(self) -> int:
+        first = 0 if self.spec.options.init_model is None else self.spec.options.init_model.num_boosted_rounds()
+        return first + self.journal.finished_rounds()
+
+
+class _Interrupted(Exception):
+    """An attempt stopped by a loss a new attempt may not meet: a worker gone, a retryable error."""
+
+    def __init__(self, reason: str, noticed: float, worker: str | None = None, cause: BaseException | None = None):
+        super().__init__(reason)
+        self.reason, self.worker, self.cause = reason, worker, cause
+        self.noticed = noticed  # time.monotonic() when the client saw it
+
+
+def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, owner: "TrainingJob") -> Booster:
+    from ..collective.host import CollectivePlugin
+
+    client.register_plugin(CollectivePlugin())
+    with owner._turn(job):
+        tasks = [futures.track_one(client.submit(
+            train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
+            workers=[w], allow_other_workers=False, pure=False, retries=0))
+            for rank, w in enumerate(job.addresses)]
+        return _watch(client, job, tasks, owner)
+
+
+class _ProgressFromEvents:
+    """A progress bar on the client's terminal, drawn from the coordinator's round events."""
+
+    def __init__(self, job: JobSpec):
+        self.line = ProgressLine(job.options.num_boost_round)
+        self.line.start(0 if job.options.init_model is None else job.options.init_model.num_boosted_rounds())
+        self.last_round = -1
+
+    def receive(self, message: dict) -> None:
+        if "note" in message:
+            self.line.note = message["note"]
+        elif "round" in message:
+            self.line.update(message["round"], message["metrics"])
+            self.last_round = message["round"]
+
+    def close(self, final_round: int | None = None) -> None:
+        """Stop drawing, once the final round's event (if given) is drawn or a second has passed."""
+        deadline = time.monotonic() + 1.0
+        while final_round is not None and self.last_round < final_round and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.line.close()
+
+
+def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
+    """Rank 0's Booster once every task is done; on failure every rank stopped, then
+    ``_Interrupted`` for a loss a new attempt may not meet, else the job's error."""
+    missing_before: set = set()
+    peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
+    while True:
+        _settle(tasks)
+        reason = owner._cancel_reason()
+        if reason is not None:
+            _stop(client, job, tasks, reason, _workers(client))
+            raise JobCancelled(reason)
+        if tasks[0].status == "finished":  # the model is whole: the other ranks only close
+            _settle_all(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
+            booster, phases, notes = tasks[0].result(timeout=job.timeout)
+            logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
+            for note in notes:
+                logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
+                               job.name, note)
+            return booster
+        failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
+        alive = _workers(client)
+        # A worker counts as lost when two looks in a row miss it while its task is unfinished.
+        missing = {w for w, t in zip(job.addresses, tasks) if w not in alive and t.status != "finished"}
+        # A failed rank with a worker gone is the worker's loss: report that.
+        lost = [(rank, w) for rank, w in enumerate(job.addresses)
+                if w in missing and (w in missing_before or failed)]
+        missing_before = missing
+        noticed = time.monotonic()
+        if lost:
+            rank, worker = lost[0]
+            _stop(client, job, tasks, f"worker {worker} (rank {rank}) left the cluster", alive)
+            raise _Interrupted(f"worker {worker} (rank {rank}) left the cluster during dgboost job {job.name} "
+                               "(it died or was shut down)", noticed, worker)
+        if failed:
+            errors = [(rank, t.exception()) for rank, t in enumerate(tasks) if t.status == "error"]
+            first = _first_error(errors)
+            if first is not None and isinstance(first[1], CollectiveError) and job.journal:
+                # The ranks failed at a peer: a worker that died may not have left the scheduler yet.
+                peers_failed_at = peers_failed_at or noticed
+                if noticed - peers_failed_at < _LOSS_GRACE_SECONDS:
+                    time.sleep(_POLL_SECONDS)
+                    continue
+            _stop(client, job, tasks, "another rank failed", alive)
+            if first is not None and retryable(first[1]):
+                rank, error = first
+                raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
+                                   noticed, job.addresses[rank], error)
+            _raise_first(job, first)
+
+
+def _settle(futures) -> None:
+    """Wait until ``futures`` are done or _POLL_SECONDS pass; the caller looks at them again."""
+    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):  # the caller looks at the cancelled ones
+        distributed.wait(futures, timeout=_POLL_SECONDS)
+
+
+def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
+    """Abort every rank still running and give them a moment to stop (the caller's
+    _Futures cancels whatever is left)."""
+    workers = [w for w in job.addresses if w in alive]
+    if workers:
+        try:
+            client.run(abort_job, job.name, reason, workers=workers, on_error="ignore")
+        except Exception:  # noqa: BLE001 - a worker gone meanwhile; its peers time out anyway
+            logger.debug("dgboost.dask: could not reach every worker to abort %s", job.name, exc_info=True)
+    running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]
+    deadline = time.monotonic() + min(_STOP_GRACE_SECONDS, job.timeout)
+    while running and time.monotonic() < deadline:
+        _settle(running)
+        running = [t for t in running if t.status == "pending"]
+
+
+def _first_error(errors) -> tuple | None:
+    """(rank, error) of the error that started a failure: a rank's own error before the
+    collective errors of the ranks it stopped; None when no rank raised (cancelled)."""
+    if not errors:
+        return None
+    return next(((r, e) for r, e in errors if not isinstance(e, CollectiveError)),
+                next(((r, e) for r, e in errors if isinstance(e, PeerUnreachable)), errors[0]))
+
+
+def _raise_first(job: JobSpec, first: tuple | None) -> None:
+    """Raise a failed job's error, as ``_first_error`` found it."""
+    if first is None:
+        raise RuntimeError(f"dgboost job {job.name} was cancelled")
+    rank, error = first
+    where = f"worker {job.addresses[rank]} (rank {rank})"
+    if isinstance(error, (ValueError, TypeError)):
+        if hasattr(error, "add_note"):
+            error.add_note(f"raised by dgboost.dask on {where}")
+        raise error
+    raise RuntimeError(f"dgboost training failed on {where}: {type(error).__name__}: {error}") from error

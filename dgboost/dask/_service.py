@@ -1,0 +1,299 @@
+"""The service face of a Dask job, the client's side: ``TrainingJob`` (what ``submit`` returns),
+the cluster's job table asked through the scheduler (``jobs``, ``job_info``, ``cancel``; the table
+itself is ``_registry``), and the routing of Dask events to each job of a client."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import threading
+import time
+
+import distributed
+
+from ..booster import Booster
+from ._job import EVENT_TOPIC, JobSpec
+
+logger = logging.getLogger("dgboost")
+#: Seconds between a queued job's looks at its cancel while it waits for the workers' lock.
+_LOCK_POLL_SECONDS = 0.5
+
+
+class JobCancelled(RuntimeError):
+    """A job cancelled (``TrainingJob.cancel``, ``dgboost jobs cancel``, or its client gone)."""
+
+
+class TrainingJob:
+    """A training job submitted to a Dask cluster (``submit``): watch it, wait for it, cancel it.
+
+    ``status`` is "queued", "running", "finished", "failed" or "cancelled". The job runs in a
+    thread of this process; the cluster's job table (a scheduler plugin) shows it to every
+    client, orders the queue and passes on a cancel from anywhere.
+    """
+
+    def __init__(self, client, id: str, name: str, priority: int, rounds: int, registry: bool):
+        self.client, self.id, self.name, self.priority, self.rounds = client, id, name, priority, rounds
+        self._registry = registry
+        self._future: concurrent.futures.Future = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._status = "queued"
+        self._cancelled: str | None = None  # the reason, once cancelled
+        self._round: int | None = None
+        self._metrics: dict = {}
+        self._first: tuple[float, int] | None = None  # (time, round) of the first round seen
+        self._workers: list = []
+        self._rows: int | None = None
+        self._held: list = []  # the job's futures: cancelled with it, wherever its thread waits
+        self._bar = None  # the progress bar the job draws, if any
+        if registry:
+            import getpass
+
+            client.sync(client.scheduler.dgboost_jobs_submit, record={
+                "id": id, "name": name, "owner": client.id, "user": getpass.getuser(), "priority": priority,
+                "rounds": rounds})
+
+    def __repr__(self):
+        return f"<TrainingJob {self.id} {self.name!r}: {self.status}>"
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: float | None = None) -> Booster:
+        """The trained Booster, once the job ends; raises the job's error (JobCancelled if cancelled)."""
+        return self._future.result(timeout)
+
+    def progress(self) -> dict:
+        """{"status", "round", "rounds", "rounds_done", "metrics", "rows", "workers", "eta"}: the last
+        finished round (numbered on from an init_model's), its metrics, and the seconds left at the
+        pace so far."""
+        with self._lock:
+            done = 0 if self._first is None else self._round - self._first[1] + 1
+            eta = None
+            if self._first is not None and self._status == "running" and done > 0:
+                eta = (time.monotonic() - self._first[0]) / done * max(0, self.rounds - done)
+            return {"status": self._status, "round": self._round, "rounds": self.rounds, "rounds_done": done,
+                    "metrics": dict(self._metrics), "rows": self._rows, "workers": list(self._workers), "eta": eta}
+
+    def cancel(self) -> None:
+        """Stop the job: a queued one leaves the queue, a running one stops within the round on every
+        worker and gives its workers to the next. ``result()`` then raises JobCancelled."""
+        if self.done():
+            return
+        reason = f"dgboost job {self.id} was cancelled by its client"
+        if self._registry:  # it aborts the ranks and wakes a queued wait
+            self.client.sync(self.client.scheduler.dgboost_jobs_cancel, id=self.id, by="its client")
+        self._cancel_here(reason)
+
+    def record_model(self, path: str) -> None:
+        """Tell the cluster's job table where this job's model was written (``dgboost jobs show``)."""
+        if self._registry:
+            self.client.sync(self.client.scheduler.dgboost_jobs_note, id=self.id, model=str(path))
+
+    # ---- from the job's thread and the client's event loop ---------------------------------------
+
+    def _cancel_here(self, reason: str) -> None:
+        """Mark the job cancelled; its thread stops at its next look, or at once where it waits on
+        its futures (a queued job's data, say), which are cancelled (from a thread of their own: this
+        may run on the client's event loop)."""
+        with self._lock:
+            if self._cancelled is not None or self.done():
+                return
+            self._cancelled = reason
+            held = list(self._held)
+        if held:
+            threading.Thread(target=self.client.cancel, args=(held,), daemon=True).start()
+
+    def _cancel_reason(self) -> str | None:
+        return self._cancelled
+
+    def _hold(self, futures) -> None:
+        """The job's futures (a _placing._Futures), cancelled with it."""
+        with self._lock:
+            self._held = futures.held
+
+    def receive(self, message: dict) -> None:
+        """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""
+        if "cancelled" in message:  # by another client, or by the scheduler for an orphaned job
+            self._cancel_here(message["cancelled"])
+            return
+        if "round" in message:
+            with self._lock:
+                if self._first is None:
+                    self._first = (time.monotonic(), message["round"])
+                self._round, self._metrics = message["round"], message["metrics"]
+        if self._bar is not None:
+            self._bar.receive(message)
+
+    def _on_attempt(self, workers, rows: int) -> None:
+        with self._lock:
+            self._workers, self._rows = list(workers), rows
+        if self._registry:
+            self.client.sync(self.client.scheduler.dgboost_jobs_note, id=self.id, rows=rows)
+
+    @contextlib.contextmanager
+    def _turn(self, job: JobSpec):
+        """The job's workers to itself while inside: its turn in the cluster's queue, or (with no
+        job table on the scheduler) a lock over them."""
+        if self._cancelled:
+            raise JobCancelled(self._cancelled)
+        if self._registry:
+            state = self.client.sync(self.client.scheduler.dgboost_jobs_acquire, id=self.id, attempt=job.name,
+                                     workers=list(job.addresses))
+            if state == "cancelled":
+                self._cancel_here(f"dgboost job {self.id} was cancelled while queued")
+                raise JobCancelled(self._cancelled)
+            release = functools.partial(self.client.sync, self.client.scheduler.dgboost_jobs_release, id=self.id)
+        else:
+            lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=self.client)
+            while not lock.acquire(timeout=_LOCK_POLL_SECONDS):
+                if self._cancelled:
+                    raise JobCancelled(self._cancelled)
+            release = lock.release
+        self._status = "running"
+        try:
+            yield
+        finally:
+            release()
+
+    def _start(self, run) -> None:
+        threading.Thread(target=self._main, args=(run,), name=f"dgboost-job-{self.id}", daemon=True).start()
+
+    def _main(self, run) -> None:
+        try:
+            with _listening(self.client, EVENT_TOPIC, f"dgboost-train-{self.id}", self):
+                booster = run()
+        except BaseException as error:  # noqa: BLE001 - the job's error, raised by result()
+            if self._cancelled is not None and not isinstance(error, JobCancelled):
+                error = JobCancelled(self._cancelled)  # whatever the cancel interrupted
+            self._end("cancelled" if isinstance(error, JobCancelled) else "failed", error)
+        else:
+            self._end("finished", None, booster)
+
+    def _end(self, status: str, error: BaseException | None, booster: Booster | None = None) -> None:
+        self._status = status
+        if self._registry:
+            with contextlib.suppress(Exception):  # the scheduler gone: the job's own end matters more
+                self.client.sync(self.client.scheduler.dgboost_jobs_finish, id=self.id, status=status,
+                                 error=None if error is None else f"{type(error).__name__}: {error}")
+        if error is None:
+            self._future.set_result(booster)
+        else:
+            self._future.set_exception(error)
+
+
+_NO_JOB_TABLE: set[str] = set()  # schedulers where it could not be installed (warned once)
+
+
+def install(client) -> None:
+    """Install the cluster's job table (a scheduler plugin) now; every job makes sure of it anyway.
+    Raises when dgboost cannot be imported where the scheduler runs."""
+    from ._registry import JobRegistry
+
+    client.register_plugin(JobRegistry())  # idempotent: once a scheduler
+
+
+def _has_job_table(client) -> bool:
+    """Whether the scheduler holds dgboost's job table, installing it if need be."""
+    address = client.scheduler.address
+    if address in _NO_JOB_TABLE:
+        return False
+    try:
+        install(client)
+    except Exception as error:  # noqa: BLE001 - the scheduler cannot unpickle it, say
+        logger.warning("dgboost.dask: the job table could not be installed on the scheduler (%s: %s): jobs run "
+                       "one at a time through a lock, but other clients, `dgboost jobs` and the dashboard's page "
+                       "do not see them; install dgboost where the scheduler runs", type(error).__name__, error)
+        _NO_JOB_TABLE.add(address)
+        return False
+    return True
+
+
+def jobs(client=None) -> list[dict]:
+    """The cluster's dgboost jobs, newest first (what ``dgboost jobs`` lists): each one's id, name,
+    owner (client id), user, status, priority, submitted / started / ended (epoch seconds),
+    round, rounds, rounds_done, metrics (the latest), workers, rows, model, restarts, error, eta."""
+    client = _client(client)
+    install(client)
+    return client.sync(client.scheduler.dgboost_jobs_list)
+
+
+def job_info(client, id: str) -> dict:
+    """One job (``id`` or its unique start), with its learning curves: ``{..., "curves": {set:
+    {metric: [value a round]}}}``; KeyError when no job has that id."""
+    client = _client(client)
+    install(client)
+    found = client.sync(client.scheduler.dgboost_jobs_show, id=id)
+    if found is None:
+        raise KeyError(f"no dgboost job {id!r} on this cluster (or the id's start is not unique): dgboost jobs "
+                       "lists them")
+    return found
+
+
+def cancel(client, id: str) -> str:
+    """Cancel job ``id`` (or its unique start) from any client; returns its status before."""
+    client = _client(client)
+    install(client)
+    before = client.sync(client.scheduler.dgboost_jobs_cancel, id=id, by=f"client {client.id}")
+    if before == "unknown":
+        raise KeyError(f"no dgboost job {id!r} on this cluster (or the id's start is not unique): dgboost jobs "
+                       "lists them")
+    return before
+
+
+#: The topics' handlers of each client, by job: one subscription a topic serves every job of a client.
+_HANDLERS: dict[tuple, dict] = {}
+
+
+_HANDLERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _listening(client, topic: str, job: str, receiver):
+    """While inside, ``receiver.receive(message)`` gets the messages on ``topic`` of job ``job``
+    and its restarts (their names start with it); nothing for a receiver of None."""
+    if receiver is None:
+        yield
+        return
+    key = (client.id, topic)
+    with _HANDLERS_LOCK:
+        handlers = _HANDLERS.setdefault(key, {})
+        if not handlers:
+            client.subscribe_topic(topic, functools.partial(_route, key))
+        handlers[job] = receiver
+    try:
+        yield
+    finally:
+        with _HANDLERS_LOCK:
+            handlers.pop(job, None)
+            if not handlers:
+                del _HANDLERS[key]
+                client.unsubscribe_topic(topic)
+
+
+def _route(key: tuple, event) -> None:
+    _, message = event
+    name = message.get("job") if isinstance(message, dict) else None
+    if not isinstance(name, str):
+        return
+    with _HANDLERS_LOCK:
+        receiver = next((r for job, r in _HANDLERS.get(key, {}).items() if name.startswith(job)), None)
+    if receiver is not None:
+        receiver.receive(message)
+
+
+def _client(client):
+    if client is None:
+        try:
+            return distributed.default_client()
+        except ValueError:
+            raise ValueError("client=None needs a current Dask client: create one first "
+                             "(distributed.Client(...)) or pass client=") from None
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+    return client
