@@ -5,7 +5,7 @@
 On a fresh CPU local cluster (or one worker a GPU with --device cuda), after a warm-up: the job
 through ``dgboost.dask.train`` as users run it (the job table on the scheduler: registered,
 queued through it, its round events read by the plugin), and the same job with the table off
-(the scheduler marked as one without it, so the job queues through a MultiLock as dgboost did
+(dask config ``dgboost.jobs.table`` False: the job queues through a MultiLock, as dgboost did
 before the table). Medians and every run, in seconds; JSON to --out.
 """
 
@@ -39,8 +39,9 @@ def main(argv=None) -> int:
     import dask.array as da
     from distributed import Client
 
+    import dask
+
     import dgboost.dask
-    from dgboost.dask._service import _NO_JOB_TABLE
 
     X, y = make_higgs_like(args.rows, seed=1)
     params = {"objective": "binary:logistic", "max_depth": args.depth, "device": args.device}
@@ -52,12 +53,10 @@ def main(argv=None) -> int:
         dgboost.dask.train(client, params, dX, dy, num_boost_round=2)  # warm-up
         for _ in range(args.repeat):
             for setting in times:
-                if setting == "without":
-                    _NO_JOB_TABLE.add(client.scheduler.address)
-                began = time.perf_counter()
-                dgboost.dask.train(client, params, dX, dy, num_boost_round=args.rounds)
-                times[setting].append(round(time.perf_counter() - began, 3))
-                _NO_JOB_TABLE.discard(client.scheduler.address)
+                with dask.config.set({"dgboost.jobs.table": setting != "without"}):
+                    began = time.perf_counter()
+                    dgboost.dask.train(client, params, dX, dy, num_boost_round=args.rounds)
+                    times[setting].append(round(time.perf_counter() - began, 3))
     result = {"config": vars(args) | {"out": str(args.out)}, "seconds": times,
               "medians": {k: float(np.median(v)) for k, v in times.items()}}
     (args.out / f"job-table-{args.rows}-{args.device}.json").write_text(json.dumps(result, indent=2))

@@ -95,6 +95,26 @@ def test_a_submitted_job_reports_its_progress_and_its_model(client, data):
     assert dgboost.dask.job_info(client, job.id)["model"] == "/models/watched.json"
 
 
+def test_the_users_own_handler_of_the_progress_topic_keeps_its_events(client, data):
+    from dgboost.dask._job import EVENT_TOPIC
+
+    _, _, dX, dy = data
+    seen = []
+    client.subscribe_topic(EVENT_TOPIC, lambda event: seen.append(event[1]))
+    try:
+        job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
+        job.result(timeout=60)
+        _wait_for(lambda: sum(m.get("job", "").startswith(f"dgboost-train-{job.id}") for m in seen) >= 3,
+                  "the user's handler to see the job's rounds")
+        assert client._event_handlers[EVENT_TOPIC] is not None  # given back to the user's handler
+        again = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2)
+        again.result(timeout=60)
+        _wait_for(lambda: any(m.get("job", "").startswith(f"dgboost-train-{again.id}") for m in seen),
+                  "the user's handler to see the next job")
+    finally:
+        client.unsubscribe_topic(EVENT_TOPIC)
+
+
 def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     _, _, dX, dy = data
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[_Slow(0.1)], name="first")
@@ -131,6 +151,49 @@ def test_cancelling_a_running_and_a_queued_job(client, data):
     assert time.monotonic() - began < 10 and running.status == "cancelled"
     _no_task_left(client)
     assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2  # workers free
+
+
+def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client, data):
+    _, _, dX, dy = data
+    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
+    _wait_for(lambda: first.status == "running", "the first job to run")
+    second = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
+    _wait_for(lambda: _status(client, second.id) == "queued", "the second job queued")
+    with distributed.Client(cluster.scheduler_address) as other:
+        dgboost.dask.cancel(other, first.id)
+    _wait_for(lambda: second.status != "queued", "the second job's turn")
+    ranks = [key for keys in client.processing().values() for key in keys if first.id in str(key)]
+    assert not ranks, f"the next job started beside the cancelled one's ranks: {ranks}"
+    second.result(timeout=60)
+    with pytest.raises(dgboost.dask.JobCancelled):
+        first.result(timeout=60)
+    assert _status(client, first.id) == "cancelled"
+
+
+def test_a_job_ended_while_queued_is_not_given_the_workers():
+    import asyncio
+    import types
+
+    from dgboost.dask._registry import JobRegistry
+
+    async def scenario():
+        scheduler = types.SimpleNamespace(handlers={}, workers={}, tasks={}, log_event=lambda *args: None)
+        table = JobRegistry()
+        await table.start(scheduler)
+        for id in ("a", "b"):
+            table.submit({"id": id, "name": id, "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+        assert await table.acquire("a", "dgboost-train-a", ["w"]) == "running"
+        waiting = asyncio.ensure_future(table.acquire("b", "dgboost-train-b", ["w"]))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await table.finish("b", "failed", "its client's thread raised")  # while it waited
+        await table.release("a", final=True)
+        assert await asyncio.wait_for(waiting, 5) == "failed"
+        assert table.jobs["b"]["status"] == "failed" and table.jobs["a"]["status"] == "ending"
+        await table.finish("a", "finished")
+        assert table.jobs["a"]["status"] == "finished"
+
+    asyncio.run(scenario())
 
 
 def test_another_client_lists_and_cancels_a_job(cluster, client, data):
@@ -186,13 +249,29 @@ def _page_address(cluster) -> str:
 
 def test_the_page_and_its_table(cluster, client, data):
     _, _, dX, dy = data
-    dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=4, evals=[(dX, dy, "train")]).result(timeout=60)
+    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=4, evals=[(dX, dy, "train")])
+    model = job.result(timeout=60)
     base = _page_address(cluster)
     with urllib.request.urlopen(base + "/dgboost/jobs", timeout=10) as response:
         assert b"<h1>dgboost jobs</h1>" in response.read()
     with urllib.request.urlopen(base + "/dgboost/jobs.json", timeout=10) as response:
         table = json.loads(response.read())["jobs"]
-    assert table and all({"id", "status", "curves"} <= set(job) for job in table)
+    assert table and all({"id", "status", "round"} <= set(row) and "curves" not in row for row in table)
+    with urllib.request.urlopen(base + f"/dgboost/jobs.json?id={job.id}", timeout=10) as response:
+        curves = json.loads(response.read())["curves"]
+    assert curves["train"]["logloss"] == model.evals_result()["train"]["logloss"]
+    with urllib.request.urlopen(base + "/sitemap.json", timeout=10) as response:  # the dashboard's own index
+        assert "/dgboost/jobs" in json.loads(response.read())["paths"]
+
+
+def test_long_curves_are_thinned_for_the_page():
+    from dgboost.dask._page import _CURVE_POINTS, _thinned
+
+    for n in (0, 1, _CURVE_POINTS, _CURVE_POINTS + 1, 10_007, 100_000):
+        values = list(range(n))
+        thin = _thinned(values)
+        assert len(thin) <= _CURVE_POINTS + 1 and thin[:1] == values[:1] and thin[-1:] == values[-1:]
+        assert thin == sorted(set(thin))  # in order, none twice
 
 
 def _browser() -> str | None:

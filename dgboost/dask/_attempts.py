@@ -136,6 +136,8 @@ class _Attempts:
 class _Interrupted(Exception):
     """An attempt stopped by a loss a new attempt may not meet: a worker gone, a retryable error."""
 
+    restartable = True  # the job keeps its place in the queue (TrainingJob._turn)
+
     def __init__(self, reason: str, noticed: float, worker: str | None = None, cause: BaseException | None = None):
         super().__init__(reason)
         self.reason, self.worker, self.cause = reason, worker, cause

@@ -2,9 +2,10 @@
 the dashboard's address and TLS settings apply), read-only.
 
 The page is one HTML document with its script inline (no assets to serve, nothing fetched from
-elsewhere): it reads ``/dgboost/jobs.json`` (the job table with each job's curves) every second,
-redraws the table, and draws the selected job's learning curves (the first running job's, until
-one is clicked) as SVG polylines, one per eval set and metric, each scaled to its own range.
+elsewhere): every second it reads ``/dgboost/jobs.json`` (the job table) and ``jobs.json?id=``
+(the selected job's curves, thinned to 2000 points), redraws the table and draws the curves (the
+first running job's, until one is clicked) as SVG polylines, one per eval set and metric, each
+scaled to its own range, a NaN leaving a gap.
 """
 
 from __future__ import annotations
@@ -37,10 +38,27 @@ class _Table(web.RequestHandler):
         self.registry = registry
 
     def get(self):
-        jobs = [{**job, "curves": self.registry.jobs[job["id"]]["curves"]} for job in self.registry.list()]
+        """The table (no curves); with ``?id=``, that job's curves too, each thinned to at most
+        _CURVE_POINTS points (what a page draws; the whole curve is dgboost jobs show's)."""
+        body = {"jobs": self.registry.list()}
+        wanted = self.get_argument("id", None)
+        if wanted and wanted in self.registry.jobs:
+            curves = self.registry.jobs[wanted]["curves"]
+            body["curves"] = {name: {metric: _thinned(values) for metric, values in metrics.items()}
+                              for name, metrics in curves.items()}
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
-        self.write(json.dumps({"jobs": _finite(jobs)}, allow_nan=False))
+        self.write(json.dumps(_finite(body), allow_nan=False))
+
+
+#: The most points of a curve the page's JSON carries.
+_CURVE_POINTS = 2000
+
+
+def _thinned(values: list) -> list:
+    """Every k-th of ``values`` and the last, k the smallest keeping _CURVE_POINTS or fewer."""
+    step = -(-len(values) // _CURVE_POINTS)
+    return list(values) if step <= 1 else list(values[::step]) + ([values[-1]] if (len(values) - 1) % step else [])
 
 
 def _finite(value):
@@ -85,7 +103,8 @@ function duration(seconds) {
 }
 function latest(metrics) {
   for (const [set, values] of Object.entries(metrics || {}))
-    for (const [metric, value] of Object.entries(values)) return set + "-" + metric + " " + Number(value).toFixed(5);
+    for (const [metric, value] of Object.entries(values))
+      return set + "-" + metric + " " + (value === null ? "nan" : Number(value).toFixed(5));
   return "";
 }
 
@@ -106,7 +125,7 @@ function drawTable(jobs) {
   }
 }
 
-function drawCurves(job) {
+function drawCurves(job, curves) {
   const svg = document.getElementById("curves"), legend = document.getElementById("legend");
   svg.replaceChildren(); legend.replaceChildren();
   document.getElementById("curve-title").textContent = job ? "Learning curves: " + job.name + " (" + job.id + ")"
@@ -114,13 +133,15 @@ function drawCurves(job) {
   if (!job) return;
   const width = 720, height = 300, pad = 20;
   let index = 0;
-  for (const [set, metrics] of Object.entries(job.curves || {})) {
+  for (const [set, metrics] of Object.entries(curves || {})) {
     for (const [metric, values] of Object.entries(metrics)) {
       const finite = values.filter(Number.isFinite);
       if (finite.length === 0) continue;
-      const low = Math.min(...finite), high = Math.max(...finite), span = high - low || 1;
-      const points = values.map((v, i) => [pad + (width - 2 * pad) * i / Math.max(1, values.length - 1),
-                                           height - pad - (height - 2 * pad) * (v - low) / span]);
+      const low = finite.reduce((a, b) => Math.min(a, b)), high = finite.reduce((a, b) => Math.max(a, b));
+      const span = high - low || 1;
+      const points = values.map((v, i) => [v, pad + (width - 2 * pad) * i / Math.max(1, values.length - 1),
+                                           height - pad - (height - 2 * pad) * (v - low) / span])
+                           .filter(p => Number.isFinite(p[0])).map(p => [p[1], p[2]]);  // NaN: a gap
       const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
       line.setAttribute("points", points.map(p => p.join(",")).join(" "));
       line.setAttribute("fill", "none");
@@ -140,14 +161,15 @@ function drawCurves(job) {
 
 async function refresh() {
   try {
-    const response = await fetch("jobs.json", {cache: "no-store"});
-    const jobs = (await response.json()).jobs;
+    const jobs = (await (await fetch("jobs.json", {cache: "no-store"})).json()).jobs;
     if (selected === null || !jobs.some(j => j.id === selected)) {
       const running = jobs.find(j => j.status === "running") || jobs[0];
       selected = running ? running.id : null;
     }
     drawTable(jobs);
-    drawCurves(jobs.find(j => j.id === selected));
+    const curves = selected === null ? {} :
+      (await (await fetch("jobs.json?id=" + encodeURIComponent(selected), {cache: "no-store"})).json()).curves;
+    drawCurves(jobs.find(j => j.id === selected), curves);
     document.body.dataset.loaded = "true";
   } catch (error) {
     document.getElementById("curve-title").textContent = "Learning curves (the scheduler did not answer)";

@@ -11,8 +11,8 @@ does not hold the GPUs. Finished jobs are kept, up to ``dgboost.jobs.keep`` of t
 
 Clients reach it through the scheduler's RPC handlers named ``dgboost_jobs_*``; people through
 ``dgboost jobs`` (cli.py) and the page at ``/dgboost/jobs`` on the dashboard's HTTP server
-(_page.py). It needs dgboost importable where the scheduler runs; without it, jobs still run
-(each client queues its own through a lock), but no one else sees them.
+(_page.py). It needs dgboost importable where the scheduler runs (the jobs' tasks need it there
+too). Each job's client listens on CONTROL_TOPIC for a cancel of its job.
 """
 
 from __future__ import annotations
@@ -32,8 +32,14 @@ PLUGIN_NAME = "dgboost-jobs"
 _PROGRESS_TOPIC = "dgboost-train"
 #: The worker handler that aborts a job's collectives (collective/host.py's CollectivePlugin).
 _ABORT_OP = "dgboost_collective_abort"
-ACTIVE = ("queued", "running")
+#: The topic the table tells a job's client of a cancel on (the client listens while the job lives).
+CONTROL_TOPIC = "dgboost-jobs"
+WAITING = ("queued", "restarting")  # for their turn (a job preparing its data, too)
+HOLDING = ("running", "cancelling")  # their workers
+ACTIVE = ("queued", "restarting", "running")  # what a cancel stops; "ending": finished but for its word
 DONE = ("finished", "failed", "cancelled")
+#: Seconds the table waits for a cancelled job's tasks to end when its client does not say so.
+_STOP_WAIT_SECONDS = 60.0
 
 
 def job_id_of(attempt: str) -> str:
@@ -51,6 +57,7 @@ class JobRegistry(SchedulerPlugin):
         self._order = itertools.count()
         self._turns = asyncio.Condition()
         self._orphans: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set = set()
         self.keep = int(dask.config.get("dgboost.jobs.keep", 100))
         self.orphan_grace = float(dask.utils.parse_timedelta(dask.config.get("dgboost.jobs.orphan-grace", "60s"),
                                                             default="seconds"))
@@ -71,12 +78,15 @@ class JobRegistry(SchedulerPlugin):
         self._forget_old()
 
     async def acquire(self, id: str, attempt: str, workers: list) -> str:
-        """Wait for job ``id``'s turn on ``workers``; returns "running", or "cancelled"."""
+        """Wait for job ``id``'s turn on ``workers``; returns "running", else the status that ended
+        the wait ("cancelled", or that of a job its client ended meanwhile)."""
         async with self._turns:
             while True:
                 job = self.jobs.get(id)
-                if job is None or job["status"] == "cancelled":
+                if job is None:
                     return "cancelled"
+                if job["status"] not in WAITING:
+                    return "cancelled" if job["status"] in ("cancelling", "cancelled") else job["status"]
                 job["wanted"] = list(workers)
                 if self._may_run(job):
                     if job["attempt"] is not None:
@@ -87,26 +97,37 @@ class JobRegistry(SchedulerPlugin):
                     return "running"
                 await self._turns.wait()
 
-    async def release(self, id: str) -> None:
-        """Job ``id``'s attempt ended: its workers go to the next in the queue."""
+    async def release(self, id: str, final: bool = True) -> None:
+        """Job ``id``'s attempt ended, its ranks stopped: its workers go to the next in the queue.
+        ``final``: the job ends (finish follows); else a restart waits for its turn again, in its
+        place in the queue."""
         async with self._turns:
             job = self.jobs.get(id)
             if job is not None and job["status"] == "running":
-                job["status"] = "queued"  # until it finishes or a restart acquires again
+                job["status"] = "ending" if final else "restarting"
+            elif job is not None and job["status"] == "cancelling":
+                job.update(status="cancelled", ended=time.time())
             self._turns.notify_all()
 
     async def finish(self, id: str, status: str, error: str | None = None, rows: int | None = None) -> None:
+        """Job ``id`` ended as ``status`` (a model made wins over a cancel that came too late)."""
         async with self._turns:
             job = self.jobs.get(id)
             if job is not None:
-                job.update(status=status if job["status"] != "cancelled" else "cancelled", ended=time.time(),
-                           error=error, rows=rows if rows is not None else job["rows"])
+                if status != "finished" and job["status"] in ("cancelling", "cancelled"):
+                    status = "cancelled"
+                job.update(status=status, ended=time.time(), error=error,
+                           rows=rows if rows is not None else job["rows"])
                 job.pop("wanted", None)
             self._turns.notify_all()
         self._forget_old()
 
     async def cancel(self, id: str, by: str = "") -> str:
-        """Cancel job ``id`` (an id's unique start will do); returns its status before, or "unknown"."""
+        """Cancel job ``id`` (an id's unique start will do); returns its status before, or "unknown".
+
+        A queued job leaves the queue at once. A running one is "cancelling": its ranks are
+        aborted and it keeps its workers until they have stopped (its client releases them; for a
+        client gone, the scheduler sees its tasks end), so the next job never shares them."""
         job = self._find(id)
         if job is None:
             return "unknown"
@@ -115,15 +136,15 @@ class JobRegistry(SchedulerPlugin):
             return before
         reason = f"dgboost job {job['id']} was cancelled" + (f" by {by}" if by else "")
         async with self._turns:
-            job.update(status="cancelled", error=reason, ended=time.time())
+            if before == "running":
+                job.update(status="cancelling", error=reason)
+            else:
+                job.update(status="cancelled", error=reason, ended=time.time())
             self._turns.notify_all()
-        if before == "running" and job["attempt"]:
-            workers = [w for w in job["workers"] if w in self.scheduler.workers]
-            if workers:  # the ranks stop at their next collective
-                await self.scheduler.broadcast(msg={"op": _ABORT_OP, "job": job["attempt"], "reason": reason},
-                                               workers=workers, on_error="ignore")
         # Its client stops waiting for its turn or its data, and says so to whoever waits on it.
-        self.scheduler.log_event(_PROGRESS_TOPIC, {"job": f"dgboost-train-{job['id']}", "cancelled": reason})
+        self.scheduler.log_event(CONTROL_TOPIC, {"job": f"dgboost-train-{job['id']}", "cancelled": reason})
+        if before == "running":
+            self._background(self._stop_ranks(job, reason))
         return before
 
     def list(self) -> list[dict]:
@@ -154,9 +175,11 @@ class JobRegistry(SchedulerPlugin):
         job["metrics"] = msg.get("metrics", {})
         job["updated"] = time.time()
         job.setdefault("first_round", msg["round"])
+        done = msg["round"] - job["first_round"]  # a restart may replay a round: it replaces the old
         for name, metrics in job["metrics"].items():
             for metric, value in metrics.items():
                 curve = job["curves"].setdefault(name, {}).setdefault(metric, [])
+                del curve[done:]
                 curve.append(value)
 
     def remove_client(self, scheduler, client: str) -> None:
@@ -164,7 +187,7 @@ class JobRegistry(SchedulerPlugin):
         if any(job["owner"] == client and job["status"] in ACTIVE for job in self.jobs.values()):
             loop = asyncio.get_running_loop()
             self._orphans[client] = loop.call_later(self.orphan_grace,
-                                                    lambda: asyncio.ensure_future(self._cancel_orphans(client)))
+                                                    lambda: self._background(self._cancel_orphans(client)))
 
     def add_client(self, scheduler, client: str) -> None:
         handle = self._orphans.pop(client, None)
@@ -179,18 +202,45 @@ class JobRegistry(SchedulerPlugin):
             if job["owner"] == client and job["status"] in ACTIVE:
                 logger.warning("dgboost job %s: its client %s left %.0f s ago; cancelling it", job["id"], client,
                                self.orphan_grace)
-                await self.cancel(job["id"], by=f"the scheduler: its client left {self.orphan_grace:g} s before")
+                try:
+                    await self.cancel(job["id"], by=f"the scheduler: its client left {self.orphan_grace:g} s before")
+                except Exception:  # noqa: BLE001 - the next job is cancelled all the same
+                    logger.exception("dgboost job %s: the cancel failed", job["id"])
+
+    async def _stop_ranks(self, job: dict, reason: str) -> None:
+        """Abort a cancelled job's ranks, then, should no client release its workers (a client
+        gone), release them once its tasks have ended (or after _STOP_WAIT_SECONDS)."""
+        workers = [w for w in job["workers"] if w in self.scheduler.workers]
+        if workers:  # they raise at their next collective
+            await self.scheduler.broadcast(msg={"op": _ABORT_OP, "job": job["attempt"], "reason": reason},
+                                           workers=workers, on_error="ignore")
+        deadline = time.monotonic() + _STOP_WAIT_SECONDS
+        prefix = f"{job['attempt']}-"
+        while job["status"] == "cancelling" and time.monotonic() < deadline:
+            if not any(str(key).startswith(prefix) and task.state == "processing"
+                       for key, task in list(self.scheduler.tasks.items())):
+                break
+            await asyncio.sleep(0.2)
+        async with self._turns:
+            if job["status"] == "cancelling":
+                job.update(status="cancelled", ended=time.time())
+            self._turns.notify_all()
+
+    def _background(self, coroutine) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)  # referenced until done
+        task.add_done_callback(self._tasks.discard)
 
     def _may_run(self, job: dict) -> bool:
         """No running job holds one of its workers, and no queued job that may want one ranks before
         it (one still preparing its data, whose workers are not known yet, may want any)."""
         mine = set(job["wanted"])
         for other in self.jobs.values():
-            if other is job or other["status"] not in ACTIVE:
+            if other is job:
                 continue
-            if other["status"] == "running" and mine & set(other["workers"]):
+            if other["status"] in HOLDING and mine & set(other["workers"]):
                 return False
-            if other["status"] == "queued" and _rank(other) < _rank(job) and \
+            if other["status"] in WAITING and _rank(other) < _rank(job) and \
                     ("wanted" not in other or mine & set(other["wanted"])):
                 return False
         return True
@@ -210,7 +260,7 @@ class JobRegistry(SchedulerPlugin):
     def _summary(job: dict) -> dict:
         rounds_done = 0 if job["round"] is None else job["round"] + 1 - job.get("first_round", job["round"])
         eta = None
-        if job["status"] == "running" and job["started"] and rounds_done:
+        if job["status"] in ("running", "restarting") and job["started"] and rounds_done:
             left = job["rounds"] - rounds_done
             eta = (job.get("updated", time.time()) - job["started"]) / rounds_done * max(0, left)
         keys = ("id", "name", "owner", "user", "status", "priority", "submitted", "started", "ended", "round",

@@ -15,6 +15,7 @@ import distributed
 
 from ..booster import Booster
 from ._job import EVENT_TOPIC, JobSpec
+from ._registry import CONTROL_TOPIC
 
 logger = logging.getLogger("dgboost")
 #: Seconds between a queued job's looks at its cancel while it waits for the workers' lock.
@@ -85,10 +86,9 @@ class TrainingJob:
         worker and gives its workers to the next. ``result()`` then raises JobCancelled."""
         if self.done():
             return
-        reason = f"dgboost job {self.id} was cancelled by its client"
+        self._cancel_here(f"dgboost job {self.id} was cancelled by its client")
         if self._registry:  # it aborts the ranks and wakes a queued wait
             self.client.sync(self.client.scheduler.dgboost_jobs_cancel, id=self.id, by="its client")
-        self._cancel_here(reason)
 
     def record_model(self, path: str) -> None:
         """Tell the cluster's job table where this job's model was written (``dgboost jobs show``)."""
@@ -98,16 +98,21 @@ class TrainingJob:
     # ---- from the job's thread and the client's event loop ---------------------------------------
 
     def _cancel_here(self, reason: str) -> None:
-        """Mark the job cancelled; its thread stops at its next look, or at once where it waits on
-        its futures (a queued job's data, say), which are cancelled (from a thread of their own: this
-        may run on the client's event loop)."""
+        """Mark the job cancelled; its thread stops at its next look. A job not running yet waits on
+        its data, perhaps, whose futures are cancelled (from a thread of their own: this may run on
+        the client's event loop); a running one is stopped by its watch, which waits for its ranks
+        (cancelling its data would cancel the ranks' tasks under it)."""
         with self._lock:
             if self._cancelled is not None or self.done():
                 return
             self._cancelled = reason
-            held = list(self._held)
+            held = list(self._held) if self._status != "running" else []
         if held:
-            threading.Thread(target=self.client.cancel, args=(held,), daemon=True).start()
+            threading.Thread(target=self._cancel_futures, args=(held,), daemon=True).start()
+
+    def _cancel_futures(self, futures: list) -> None:
+        with contextlib.suppress(Exception):  # the client closed meanwhile: nothing left to cancel
+            self.client.cancel(futures)
 
     def _cancel_reason(self) -> str | None:
         return self._cancelled
@@ -138,35 +143,44 @@ class TrainingJob:
 
     @contextlib.contextmanager
     def _turn(self, job: JobSpec):
-        """The job's workers to itself while inside: its turn in the cluster's queue, or (with no
-        job table on the scheduler) a lock over them."""
+        """The job's workers to itself while inside: its turn in the cluster's queue, or (with the
+        job table turned off) a lock over them. Leaving on an exception that a new attempt follows
+        (``restartable``) keeps the job's place in the queue."""
         if self._cancelled:
             raise JobCancelled(self._cancelled)
         if self._registry:
             state = self.client.sync(self.client.scheduler.dgboost_jobs_acquire, id=self.id, attempt=job.name,
                                      workers=list(job.addresses))
-            if state == "cancelled":
+            if state != "running":
                 self._cancel_here(f"dgboost job {self.id} was cancelled while queued")
-                raise JobCancelled(self._cancelled)
-            release = functools.partial(self.client.sync, self.client.scheduler.dgboost_jobs_release, id=self.id)
+                raise JobCancelled(self._cancelled if state == "cancelled"
+                                   else f"dgboost job {self.id} ended ({state}) while queued")
+
+            def release(final: bool) -> None:
+                self.client.sync(self.client.scheduler.dgboost_jobs_release, id=self.id, final=final)
         else:
             lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=self.client)
             while not lock.acquire(timeout=_LOCK_POLL_SECONDS):
                 if self._cancelled:
                     raise JobCancelled(self._cancelled)
-            release = lock.release
+
+            def release(final: bool) -> None:
+                lock.release()
         self._status = "running"
         try:
             yield
-        finally:
-            release()
+        except BaseException as error:
+            release(final=not getattr(error, "restartable", False))
+            raise
+        release(final=True)
 
     def _start(self, run) -> None:
         threading.Thread(target=self._main, args=(run,), name=f"dgboost-job-{self.id}", daemon=True).start()
 
     def _main(self, run) -> None:
         try:
-            with _listening(self.client, EVENT_TOPIC, f"dgboost-train-{self.id}", self):
+            with _listening(self.client, EVENT_TOPIC, f"dgboost-train-{self.id}", self), \
+                    _listening(self.client, CONTROL_TOPIC, f"dgboost-train-{self.id}", self if self._registry else None):
                 booster = run()
         except BaseException as error:  # noqa: BLE001 - the job's error, raised by result()
             if self._cancelled is not None and not isinstance(error, JobCancelled):
@@ -187,9 +201,6 @@ class TrainingJob:
             self._future.set_exception(error)
 
 
-_NO_JOB_TABLE: set[str] = set()  # schedulers where it could not be installed (warned once)
-
-
 def install(client) -> None:
     """Install the cluster's job table (a scheduler plugin) now; every job makes sure of it anyway.
     Raises when dgboost cannot be imported where the scheduler runs."""
@@ -199,18 +210,18 @@ def install(client) -> None:
 
 
 def _has_job_table(client) -> bool:
-    """Whether the scheduler holds dgboost's job table, installing it if need be."""
-    address = client.scheduler.address
-    if address in _NO_JOB_TABLE:
+    """Whether jobs go through the cluster's job table (dask config ``dgboost.jobs.table``, default
+    True), installing it if need be. False: each job takes a lock over its workers, and only its
+    client sees it."""
+    import dask
+
+    if not dask.config.get("dgboost.jobs.table", True):
         return False
     try:
         install(client)
     except Exception as error:  # noqa: BLE001 - the scheduler cannot unpickle it, say
-        logger.warning("dgboost.dask: the job table could not be installed on the scheduler (%s: %s): jobs run "
-                       "one at a time through a lock, but other clients, `dgboost jobs` and the dashboard's page "
-                       "do not see them; install dgboost where the scheduler runs", type(error).__name__, error)
-        _NO_JOB_TABLE.add(address)
-        return False
+        raise RuntimeError(f"dgboost.dask could not install its job table on the scheduler ({type(error).__name__}: "
+                           f"{error}): install dgboost where the scheduler runs (its tasks need it too)") from error
     return True
 
 
@@ -248,15 +259,16 @@ def cancel(client, id: str) -> str:
 
 #: The topics' handlers of each client, by job: one subscription a topic serves every job of a client.
 _HANDLERS: dict[tuple, dict] = {}
-
-
+#: The handler the client had on a topic before dgboost's (the user's own): still called, then restored.
+_BEFORE: dict[tuple, object] = {}
 _HANDLERS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def _listening(client, topic: str, job: str, receiver):
     """While inside, ``receiver.receive(message)`` gets the messages on ``topic`` of job ``job``
-    and its restarts (their names start with it); nothing for a receiver of None."""
+    and its restarts (their names start with it); nothing for a receiver of None. A handler the
+    user had subscribed on the topic goes on getting every event."""
     if receiver is None:
         yield
         return
@@ -264,6 +276,9 @@ def _listening(client, topic: str, job: str, receiver):
     with _HANDLERS_LOCK:
         handlers = _HANDLERS.setdefault(key, {})
         if not handlers:
+            before = getattr(client, "_event_handlers", {}).get(topic)  # distributed keeps one a topic
+            if before is not None and not (isinstance(before, functools.partial) and before.func is _route):
+                _BEFORE[key] = before
             client.subscribe_topic(topic, functools.partial(_route, key))
         handlers[job] = receiver
     try:
@@ -273,18 +288,28 @@ def _listening(client, topic: str, job: str, receiver):
             handlers.pop(job, None)
             if not handlers:
                 del _HANDLERS[key]
-                client.unsubscribe_topic(topic)
+                before = _BEFORE.pop(key, None)
+                if before is not None:
+                    client.subscribe_topic(topic, before)
+                else:
+                    client.unsubscribe_topic(topic)
+                    getattr(client, "_event_handlers", {}).pop(topic, None)  # (unsubscribe leaves it)
 
 
-def _route(key: tuple, event) -> None:
+def _route(key: tuple, event):
+    """Give ``event`` to its job's receiver; returns the user's own handler's result (distributed
+    awaits it where it is a coroutine)."""
+    with _HANDLERS_LOCK:
+        before = _BEFORE.get(key)
+    result = before(event) if before is not None else None
     _, message = event
     name = message.get("job") if isinstance(message, dict) else None
-    if not isinstance(name, str):
-        return
-    with _HANDLERS_LOCK:
-        receiver = next((r for job, r in _HANDLERS.get(key, {}).items() if name.startswith(job)), None)
-    if receiver is not None:
-        receiver.receive(message)
+    if isinstance(name, str):
+        with _HANDLERS_LOCK:
+            receiver = next((r for job, r in _HANDLERS.get(key, {}).items() if name.startswith(job)), None)
+        if receiver is not None:
+            receiver.receive(message)
+    return result
 
 
 def _client(client):
