@@ -222,6 +222,8 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                     time.sleep(_POLL_SECONDS)
                     continue
             _stop(client, job, tasks, "another rank failed", alive)
+            if first is not None and isinstance(first[1], CollectiveError) and owner._cancelled_in_table():
+                raise JobCancelled(str(first[1]))  # aborted by a cancel whose word to this client was late
             if first is not None and retryable(first[1]):
                 rank, error = first
                 raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",

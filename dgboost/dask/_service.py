@@ -117,6 +117,18 @@ class TrainingJob:
     def _cancel_reason(self) -> str | None:
         return self._cancelled
 
+    def _cancelled_in_table(self) -> bool:
+        """Whether the cluster's job table has this job cancelled (asked when its ranks failed)."""
+        if self._cancelled is not None:
+            return True
+        if not self._registry:
+            return False
+        try:
+            found = self.client.sync(self.client.scheduler.dgboost_jobs_show, id=self.id)
+        except Exception:  # noqa: BLE001 - the scheduler gone: the ranks' error stands
+            return False
+        return found is not None and found["status"] in ("cancelling", "cancelled")
+
     def _hold(self, futures) -> None:
         """The job's futures (a _placing._Futures), cancelled with it."""
         with self._lock:
