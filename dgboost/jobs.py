@@ -279,7 +279,10 @@ def scheduler_client(scheduler: str | None, scheduler_file: str | None):
     given = f"--scheduler {scheduler}" if scheduler else f"--scheduler-file {scheduler_file}"
     address = scheduler or _scheduler_address(scheduler_file, timeout)
     try:
-        return distributed.Client(address, timeout=timeout)
+        try:
+            return distributed.Client(address, timeout=timeout)
+        except AssertionError:  # distributed's connect met a broadcast to every client (a race): again
+            return distributed.Client(address, timeout=timeout)
     except ValueError as error:  # distributed's parse of the address
         raise ValueError(f"{given}: {error}: give an address such as tcp://10.0.0.5:8786") from None
     except OSError as error:

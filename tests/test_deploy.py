@@ -24,6 +24,21 @@ BIN = pathlib.Path(sys.executable).parent  # the environment's scripts: dask, sh
 SCRIPTS = sorted(DEPLOY.rglob("*.sh"))
 
 
+@pytest.fixture(autouse=True)
+def _dask_config_kept():
+    """Some recipes' libraries set dask's comm config for the whole process (a cloud cluster object
+    turns TLS on, with its certificates); restore it, so that later test modules' clusters are what
+    they would be alone."""
+    import copy
+
+    import dask
+    import distributed  # noqa: F401 - its defaults in the config first
+
+    saved = copy.deepcopy(dask.config.get("distributed.comm"))
+    yield
+    dask.config.config["distributed"]["comm"] = saved
+
+
 def _load(path: pathlib.Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

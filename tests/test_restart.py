@@ -203,7 +203,7 @@ def test_a_checkpoint_lets_a_new_client_finish_the_job(client, data, tmp_path):
     whole = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=12,
                                callbacks=[TrainingCheckpoint(tmp_path / "m-{round}.json", interval=5)])
     # A client that died after round 9's checkpoint: another continues from the file.
-    with distributed.Client(client.scheduler.address) as other:
+    with _another_client(client.scheduler.address) as other:
         resumed = dgboost.dask.train(other, PARAMS, dX, dy, num_boost_round=2, init_model=tmp_path / "m-9.json")
     assert resumed.save_raw() == whole.save_raw()
 
@@ -235,3 +235,16 @@ def _no_task_left(client):
     while any(client.processing().values()):
         assert time.monotonic() < deadline, f"tasks left running: {client.processing()}"
         time.sleep(0.2)
+
+
+def _another_client(address):
+    """A second client of the cluster. distributed's connect asserts that the scheduler's first
+    message comes alone, which a broadcast to every client (another client's cancels, say) can
+    break while it connects: try again then."""
+    for attempt in range(3):
+        try:
+            return distributed.Client(address, timeout=30)
+        except AssertionError:
+            if attempt == 2:
+                raise
+            time.sleep(0.5)
