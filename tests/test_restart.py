@@ -131,6 +131,32 @@ def test_a_killed_worker_resumes_to_the_model_of_an_uninterrupted_run(client, da
     assert resumed and resumed[-1]["workers"] >= N_WORKERS - 1 and resumed[-1]["rows_moved"] >= 0
 
 
+def test_a_restart_takes_the_workers_there_are_then(client, data, tmp_path, monkeypatch, caplog):
+    from dgboost.dask import _attempts
+
+    X, y = data
+    dX, dy = _collections(X, y)
+    before = set(_pids(client))
+    victim = _rank_pids(client)[1]
+    restart = _attempts._Attempts._restart
+
+    def once_the_replacement_joined(self, interrupted, restarts):
+        client.wait_for_workers(N_WORKERS, timeout=180)  # the killed worker's nanny started another
+        return restart(self, interrupted, restarts)
+
+    monkeypatch.setattr(_attempts._Attempts, "_restart", once_the_replacement_joined)
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        model = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=10,
+                                   callbacks=[_KillAt([3], [victim], tmp_path)])
+    assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=10).save_raw()
+    assert f"resuming on {N_WORKERS} workers" in caplog.text
+    assert set(_pids(client)) - before  # the newcomer, among them
+
+
+def _pids(client) -> dict:
+    return client.run(os.getpid)
+
+
 def test_early_stopping_and_checkpoints_keep_their_state_across_a_restart(client, data, tmp_path):
     X, y = data
     dX, dy = _collections(X, y)
