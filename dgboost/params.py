@@ -245,6 +245,19 @@ def _check_optional(check):
     return wrapped
 
 
+#: The fewest bytes a matrix budget can page: two pages of data.pages.MIN_PAGE_ROWS (64) rows of one
+#: 4-byte word (the narrowest a compressed row can be).
+LEAST_MATRIX_BYTES = 2 * 64 * 4
+
+
+def _check_matrix_bytes(name, value):
+    value = _CHECKS["bytes"][0](name, value)
+    if 0 < value < LEAST_MATRIX_BYTES:
+        raise ValueError(f"{name}={value} cannot hold two pages of 64 rows of any compressed matrix: give at least "
+                         f"{LEAST_MATRIX_BYTES} (the data's rows may need more), or 0 for the automatic budget")
+    return value
+
+
 def _check_missing(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}={value!r} must be a number (NaN by default)")
@@ -517,7 +530,7 @@ PARAMETERS: tuple[Spec, ...] = (
          "Threads of the CPU kernels. Not given, 0 or -1: every core the process may use; on a "
          "Dask worker, the worker's thread count. The model does not depend on it.",
          aliases=("n_jobs",)),
-    Spec("max_device_matrix_bytes", 0, *_CHECKS["bytes"],
+    Spec("max_device_matrix_bytes", 0, _check_matrix_bytes, f"0 or [{LEAST_MATRIX_BYTES}, {2**62}]",
          "The most bytes the compressed matrix may take on the training device at once (dgboost's own). "
          "A rank whose matrix is larger trains out of core: its matrix in pages of at most half of it, in "
          "pinned host memory (or on disk, in the directory of Dask's config dgboost.spill-directory, where "

@@ -645,7 +645,9 @@ def test_out_of_core_pieces_continue_a_model_with_margins(client3, data, tmp_pat
 def test_a_budget_below_two_pages_fails_every_rank_clearly(client3, data):
     X, y, _ = data
     dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
-    with pytest.raises(ValueError, match="max_device_matrix_bytes=500 cannot hold two pages .* at least 1024"):
+    with pytest.raises(ValueError, match="max_device_matrix_bytes=600 cannot hold two pages .* at least 1024"):
+        dgboost.dask.train(client3, {"max_device_matrix_bytes": 600}, dX, dy, num_boost_round=2)
+    with pytest.raises(ValueError, match="max_device_matrix_bytes=500 .* at least 512"):  # before any task
         dgboost.dask.train(client3, {"max_device_matrix_bytes": 500}, dX, dy, num_boost_round=2)
     assert dgboost.dask.train(client3, {}, dX, dy, num_boost_round=1).num_boosted_rounds() == 1  # nothing hangs
 

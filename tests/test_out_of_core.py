@@ -166,8 +166,12 @@ def test_the_pages_files_go_when_training_ends_or_fails(tmp_path):
 
 def test_a_budget_below_two_pages_names_the_parameter_and_the_least():
     X, y = _data()
-    least = 2 * MIN_PAGE_ROWS * 8
-    with pytest.raises(ValueError, match=f"max_device_matrix_bytes=100 .* at least {least}"):
+    least = 2 * MIN_PAGE_ROWS * 8  # these rows: 8 bytes each
+    with pytest.raises(ValueError, match=f"max_device_matrix_bytes=600 .* at least {least}"):
+        dgboost.train({"max_device_matrix_bytes": 600}, X, y, num_boost_round=1)
+    # Below what any matrix needs: refused with the parameters, before the data is read.
+    with pytest.raises(ValueError, match="max_device_matrix_bytes=100 cannot hold two pages of 64 rows of any "
+                                         "compressed matrix: give at least 512"):
         dgboost.train({"max_device_matrix_bytes": 100}, X, y, num_boost_round=1)
     with pytest.raises(ValueError, match="max_device_matrix_bytes"):
         dgboost.train({"max_device_matrix_bytes": -1}, X, y, num_boost_round=1)
