@@ -160,6 +160,10 @@ class TrainingJob:
         (``restartable``) keeps the job's place in the queue."""
         if self._cancelled:
             raise JobCancelled(self._cancelled)
+        note = None if self._bar is None else self._bar.line.note
+        if self._bar is not None:
+            self._bar.line.note = "waiting for its turn on the workers"
+        waited = time.monotonic()
         if self._registry:
             state = self.client.sync(self.client.scheduler.dgboost_jobs_acquire, id=self.id, attempt=job.name,
                                      workers=list(job.addresses))
@@ -178,6 +182,11 @@ class TrainingJob:
 
             def release(final: bool) -> None:
                 lock.release()
+        waited = time.monotonic() - waited
+        if waited > 1.0:
+            logger.info("dgboost.dask job %s waited %.1f s for its turn on the workers (other jobs ran)", self.id, waited)
+        if self._bar is not None:
+            self._bar.line.note = note
         self._status = "running"
         try:
             yield
