@@ -36,7 +36,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import dgboost  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dgboost.datasets import make_higgs_like  # noqa: E402
+from dask_scaling import _block  # noqa: E402  (the same generated blocks, one seed each)
 
 _N_FEATURES = 28
 
@@ -150,16 +150,6 @@ def _restart_figures(lines: list[tuple[float, str]], killed_at: float) -> dict:
         if match := re.search(r"round (\d+) finished ([\d.]+) s after the loss", line):
             figures.update(first_round=int(match[1]), restart_s=float(match[2]))
     return figures
-
-
-def _block(index: int, rows: int, device: str):
-    X, y = make_higgs_like(rows, seed=1 + index)
-    block = np.concatenate([X, y[:, None]], axis=1)
-    if device == "cuda":
-        import cupy
-
-        return cupy.asarray(block)
-    return block
 
 
 def _meta(device: str):

@@ -56,3 +56,28 @@ def terminal(monkeypatch):
     fake = _Terminal()
     monkeypatch.setattr(dgboost.callback, "sys", types.SimpleNamespace(stdout=fake))
     return fake
+
+
+@pytest.fixture
+def another_client():
+    """Connects a second client to a cluster's scheduler, ``another_client(address)``, closed after
+    the test. distributed's connect asserts that the scheduler's first message comes alone, which
+    a broadcast to every client (another client's cancels, say) can break: it tries again then."""
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    made = []
+
+    def connect(address):
+        for attempt in range(3):
+            try:
+                made.append(distributed.Client(address, timeout=30))
+                return made[-1]
+            except AssertionError:
+                if attempt == 2:
+                    raise
+                time.sleep(0.5)
+
+    yield connect
+    for client in made:
+        client.close()

@@ -152,13 +152,13 @@ def test_cancelling_a_running_and_a_queued_job(client, data):
     assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2  # workers free
 
 
-def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client, data):
+def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client, data, another_client):
     _, _, dX, dy = data
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
     _wait_for(lambda: first.status == "running", "the first job to run")
     second = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
     _wait_for(lambda: _status(client, second.id) == "queued", "the second job queued")
-    with _another_client(cluster.scheduler_address) as other:
+    with another_client(cluster.scheduler_address) as other:
         dgboost.dask.cancel(other, first.id)
     _wait_for(lambda: second.status != "queued", "the second job's turn")
     ranks = [key for keys in client.processing().values() for key in keys if first.id in str(key)]
@@ -195,11 +195,11 @@ def test_a_job_ended_while_queued_is_not_given_the_workers():
     asyncio.run(scenario())
 
 
-def test_another_client_lists_and_cancels_a_job(cluster, client, data):
+def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_client):
     _, _, dX, dy = data
     job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)], name="theirs")
     _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
-    with _another_client(cluster.scheduler_address) as other:
+    with another_client(cluster.scheduler_address) as other:
         listed = {j["id"]: j for j in dgboost.dask.jobs(other)}[job.id]
         assert listed["status"] == "running" and listed["owner"] == client.id
         assert dgboost.dask.cancel(other, job.id) == "running"
@@ -210,9 +210,9 @@ def test_another_client_lists_and_cancels_a_job(cluster, client, data):
     _no_task_left(client)
 
 
-def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, data):
+def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, data, another_client):
     _, _, dX, dy = data
-    other = _another_client(cluster.scheduler_address)
+    other = another_client(cluster.scheduler_address)
     job = dgboost.dask.submit(other, PARAMS, dX, dy, num_boost_round=2000, callbacks=[_Slow(0.05)])
     _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
     other.close()  # a notebook that crashed; dgboost.jobs.orphan-grace is 1 s here
@@ -305,16 +305,3 @@ def test_the_page_in_a_browser_shows_the_jobs_and_draws_the_curve(cluster, clien
     assert (tmp_path / "jobs.png").stat().st_size > 1000
     with pytest.raises(dgboost.dask.JobCancelled):
         running.result(timeout=60)
-
-
-def _another_client(address):
-    """A second client of the cluster. distributed's connect asserts that the scheduler's first
-    message comes alone, which a broadcast to every client (another client's cancels, say) can
-    break while it connects: try again then."""
-    for attempt in range(3):
-        try:
-            return distributed.Client(address, timeout=30)
-        except AssertionError:
-            if attempt == 2:
-                raise
-            time.sleep(0.5)

@@ -223,13 +223,13 @@ def test_a_retryable_error_restarts_and_bad_input_does_not(client, data, tmp_pat
     _no_task_left(client)
 
 
-def test_a_checkpoint_lets_a_new_client_finish_the_job(client, data, tmp_path):
+def test_a_checkpoint_lets_a_new_client_finish_the_job(client, data, tmp_path, another_client):
     X, y = data
     dX, dy = _collections(X, y)  # on whichever workers there are (a nanny may still be restarting one)
     whole = dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=12,
                                callbacks=[TrainingCheckpoint(tmp_path / "m-{round}.json", interval=5)])
     # A client that died after round 9's checkpoint: another continues from the file.
-    with _another_client(client.scheduler.address) as other:
+    with another_client(client.scheduler.address) as other:
         resumed = dgboost.dask.train(other, PARAMS, dX, dy, num_boost_round=2, init_model=tmp_path / "m-9.json")
     assert resumed.save_raw() == whole.save_raw()
 
@@ -261,16 +261,3 @@ def _no_task_left(client):
     while any(client.processing().values()):
         assert time.monotonic() < deadline, f"tasks left running: {client.processing()}"
         time.sleep(0.2)
-
-
-def _another_client(address):
-    """A second client of the cluster. distributed's connect asserts that the scheduler's first
-    message comes alone, which a broadcast to every client (another client's cancels, say) can
-    break while it connects: try again then."""
-    for attempt in range(3):
-        try:
-            return distributed.Client(address, timeout=30)
-        except AssertionError:
-            if attempt == 2:
-                raise
-            time.sleep(0.5)
