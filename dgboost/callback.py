@@ -152,6 +152,10 @@ class ProgressLine:
         self._started = time.monotonic()
         self._drawn = False
         self.note = ""  # how the job runs, shown after the rounds (e.g. "out of core: ...")
+        self.before_rounds(label)
+
+    def before_rounds(self, label: str) -> None:
+        """Draw the line of no round yet, saying what the job does meanwhile."""
         self._draw(f"[{' ' * self.WIDTH}] 0/{self.total} rounds, {label}")
 
     def start(self, first_round: int) -> None:

@@ -195,6 +195,33 @@ def test_a_job_ended_while_queued_is_not_given_the_workers():
     asyncio.run(scenario())
 
 
+def test_a_restart_keeps_its_turn_and_a_cancel_while_it_restarts_ends_it():
+    import asyncio
+    import types
+
+    from dgboost.dask._registry import JobRegistry
+
+    async def scenario():
+        scheduler = types.SimpleNamespace(handlers={}, workers={}, tasks={}, log_event=lambda *args: None)
+        table = JobRegistry()
+        await table.start(scheduler)
+        table.submit({"id": "a", "name": "a", "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+        assert await table.acquire("a", "dgboost-train-a", ["w1", "w2"]) == "running"
+        assert await table.release("a", final=False) == "restarting"  # a worker lost: a restart follows
+        table.submit({"id": "b", "name": "b", "owner": "c", "user": "u", "priority": 5, "rounds": 1})
+        waiting = asyncio.ensure_future(table.acquire("b", "dgboost-train-b", ["w1"]))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # the restarting job keeps its workers, higher priority or not
+        assert await table.acquire("a", "dgboost-train-a-r1", ["w1"]) == "running"  # its turn kept
+        assert table.jobs["a"]["restarts"] == 1
+        await table.release("a", final=False)
+        assert await table.cancel("a") == "restarting"  # cancelled between attempts
+        assert await table.acquire("a", "dgboost-train-a-r2", ["w1"]) == "cancelled"
+        assert await asyncio.wait_for(waiting, 5) == "running"
+
+    asyncio.run(scenario())
+
+
 def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_client):
     _, _, dX, dy = data
     job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)], name="theirs")

@@ -65,11 +65,15 @@ class _Attempts:
                     self.progress = None
                 return booster
             finally:
+                self.owner._bar = None  # a late event draws on no closed bar
                 if self.progress is not None:  # the job failed: stop drawing at once
                     self.progress.close()
 
     def _attempt(self, job: JobSpec, resumed_at: float | None) -> Booster:
+        if self.owner._cancel_reason() is not None:
+            raise JobCancelled(self.owner._cancel_reason())
         with _Futures(self.client) as futures:
+            self.owner._hold(futures)
             job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout)
             evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
             # Every piece (training and eval) in memory before any rank starts: a rank occupies
@@ -99,6 +103,8 @@ class _Attempts:
 
     def _restart(self, interrupted: _Interrupted, restarts: int) -> JobSpec:
         """The next attempt's JobSpec, or the job's error when it may not go on."""
+        if self.owner._cancel_reason() is not None:
+            raise JobCancelled(self.owner._cancel_reason()) from interrupted
         self.journal.begin(None)  # the rounds held now are those the next attempt starts after
         at = self._next_round()
         if restarts >= self.max_restarts:

@@ -34,8 +34,8 @@ _PROGRESS_TOPIC = "dgboost-train"
 _ABORT_OP = "dgboost_collective_abort"
 #: The topic the table tells a job's client of a cancel on (the client listens while the job lives).
 CONTROL_TOPIC = "dgboost-jobs"
-WAITING = ("queued", "restarting")  # for their turn (a job preparing its data, too)
-HOLDING = ("running", "cancelling")  # their workers
+WAITING = ("queued", "restarting")  # for their turn (a job preparing its data, too; a restart)
+HOLDING = ("running", "cancelling", "restarting")  # their workers (a restart keeps its turn)
 ACTIVE = ("queued", "restarting", "running")  # what a cancel stops; "ending": finished but for its word
 DONE = ("finished", "failed", "cancelled")
 #: Seconds the table waits for a cancelled job's tasks to end when its client does not say so.
@@ -62,7 +62,8 @@ class JobRegistry(SchedulerPlugin):
         self.orphan_grace = float(dask.utils.parse_timedelta(dask.config.get("dgboost.jobs.orphan-grace", "60s"),
                                                             default="seconds"))
         scheduler.handlers.update({f"dgboost_jobs_{name}": getattr(self, name) for name in
-                                   ("submit", "acquire", "release", "finish", "cancel", "list", "show", "note")})
+                                   ("submit", "acquire", "release", "finish", "cancel", "list", "show", "status",
+                                    "note")})
         from ._page import add_routes
 
         add_routes(scheduler, self)
@@ -97,10 +98,10 @@ class JobRegistry(SchedulerPlugin):
                     return "running"
                 await self._turns.wait()
 
-    async def release(self, id: str, final: bool = True) -> None:
-        """Job ``id``'s attempt ended, its ranks stopped: its workers go to the next in the queue.
-        ``final``: the job ends (finish follows); else a restart waits for its turn again, in its
-        place in the queue."""
+    async def release(self, id: str, final: bool = True) -> str | None:
+        """Job ``id``'s attempt ended, its ranks stopped. ``final``: the job ends (finish follows), its
+        workers go to the next in the queue; else it restarts, keeping its workers (those left)
+        until its next attempt has its turn, before any queued job. Returns its status then."""
         async with self._turns:
             job = self.jobs.get(id)
             if job is not None and job["status"] == "running":
@@ -108,6 +109,7 @@ class JobRegistry(SchedulerPlugin):
             elif job is not None and job["status"] == "cancelling":
                 job.update(status="cancelled", ended=time.time())
             self._turns.notify_all()
+            return None if job is None else job["status"]
 
     async def finish(self, id: str, status: str, error: str | None = None, rows: int | None = None) -> None:
         """Job ``id`` ended as ``status`` (a model made wins over a cancel that came too late)."""
@@ -151,6 +153,11 @@ class JobRegistry(SchedulerPlugin):
         """Every job, newest first, without its curves."""
         return [self._summary(job) for job in sorted(self.jobs.values(), key=lambda j: -j["order"])]
 
+    def status(self, id: str) -> str | None:
+        """Job ``id``'s status alone (a client asks it when its ranks failed)."""
+        job = self.jobs.get(id)
+        return None if job is None else job["status"]
+
     def show(self, id: str) -> dict | None:
         job = self._find(id)
         return None if job is None else {**self._summary(job), "curves": job["curves"], "error": job["error"]}
@@ -184,7 +191,7 @@ class JobRegistry(SchedulerPlugin):
 
     def remove_client(self, scheduler, client: str) -> None:
         """A client gone: its active jobs are cancelled after the grace period."""
-        if any(job["owner"] == client and job["status"] in ACTIVE for job in self.jobs.values()):
+        if any(job["owner"] == client and job["status"] in (*ACTIVE, "ending") for job in self.jobs.values()):
             loop = asyncio.get_running_loop()
             self._orphans[client] = loop.call_later(self.orphan_grace,
                                                     lambda: self._background(self._cancel_orphans(client)))
@@ -199,6 +206,9 @@ class JobRegistry(SchedulerPlugin):
     async def _cancel_orphans(self, client: str) -> None:
         self._orphans.pop(client, None)
         for job in list(self.jobs.values()):
+            if job["owner"] == client and job["status"] == "ending":  # its client's last word never came
+                job.update(status="failed", ended=time.time(), error=f"its client {client} left before it said")
+                continue
             if job["owner"] == client and job["status"] in ACTIVE:
                 logger.warning("dgboost job %s: its client %s left %.0f s ago; cancelling it", job["id"], client,
                                self.orphan_grace)
@@ -215,10 +225,10 @@ class JobRegistry(SchedulerPlugin):
             await self.scheduler.broadcast(msg={"op": _ABORT_OP, "job": job["attempt"], "reason": reason},
                                            workers=workers, on_error="ignore")
         deadline = time.monotonic() + _STOP_WAIT_SECONDS
-        prefix = f"{job['attempt']}-"
+        ranks = [f"{job['attempt']}-{rank}" for rank in range(len(job["workers"]))]  # _attempts' task keys
         while job["status"] == "cancelling" and time.monotonic() < deadline:
-            if not any(str(key).startswith(prefix) and task.state == "processing"
-                       for key, task in list(self.scheduler.tasks.items())):
+            tasks = [self.scheduler.tasks.get(key) for key in ranks]
+            if not any(task is not None and task.state == "processing" for task in tasks):
                 break
             await asyncio.sleep(0.2)
         async with self._turns:
@@ -235,12 +245,13 @@ class JobRegistry(SchedulerPlugin):
         """No running job holds one of its workers, and no queued job that may want one ranks before
         it (one still preparing its data, whose workers are not known yet, may want any)."""
         mine = set(job["wanted"])
+        restarting = job["status"] == "restarting"  # it had its turn: queued jobs do not pass it
         for other in self.jobs.values():
             if other is job:
                 continue
             if other["status"] in HOLDING and mine & set(other["workers"]):
                 return False
-            if other["status"] in WAITING and _rank(other) < _rank(job) and \
+            if not restarting and other["status"] in WAITING and _rank(other) < _rank(job) and \
                     ("wanted" not in other or mine & set(other["wanted"])):
                 return False
         return True

@@ -46,7 +46,7 @@ class TrainingJob:
         self._first: tuple[float, int] | None = None  # (time, round) of the first round seen
         self._workers: list = []
         self._rows: int | None = None
-        self._held: list = []  # the job's futures: cancelled with it, wherever its thread waits
+        self._held: list = []  # the job's _Futures: cancelled with it where no rank runs
         self._bar = None  # the progress bar the job draws, if any
         if registry:
             import getpass
@@ -106,7 +106,7 @@ class TrainingJob:
             if self._cancelled is not None or self.done():
                 return
             self._cancelled = reason
-            held = list(self._held) if self._status != "running" else []
+            held = [f for futures in self._held for f in futures.held] if self._status != "running" else []
         if held:
             threading.Thread(target=self._cancel_futures, args=(held,), daemon=True).start()
 
@@ -124,15 +124,16 @@ class TrainingJob:
         if not self._registry:
             return False
         try:
-            found = self.client.sync(self.client.scheduler.dgboost_jobs_show, id=self.id)
+            status = self.client.sync(self.client.scheduler.dgboost_jobs_status, id=self.id)
         except Exception:  # noqa: BLE001 - the scheduler gone: the ranks' error stands
             return False
-        return found is not None and found["status"] in ("cancelling", "cancelled")
+        return status in ("cancelling", "cancelled")
 
     def _hold(self, futures) -> None:
-        """The job's futures (a _placing._Futures), cancelled with it."""
+        """Futures of the job (a _placing._Futures: its data, an attempt's pieces), cancelled with it
+        where no rank runs."""
         with self._lock:
-            self._held = futures.held
+            self._held.append(futures)
 
     def receive(self, message: dict) -> None:
         """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""
@@ -160,9 +161,9 @@ class TrainingJob:
         (``restartable``) keeps the job's place in the queue."""
         if self._cancelled:
             raise JobCancelled(self._cancelled)
-        note = None if self._bar is None else self._bar.line.note
-        if self._bar is not None:
-            self._bar.line.note = "waiting for its turn on the workers"
+        bar = self._bar if self._round is None else None  # a line of no round yet says the wait
+        if bar is not None:
+            bar.line.before_rounds("waiting for its turn on the workers")
         waited = time.monotonic()
         if self._registry:
             state = self.client.sync(self.client.scheduler.dgboost_jobs_acquire, id=self.id, attempt=job.name,
@@ -172,28 +173,46 @@ class TrainingJob:
                 raise JobCancelled(self._cancelled if state == "cancelled"
                                    else f"dgboost job {self.id} ended ({state}) while queued")
 
-            def release(final: bool) -> None:
-                self.client.sync(self.client.scheduler.dgboost_jobs_release, id=self.id, final=final)
+            def release(final: bool) -> str | None:
+                return self.client.sync(self.client.scheduler.dgboost_jobs_release, id=self.id, final=final)
         else:
             lock = distributed.MultiLock(names=[f"dgboost-worker-{w}" for w in job.addresses], client=self.client)
             while not lock.acquire(timeout=_LOCK_POLL_SECONDS):
                 if self._cancelled:
                     raise JobCancelled(self._cancelled)
 
-            def release(final: bool) -> None:
+            def release(final: bool) -> str | None:
                 lock.release()
+                return None
         waited = time.monotonic() - waited
         if waited > 1.0:
             logger.info("dgboost.dask job %s waited %.1f s for its turn on the workers (other jobs ran)", self.id, waited)
-        if self._bar is not None:
-            self._bar.line.note = note
-        self._status = "running"
+        if bar is not None:
+            bar.line.before_rounds("building the matrix")
+        with self._lock:
+            self._status = "running"
         try:
             yield
         except BaseException as error:
-            release(final=not getattr(error, "restartable", False))
+            restarting = bool(getattr(error, "restartable", False))
+            if restarting:
+                with self._lock:
+                    self._status = "restarting"
+            state = self._release(release, final=not restarting)
+            if restarting and (state == "cancelled" or self._cancelled):
+                raise JobCancelled(self._cancelled or f"dgboost job {self.id} was cancelled") from error
             raise
-        release(final=True)
+        self._release(release, final=True)
+
+    def _release(self, release, final: bool) -> str | None:
+        """The workers back to the table (or the lock); a failure to say so is logged, not raised:
+        the job's own outcome (a model, an error) matters more, and its finish records the end."""
+        try:
+            return release(final)
+        except Exception as error:  # noqa: BLE001 - the scheduler unreachable for a moment, say
+            logger.warning("dgboost.dask job %s: could not give its workers back (%s: %s)", self.id,
+                           type(error).__name__, error)
+            return None
 
     def _start(self, run) -> None:
         threading.Thread(target=self._main, args=(run,), name=f"dgboost-job-{self.id}", daemon=True).start()
@@ -322,7 +341,12 @@ def _route(key: tuple, event):
     awaits it where it is a coroutine)."""
     with _HANDLERS_LOCK:
         before = _BEFORE.get(key)
-    result = before(event) if before is not None else None
+    result = None
+    if before is not None:
+        try:
+            result = before(event)
+        except Exception:  # noqa: BLE001 - the user's own: logged, and dgboost's job still hears it
+            logger.exception("dgboost.dask: the client's own handler of %r raised", key[1])
     _, message = event
     name = message.get("job") if isinstance(message, dict) else None
     if isinstance(name, str):
