@@ -29,7 +29,8 @@ class JobCancelled(RuntimeError):
 class TrainingJob:
     """A training job submitted to a Dask cluster (``submit``): watch it, wait for it, cancel it.
 
-    ``status`` is "queued", "running", "finished", "failed" or "cancelled". The job runs in a
+    ``status`` is "queued", "running", "restarting" (between attempts, after a lost worker),
+    "finished", "failed" or "cancelled". The job runs in a
     thread of this process; the cluster's job table (a scheduler plugin) shows it to every
     client, orders the queue and passes on a cancel from anywhere.
     """
