@@ -92,13 +92,11 @@ class Options:
 @dataclasses.dataclass(frozen=True)
 class Resume:
     """Where a restarted run picks up (dgboost.dask's restart after a lost worker): its
-    ``init_model`` is the model of the rounds already finished, with their best round and
-    ranking state; ``evals_log`` the metrics they logged; ``started`` the callbacks as they
-    stood after the last of them, already started (their ``before_training`` is not run
-    again, so early stopping and checkpoints go on counting). The rounds that follow are
-    those an uninterrupted run makes."""
+    ``init_model`` is the model of the rounds already finished, with their best round, ranking
+    state and metrics (``evals_result``); ``started`` the callbacks as they stood after the last
+    of them, already started (their ``before_training`` is not run again, so early stopping and
+    checkpoints go on counting). The rounds that follow are those an uninterrupted run makes."""
 
-    evals_log: dict
     started: tuple = ()
 
 
@@ -312,8 +310,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
                          None if categories is None or categories.by_statistics else categories)
     evals_log: EvalsLog = {}
     if resume is not None:  # the interrupted run's standing after its last finished round
-        evals_log = {name: {metric: list(values) for metric, values in metrics.items()}
-                     for name, metrics in resume.evals_log.items()}
+        evals_log = init_model.evals_result()  # a copy: this run appends to it
         booster.best_iteration, booster.best_score = init_model.best_iteration, init_model.best_score
         booster.position_bias = init_model.position_bias
         booster.record_evals(evals_log)

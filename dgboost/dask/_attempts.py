@@ -4,19 +4,17 @@ resumed after a lost worker from the journal (``_restart``)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
 
-import distributed
 
 from ..booster import Booster
 from ..callback import ProgressLine
 from ..collective import CollectiveError, PeerUnreachable
 from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
-from ._placing import _TIMEOUTS, _CANCELLED, _Futures, _Rows, _settle_all, _share_evals, _share_rows, _workers
-from ._restart import JOURNAL_TOPIC, Journal, _CannotResume, retryable
+from ._placing import _Futures, _Rows, _share_evals, _share_rows, _workers, settle
+from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
 
 logger = logging.getLogger("dgboost")
@@ -80,7 +78,7 @@ class _Attempts:
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
             pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                     for f in parts]
-            _settle_all(pieces, job.timeout)
+            settle(pieces, job.timeout)
             if any(f.status != "finished" for f in pieces):
                 gone = sorted(set(job_workers) - _workers(self.client))
                 if gone:  # a slice's worker lost while it was cut: share again
@@ -114,7 +112,7 @@ class _Attempts:
                                "every worker. Train again once the cluster is whole.") from interrupted.cause
         try:
             found = self.journal.resume()
-        except _CannotResume as error:
+        except CannotResume as error:
             raise RuntimeError(f"dgboost training failed: {interrupted.reason}; the job cannot resume: "
                                f"{error}") from interrupted.cause
         options = self.spec.options
@@ -191,13 +189,13 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
     missing_before: set = set()
     peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
     while True:
-        _settle(tasks)
+        settle(tasks, _POLL_SECONDS)  # then look again
         reason = owner._cancel_reason()
         if reason is not None:
             _stop(client, job, tasks, reason, _workers(client))
             raise JobCancelled(reason)
         if tasks[0].status == "finished":  # the model is whole: the other ranks only close
-            _settle_all(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
+            settle(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
             booster, phases, notes = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
             for note in notes:
@@ -237,12 +235,6 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             _raise_first(job, first)
 
 
-def _settle(futures) -> None:
-    """Wait until ``futures`` are done or _POLL_SECONDS pass; the caller looks at them again."""
-    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):  # the caller looks at the cancelled ones
-        distributed.wait(futures, timeout=_POLL_SECONDS)
-
-
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     """Abort every rank still running and give them a moment to stop (the caller's
     _Futures cancels whatever is left)."""
@@ -255,7 +247,7 @@ def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]
     deadline = time.monotonic() + min(_STOP_GRACE_SECONDS, job.timeout)
     while running and time.monotonic() < deadline:
-        _settle(running)
+        settle(running, _POLL_SECONDS)
         running = [t for t in running if t.status == "pending"]
 
 

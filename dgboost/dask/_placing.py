@@ -170,8 +170,7 @@ def _summaries(client, bundles) -> list:
 def _holders(client, futures, workers, timeout: float, what: str = "X") -> list:
     """The worker (of ``workers``) holding each future's result, or None. A partition lost
     with a worker is recomputed by Dask meanwhile; one it cannot recompute is named."""
-    with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
-        distributed.wait(futures, timeout=timeout)
+    settle(futures, timeout)
     missing = [i for i, f in enumerate(futures) if f.status != "finished"]
     erred = next((f for f in futures if f.status == "error"), None)
     if erred is not None:  # recomputed, and failed: its inputs are gone, say
@@ -210,7 +209,8 @@ def _log_balance(lengths, holders, plan, workers) -> int:
     return moved
 
 
-def _settle_all(futures, seconds: float) -> None:
-    """Wait up to ``seconds`` for ``futures`` to be done, however they end."""
+def settle(futures, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``futures`` to be done, however they end (the caller looks at
+    each one's status: finished, erred, cancelled or still pending)."""
     with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
         distributed.wait(futures, timeout=seconds)

@@ -111,15 +111,14 @@ class JobRegistry(SchedulerPlugin):
             self._turns.notify_all()
             return None if job is None else job["status"]
 
-    async def finish(self, id: str, status: str, error: str | None = None, rows: int | None = None) -> None:
+    async def finish(self, id: str, status: str, error: str | None = None) -> None:
         """Job ``id`` ended as ``status`` (a model made wins over a cancel that came too late)."""
         async with self._turns:
             job = self.jobs.get(id)
             if job is not None:
                 if status != "finished" and job["status"] in ("cancelling", "cancelled"):
                     status = "cancelled"
-                job.update(status=status, ended=time.time(), error=error,
-                           rows=rows if rows is not None else job["rows"])
+                job.update(status=status, ended=time.time(), error=error)
                 job.pop("wanted", None)
             self._turns.notify_all()
         self._forget_old()

@@ -128,7 +128,6 @@ class Journal:
         self._rounds: list[bytes] = []  # each finished round's state, in order from the first
         self._callbacks: bytes | None = None  # pickled after the last round
         self._resumed_at: float | None = None  # when the current attempt was asked to resume
-        self.restart_seconds: float | None = None  # the last restart: lost to its first new round
         self.ended = False  # no round follows the last one held (a callback stopped training, or the rounds are done)
 
     def begin(self, job: str | None, resumed_at: float | None = None) -> None:
@@ -151,11 +150,10 @@ class Journal:
             self.ended = message["last"]
             if "callbacks" in message:  # else as the round before
                 self._callbacks = message["callbacks"]
-            if self._resumed_at is not None:
-                self.restart_seconds = time.monotonic() - self._resumed_at
-                self._resumed_at = None
+            if self._resumed_at is not None:  # the restart's cost: from the loss to its first round
                 logger.warning("dgboost.dask job %s: round %d finished %.2f s after the loss (the restart and "
-                               "one round)", self._attempt, message["round"], self.restart_seconds)
+                               "one round)", self._attempt, message["round"], time.monotonic() - self._resumed_at)
+                self._resumed_at = None
 
     def finished_rounds(self) -> int:
         with self._lock:
@@ -170,7 +168,7 @@ class Journal:
         if not rounds or frame is None:
             return None
         if callbacks is None:
-            raise _CannotResume("the job's callbacks could not be sent (the coordinator's log says why)")
+            raise CannotResume("the job's callbacks could not be sent (the coordinator's log says why)")
         model = frame[:0]
         if self._init_model is not None:
             for tree, output in zip(self._init_model.trees, self._init_model.tree_outputs):
@@ -187,10 +185,10 @@ class Journal:
         model.record_evals(evals_log)
         import cloudpickle
 
-        return model, Resume(evals_log, tuple(cloudpickle.loads(zlib.decompress(callbacks))))
+        return model, Resume(tuple(cloudpickle.loads(zlib.decompress(callbacks))))
 
 
-class _CannotResume(RuntimeError):
+class CannotResume(RuntimeError):
     """A job that lost a worker but cannot go on where it stood."""
 
 
