@@ -110,11 +110,13 @@ def main(argv=None) -> int:
 
         job(2)  # warm-up: kernels compiled, the collective plugin registered
         record["zero_rounds_s"] = job(0)[1]
-        journal, bare = [], []
+        journal, bare, models = [], [], []
         for _ in range(args.repeat):  # alternated: the machine's drift falls on both alike
             whole_model, seconds = job(args.rounds)
             journal.append(seconds)
+            models.append(whole_model.save_raw())
             bare.append(job(args.rounds, max_restarts=0)[1])
+        record["uninterrupted_alike"] = len(set(models)) == 1
         record["uninterrupted_s"], record["uninterrupted_no_journal_s"] = journal, bare
         record["round_s"] = round(float(np.median(journal)) / max(1, args.rounds), 4)
         pids = client.run(os.getpid)
@@ -123,6 +125,12 @@ def main(argv=None) -> int:
         del lines.lines[:]
         killed_model, record["killed_s"] = job(args.rounds, callbacks=[KillAfter(args.kill_at, victim, marker)])
         record["identical"] = killed_model.save_raw() == whole_model.save_raw()
+        if not record["identical"]:  # where they part, and both models to look at
+            record["first_tree_apart"] = next((i for i, (a, b) in enumerate(zip(whole_model.get_dump(True),
+                                                                             killed_model.get_dump(True)))
+                                               if a != b), None)
+            (args.out / "uninterrupted.json").write_bytes(whole_model.save_raw())
+            (args.out / "restarted.json").write_bytes(killed_model.save_raw())
         record.update(_restart_figures(lines.lines, os.path.getmtime(marker)))
         # The budget on as many workers as the restart had: a shard rebuild and one round there.
         cluster.scale(record.get("workers_after", args.workers - 1))

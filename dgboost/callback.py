@@ -23,9 +23,12 @@ class TrainingCallback:
 
     A subclass whose hooks never return True may say so with ``never_stops = True``:
     a Dask job then skips asking the coordinator whether to stop after each round.
+    Callbacks run on the coordinator alone, but for dgboost's own that say
+    ``every_rank = True`` (and never stop).
     """
 
     never_stops = False
+    every_rank = False
 
     def before_training(self, model):
         return model

@@ -314,7 +314,9 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
         booster.best_iteration, booster.best_score = init_model.best_iteration, init_model.best_score
         booster.position_bias = init_model.position_bias
         booster.record_evals(evals_log)
-    container = CallbackContainer(callbacks if comm.rank == 0 else [])
+    # The user's callbacks run on the coordinator; dgboost's own that say so, on every rank.
+    container = CallbackContainer(callbacks if comm.rank == 0 else
+                                  [c for c in callbacks if getattr(c, "every_rank", False)])
     # Every rank has the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)

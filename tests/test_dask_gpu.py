@@ -232,6 +232,53 @@ def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_clien
         assert made() == before + len(cuda_client.scheduler_info()["workers"])
 
 
+class _Slow(TrainingCallback):
+    never_stops = True
+
+    def after_iteration(self, model, epoch, evals_log):
+        time.sleep(0.05)
+        return False
+
+
+def _wait_for(predicate, what, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, data, tmp_path):
+    """The job service on GPU workers: a second and a third job wait their turn while the first
+    runs; the first, cancelled mid-training (its NCCL ranks aborted), ends within seconds; the
+    queued ones then run in priority order, each the single-process GPU model byte for byte."""
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
+    params = {**PARAMS["binary"], "device": "cuda"}
+    first = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=1000, callbacks=[_Slow()],
+                                name="long")
+    _wait_for(lambda: first.status == "running" and (first.progress()["rounds_done"] or 0) >= 2, "two rounds")
+
+    def queued(job):
+        return {j["id"]: j for j in dgboost.dask.jobs(cuda_client)}[job.id]["status"] == "queued"
+
+    low = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=8, name="low")
+    _wait_for(lambda: queued(low), "the low job queued")
+    high = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=6, name="high", priority=5)
+    _wait_for(lambda: queued(high), "the high job queued")
+    began = time.monotonic()
+    first.cancel()
+    with pytest.raises(dgboost.dask.JobCancelled):
+        first.result(timeout=60)
+    assert time.monotonic() - began < 15
+    for job, rounds in ((high, 6), (low, 8)):
+        got = job.result(timeout=180)
+        expected = dgboost.train(params, X, y, num_boost_round=rounds)
+        assert _bytes(got, tmp_path, f"{job.id}-got") == _bytes(expected, tmp_path, f"{job.id}-expected")
+    table = {j["id"]: j for j in dgboost.dask.jobs(cuda_client)}
+    assert table[high.id]["started"] < table[low.id]["started"]
+    assert [table[j.id]["status"] for j in (first, high, low)] == ["cancelled", "finished", "finished"]
+
+
 class _FailOnce(TrainingCallback):
     """On the coordinator after round ``at``, once (a marker file): raise a retryable error, or
     with ``kill`` SIGKILL the last rank's worker process ``kill`` (a pid)."""
@@ -254,7 +301,7 @@ class _FailOnce(TrainingCallback):
 
 
 def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, data, tmp_path):
-    """Last in this module: it kills a worker (its nanny starts another). On one GPU a
+    """Near the end of this module: it kills a worker (its nanny starts another). On one GPU a
     retryable error restarts the job; on more, the last GPU's worker is killed, the
     survivors' NCCL communicator is aborted and a new one made, and nothing hangs."""
     import os
@@ -276,4 +323,45 @@ def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, 
         assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
         time.sleep(0.2)
     cuda_client.wait_for_workers(len(pids), timeout=120)
+    assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
+
+
+class _BreakTheGpu(TrainingCallback):
+    """On the coordinator after round ``at``, once: a kernel writes where nothing is allocated,
+    which leaves the process's CUDA context unusable (a sticky error)."""
+
+    never_stops = True
+
+    def __init__(self, at, marker):
+        self.at, self.marker = at, str(marker)
+
+    def after_iteration(self, model, epoch, evals_log):
+        import os
+
+        import cupy
+
+        if epoch == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            stray = cupy.RawKernel(r'extern "C" __global__ void stray() { ((int*)0x10)[threadIdx.x] = 1; }', "stray")
+            stray((1,), (32,), ())
+        return False
+
+
+def test_a_worker_whose_gpu_broke_is_replaced_and_the_job_resumes(cuda_client, data, tmp_path):
+    """Last: a rank's CUDA context broken mid-job (an illegal address, which every later call of
+    its process repeats): the worker's process ends, its nanny starts a fresh one, and the job
+    resumes to the uninterrupted model; the cluster then trains again."""
+    import os
+
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
+    params = {**PARAMS["binary"], "device": "cuda"}
+    expected = dgboost.train(params, X, y, num_boost_round=10)
+    before = cuda_client.run(os.getpid)
+    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=10,
+                             callbacks=[_BreakTheGpu(4, tmp_path / "once")])
+    assert (tmp_path / "once").exists()
+    assert _bytes(got, tmp_path, "resumed") == _bytes(expected, tmp_path, "expected")
+    cuda_client.wait_for_workers(len(before), timeout=120)
+    assert set(cuda_client.run(os.getpid).values()) != set(before.values())  # a process was replaced
     assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=2).num_boosted_rounds() == 2

@@ -14,6 +14,10 @@ shows the same one is it used; otherwise each drops its own and they make a new
 one. A job that fails keeps nothing. Set the dask config ``dgboost.keep-nccl``
 to False on the client to make a communicator per job.
 
+A collective's output starts zeroed: when NCCL is aborted, the kernels already queued
+behind a call still run, on what it left, and zeros (no split, an empty histogram) send
+no kernel out of its arrays, where the memory pool's leftovers might.
+
 Every wait is bounded. Initialisation runs in a helper thread joined with the
 timeout. Each collective records an event on the stream; a watchdog thread
 aborts the NCCL communicator when one is still pending after ``timeout``
@@ -131,7 +135,7 @@ class NcclCommunicator:
         if isinstance(array, np.ndarray):
             return self.host.allreduce(array, op)
         send = self._cupy.ascontiguousarray(array)
-        out = self._cupy.empty_like(send)
+        out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
         self._enqueue("allreduce", lambda stream: self._comm.allReduce(
             send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops[op], stream))
         return out
@@ -142,7 +146,7 @@ class NcclCommunicator:
         if not 0 <= root < self.world_size:
             raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
         send = self._cupy.ascontiguousarray(array)
-        out = self._cupy.empty_like(send)
+        out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
         self._enqueue("broadcast", lambda stream: self._comm.broadcast(
             send.data.ptr, out.data.ptr, send.size, self._type(send), root, stream))
         return out
@@ -156,7 +160,7 @@ class NcclCommunicator:
         longest = max(rows)
         block = self._cupy.zeros((longest,) + array.shape[1:], dtype=array.dtype)
         block[:array.shape[0]] = array
-        out = self._cupy.empty((self.world_size,) + block.shape, dtype=array.dtype)
+        out = self._cupy.zeros((self.world_size,) + block.shape, dtype=array.dtype)
         self._enqueue("allgather", lambda stream: self._comm.allGather(
             block.data.ptr, out.data.ptr, block.size, self._type(block), stream))
         return [out[rank, :n] for rank, n in enumerate(rows)]

@@ -4,10 +4,10 @@ resumed after a lost worker from the journal (``_restart``)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-
 
 from ..booster import Booster
 from ..callback import ProgressLine
@@ -70,6 +70,9 @@ class _Attempts:
     def _attempt(self, job: JobSpec, resumed_at: float | None) -> Booster:
         if self.owner._cancel_reason() is not None:
             raise JobCancelled(self.owner._cancel_reason())
+        if resumed_at is not None and not _workers(self.client):  # every worker lost: wait for their nannies'
+            with contextlib.suppress(Exception):  # none came: _share_rows says so
+                self.client.wait_for_workers(1, timeout=job.timeout)
         with _Futures(self.client) as futures:
             self.owner._hold(futures)
             job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout)
@@ -95,7 +98,7 @@ class _Attempts:
                 self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
                     "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
-            self.journal.begin(job.name, resumed_at)
+            self.journal.begin(job.name, resumed_at, ranks=len(job_workers))
             self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
             return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 

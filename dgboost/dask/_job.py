@@ -14,7 +14,7 @@ from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, Resume, boost, device_module, to_device
 from ..tree.constraints import FeatureRules
-from ._restart import JournalSender
+from ._restart import JournalSender, RoundsDone
 from ._shards import concat_bundles
 
 logger = logging.getLogger("dgboost")
@@ -53,6 +53,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     clock = _Phases()
     host = DaskCommunicator(job.name, rank, job.addresses, job.timeout)
     comm = host
+    on_gpu, failed = _worker_device(job.options.params.device) == "cuda", False
     try:
         params = job.options.params
         objective = make_objective(params)
@@ -79,6 +80,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         callbacks = own + [_RoundEvents(job.name), notes]
         if job.journal and rank == 0:
             callbacks.append(JournalSender(job.name, own))  # last: it sends what the others did
+        elif job.journal:
+            callbacks.append(RoundsDone(job.name, rank))  # vouches for rank 0's round before
         with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
             # The client checked the parameters against X's features where it knew them.
             features = FeatureRules.resolve(params, training.n_features, training.feature_names, job.feature_weights)
@@ -88,15 +91,19 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         clock.lap("boosting")
         return (booster, clock.seconds, notes.texts) if rank == 0 else (None, clock.seconds, [])
     except CollectiveError:
+        failed = True
         raise  # another rank failed first, or a wait timed out (the peers were told)
     except BaseException as error:
+        failed = True
         comm.abort(f"{type(error).__name__}: {error}")
         raise
     finally:
         if comm is not host and hasattr(comm, "close"):
-            comm.close()  # closes host too
+            comm.close()  # closes host too (and aborts NCCL if the job failed)
         else:
             host.close()
+        if failed and on_gpu:
+            _restart_if_device_broken(rank)
 
 
 #: The Dask event topic of training progress: one event a round, from the coordinator.
@@ -207,6 +214,48 @@ def _worker_device(device: str) -> str:
     """A worker owns one GPU, its current device (dask-cuda sets CUDA_VISIBLE_DEVICES):
     'cuda:N' in a cluster means 'this worker's GPU', as in xgboost.dask."""
     return "cuda" if device.startswith("cuda") else device
+
+
+#: Seconds a failed GPU rank waits for its device to finish what was queued before it judges it hung.
+DEVICE_CHECK_SECONDS = 30.0
+
+
+def _restart_if_device_broken(rank: int) -> None:
+    """After a failed job on a GPU: make sure the worker's GPU still works, or end the worker's
+    process (its nanny starts a fresh one).
+
+    A CUDA error such as an illegal address is sticky: every later call of the process fails
+    with it, so a worker left so would fail every job it is given. Kernels queued behind an
+    aborted NCCL collective read what it never wrote (collective.nccl zeroes its outputs for
+    that), and one that NCCL read from a dead peer's freed buffers may be anything."""
+    import os
+    import threading
+
+    import cupy
+
+    outcome: dict = {}
+
+    def synchronize():
+        try:
+            cupy.cuda.runtime.deviceSynchronize()
+            outcome["ok"] = True
+        except Exception as error:  # noqa: BLE001 - any CUDA error: the context is unusable
+            outcome["error"] = error
+
+    thread = threading.Thread(target=synchronize, name="dgboost-device-check", daemon=True)
+    thread.start()
+    thread.join(DEVICE_CHECK_SECONDS)
+    if outcome.get("ok"):
+        return
+    why = (f"{type(outcome['error']).__name__}: {outcome['error']}" if "error" in outcome
+           else f"its queued work did not finish in {DEVICE_CHECK_SECONDS:g} s")
+    logger.error("dgboost: rank %d's GPU is unusable after the job failed (%s); this worker's process ends so "
+                 "that its nanny starts a fresh one", rank, why)
+    for handler in logging.getLogger().handlers + logger.handlers:
+        handler.flush()
+    # At once, while the job still holds this worker: no job after it may be given it. The
+    # job sees the worker leave (a lost worker, which it may restart after).
+    os._exit(70)  # EX_SOFTWARE
 
 
 def _device_communicator(host, xp, job: JobSpec):

@@ -9,7 +9,16 @@ The coordinator (rank 0) sends each finished round to the client as a Dask event
 ``JOURNAL_TOPIC``: the round's trees, the model's best round and ranking state, the
 round's metrics, and the callbacks pickled after the round (early stopping's count, a
 checkpoint's last save). The client keeps them (``Journal``) and, when a worker is lost,
-makes of them the next attempt's ``init_model`` and ``training.Resume``. The events go
+makes of them the next attempt's ``init_model`` and ``training.Resume``.
+
+A round the coordinator finished is kept only once every other rank has finished the round
+after it (each says so on the same topic, ``RoundsDone``). A peer that dies in a round's
+collectives can leave the coordinator with that round finished from half-received sums:
+NCCL reads a peer's buffers in place, and a dead process's are freed under it (a model
+apart from the uninterrupted run's at the round of the loss, seen on two GPUs). A peer that
+finished the next round took part in its first collective, which the coordinator joins only
+after every kernel of the round before: so that round's sums were read while the peer lived.
+A restart therefore redoes the round or two around the loss. The events go
 through the scheduler, which keeps the topic's last ``distributed.admin.low-level-log-length``
 (1000) of them: a few MB for trees of depth 6 to 8.
 
@@ -106,9 +115,27 @@ class JournalSender(TrainingCallback):
         logger.warning("dgboost.dask job %s: %s, so the job cannot resume after a lost worker", self.job, why)
 
     def _send(self, message: dict) -> None:
-        from distributed import get_worker
+        _log_journal({"job": self.job, **message})
 
-        get_worker().log_event(JOURNAL_TOPIC, {"job": self.job, **message})
+
+class RoundsDone(TrainingCallback):
+    """On every rank but the coordinator (``every_rank``): tells the client each round this rank
+    finished, which vouches for the coordinator's round before it (see the module's text)."""
+
+    never_stops = True
+    every_rank = True
+
+    def __init__(self, job: str, rank: int):
+        self.job, self.rank = job, rank
+
+    def round_finished(self, model, epoch: int, last: bool) -> None:
+        _log_journal({"job": self.job, "rank": self.rank, "done": epoch})
+
+
+def _log_journal(message: dict) -> None:
+    from distributed import get_worker
+
+    get_worker().log_event(JOURNAL_TOPIC, message)
 
 
 # ---- on the client ---------------------------------------------------------------------------
@@ -126,19 +153,39 @@ class Journal:
         self._attempt: str | None = None  # the job name whose messages are taken
         self._frame: Booster | None = None
         self._rounds: list[bytes] = []  # each finished round's state, in order from the first
-        self._callbacks: bytes | None = None  # pickled after the last round
+        self._callbacks: list[bytes | None] = []  # pickled after each round
         self._resumed_at: float | None = None  # when the current attempt was asked to resume
+        self._ranks = 1  # the current attempt's
+        self._done: dict[int, int] = {}  # each peer's last finished round, in the current attempt
+        self._held_before = 0  # rounds held when the current attempt began
         self.ended = False  # no round follows the last one held (a callback stopped training, or the rounds are done)
 
-    def begin(self, job: str | None, resumed_at: float | None = None) -> None:
-        """Take the messages of attempt ``job`` from now on (an older attempt's are late); None:
-        take none (between attempts)."""
+    def begin(self, job: str | None, resumed_at: float | None = None, ranks: int = 1) -> None:
+        """Take the messages of attempt ``job`` (of ``ranks`` ranks) from now on (an older
+        attempt's are late); None: take none (between attempts). The attempt that ends keeps
+        the rounds every one of its ranks vouched for."""
         with self._lock:
-            self._attempt, self._resumed_at = job, resumed_at
+            if self._attempt is not None:
+                self._keep_vouched()
+            self._attempt, self._resumed_at, self._ranks = job, resumed_at, ranks
+            self._done, self._held_before = {}, len(self._rounds)
+
+    def _keep_vouched(self) -> None:
+        """Drop the rounds some peer did not finish the round after (the module's text says why)."""
+        kept = len(self._rounds)
+        for rank in range(1, self._ranks):
+            done = self._done.get(rank)
+            kept = min(kept, self._held_before if done is None else max(self._held_before, done - self._first))
+        if kept < len(self._rounds):
+            del self._rounds[kept:], self._callbacks[kept:]
+            self.ended = False
 
     def receive(self, message: dict) -> None:
         with self._lock:
             if message.get("job") != self._attempt:
+                return
+            if "done" in message:
+                self._done[message["rank"]] = max(message["done"], self._done.get(message["rank"], -1))
                 return
             if "frame" in message:
                 if self._frame is None:
@@ -148,8 +195,8 @@ class Journal:
                 return  # each attempt starts after the rounds kept, and the events keep their order
             self._rounds.append(message["state"])
             self.ended = message["last"]
-            if "callbacks" in message:  # else as the round before
-                self._callbacks = message["callbacks"]
+            # Without "callbacks": as after the round before.
+            self._callbacks.append(message["callbacks"] if "callbacks" in message else self._callbacks[-1])
             if self._resumed_at is not None:  # the restart's cost: from the loss to its first round
                 logger.warning("dgboost.dask job %s: round %d finished %.2f s after the loss (the restart and "
                                "one round)", self._attempt, message["round"], time.monotonic() - self._resumed_at)
@@ -164,7 +211,8 @@ class Journal:
         no round finished (the next attempt starts as the first did) or the callbacks
         could not be pickled (no attempt can go on where this one stood)."""
         with self._lock:  # copied here, unpickled outside: receive runs on the client's event loop
-            rounds, frame, callbacks = list(self._rounds), self._frame, self._callbacks
+            rounds, frame = list(self._rounds), self._frame
+            callbacks = self._callbacks[-1] if self._callbacks else None
         if not rounds or frame is None:
             return None
         if callbacks is None:

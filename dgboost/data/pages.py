@@ -221,8 +221,11 @@ class PageBuffers:
             host = page
         if self.device[slot] is None:
             self.device[slot] = cupy.empty(self.words, dtype=PACKED_WORD_DTYPE)
-        if self.read[slot] is not None:
-            self.copies.wait_event(self.read[slot])
+            # Its memory may be a block the pool took back from arrays that kernels (or an NCCL
+            # call) queued on the current stream still read: the copy stream, which waits on no
+            # other, copies into it only after them.
+            self.read[slot] = cupy.cuda.get_current_stream().record()
+        self.copies.wait_event(self.read[slot])
         target = self.device[slot][:host.size].reshape(host.shape[0], n_words)
         target.set(host, stream=self.copies)
         copied = self.copies.record()
