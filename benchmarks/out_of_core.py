@@ -10,8 +10,9 @@ matrix is four times the budget). Each run in its own subprocess, after a warm-u
   target is out of core at most 2x the in-core time, test AUC within 0.003 of the
   in-core unsampled model's;
 - dgboost in core and out of core with every row (``subsample=1``): out of core
-  against the PCIe floor, the bytes its pages stream per round (a pass over every
-  page for each level's histograms and one for its partition) over the measured
+  against the PCIe floor, the bytes its pages stream per round (depth + 1 passes over
+  every page: the root's histograms, then each level's partition and the next level's
+  histograms together, the last level's partition alone) over the measured
   pinned host-to-device bandwidth;
 - XGBoost's ``ExtMemQuantileDMatrix`` (its cache in host memory, ``on_host=True``, all of it
   unless ``--cache-host-ratio`` says otherwise) and its in-core ``QuantileDMatrix``, with the
@@ -220,7 +221,9 @@ def _pinned_bandwidth() -> float:
 def _table(args, results) -> str:
     runs = results["runs"]
     bandwidth = results["h2d_gb_s"] * 1e9
-    streamed = 2 * args.depth * _matrix_bytes(args.rows)  # every row: per level, a histogram and a partition pass
+    # Every row: the root's histograms, then per level its partition and the next level's histograms in
+    # one pass, the last level's partition alone: depth + 1 passes over the pages a tree.
+    streamed = (args.depth + 1) * _matrix_bytes(args.rows)
     floor = args.rounds * streamed / bandwidth
     lines = [f"higgs-like {args.rows} rows, {args.rounds} rounds, depth {args.depth}; matrix "
              f"{_matrix_bytes(args.rows) / 2**30:.2f} GiB = {args.times:g}x dgboost's budget; pinned H2D "

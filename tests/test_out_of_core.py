@@ -257,3 +257,31 @@ def test_gpu_out_of_core_categories_continuing_and_margins(tmp_path, caplog):
     paged = _paged(caplog, dgboost.train, {"device": "cuda", "max_device_matrix_bytes": 60_000}, X, y,
                    base_margin=margin, num_boost_round=3, init_model=first)
     assert _bytes(paged, tmp_path / "c.json") == _bytes(in_core, tmp_path / "d.json")
+
+
+@pytest.mark.gpu
+def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
+    """cuda.gather_page_rows reads the pages where they lie (pinned host memory) and writes
+    what cpu.gather_page_rows does: pages of unequal rows, rows from some pages and none of
+    others, the first and last rows."""
+    cupy = pytest.importorskip("cupy")
+    import cupyx
+
+    from dgboost.kernels import cpu, cuda
+
+    rng = np.random.default_rng(11)
+    sizes, n_words = [5, 1, 700, 0, 333], 7
+    pages = []
+    for size in sizes:
+        page = cupyx.empty_pinned((size, n_words), np.uint32)
+        page[...] = rng.integers(0, 2**32, (size, n_words), dtype=np.uint32)
+        pages.append(page)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    n_rows = starts[-1]
+    rows = np.unique(np.concatenate([[0, n_rows - 1], rng.choice(n_rows, 200, replace=False)]))
+    rows = rows[(rows < 5) | (rows >= 706)]  # none of the 700-row page
+    expected = cpu.gather_page_rows(rows, pages, starts, np.empty((len(rows), n_words), np.uint32))
+    got = cuda.gather_page_rows(cupy.asarray(rows.astype(np.int32)), pages, starts,
+                                cupy.empty((len(rows), n_words), np.uint32))
+    np.testing.assert_array_equal(cupy.asnumpy(got), expected)
+    assert cuda.gather_page_rows(cupy.empty(0, np.int32), pages, starts, cupy.empty((0, n_words), np.uint32)).size == 0

@@ -43,7 +43,7 @@ from .. import _settings
 from .._dtypes import PACKED_WORD_DTYPE
 from ..backend import asarray, to_numpy
 from ..kernels import loops
-from ..kernels.cpu import gather_rows
+from ..kernels import gather_page_rows
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
 from .sketch import Cuts
 
@@ -148,19 +148,20 @@ class PagedMatrix:
 
     def compact(self, rows) -> EllpackMatrix:
         """The rows ``rows`` (ascending indices, int, on the device) gathered into one in-core
-        matrix, in their order. Gathered on the host, from the pages where they lie, into one
-        (on a GPU pinned) buffer that crosses to the device in one copy: the sample's bytes
-        cross, not every page's."""
-        host_rows = np.ascontiguousarray(to_numpy(rows), dtype=np.int64)
-        shape = (host_rows.shape[0], self.layout.n_words)
+        matrix, in their order: the sample's bytes cross to the device, not every page's. On a
+        GPU the device reads them from the pinned pages where they lie (no host work, no wait);
+        pages on disk are gathered on the host into one pinned buffer that crosses in one copy."""
+        shape = (int(rows.shape[0]), self.layout.n_words)
+        if self.on_gpu and self._directory is None:
+            import cupy
+
+            return self._matrix(gather_page_rows(rows, self._pages, self.starts, cupy.empty(shape, PACKED_WORD_DTYPE)))
+        host_rows = to_numpy(rows)
         gathered = self._buffers.gathered(shape) if self.on_gpu else np.empty(shape, PACKED_WORD_DTYPE)
-        bounds = np.searchsorted(host_rows, np.asarray(self.starts, dtype=np.int64)).tolist()
         # On a GPU the host's threads are otherwise idle: every core of the process's affinity
         # (dask-cuda narrows a worker's to its GPU's CPUs).
         with loops.using_threads(loops.cores() if self.on_gpu else None):
-            for start, page, begin, end in zip(self.starts, self._pages, bounds, bounds[1:]):
-                if end > begin:
-                    gather_rows(_load(page), host_rows[begin:end], start, gathered, begin)
+            gather_page_rows(host_rows, (_load(page) for page in self._pages), self.starts, gathered)
         if not self.on_gpu:
             return self._matrix(gathered)
         import cupy

@@ -36,6 +36,7 @@ build_sparse_histograms = _dispatch(cpu.build_sparse_histograms)
 evaluate_level_split = _dispatch(cpu.evaluate_level_split)
 evaluate_splits = _dispatch(cpu.evaluate_splits)
 first_infinite = _dispatch(cpu.first_infinite)
+gather_page_rows = _dispatch(cpu.gather_page_rows)
 gradient_bounds = _dispatch(cpu.gradient_bounds)
 gradient_sums = _dispatch(cpu.gradient_sums)
 group_order = _dispatch(cpu.group_order)
@@ -71,6 +72,7 @@ __all__ = [
     "evaluate_level_split",
     "evaluate_splits",
     "first_infinite",
+    "gather_page_rows",
     "gradient_bounds",
     "gradient_sums",
     "group_order",

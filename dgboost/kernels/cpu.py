@@ -926,22 +926,26 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
-def gather_rows(source, rows, first, out, at):
-    """Rows of one host matrix into another: ``out[at + i] = source[rows[i] - first]``. A host
-    routine with no CUDA twin: out-of-core pages gather a tree's sample on the host
-    (data/pages.py). Compiled (loops.gather_rows), the rows in runs on threads.
+def gather_page_rows(rows, pages, starts, out):
+    """A paged matrix's rows ``rows`` gathered into one: ``out[i]`` = row ``rows[i]`` of the
+    matrix whose page ``p`` holds rows ``starts[p]`` to ``starts[p + 1]`` (data/pages.py: a
+    tree's sample, out of core). Compiled (loops.gather_rows), each page's rows in runs on
+    threads; the CUDA twin reads the pages where they lie, in pinned host memory.
 
     Parameters
     ----------
-    source : numpy array of shape (n_source_rows, n_words): rows ``first`` on of a matrix   # IN
-    rows : numpy array of shape (n,), int64: the rows wanted, each in ``[first, first + n_source_rows)``   # IN
-    first : int                                                           # IN
-    out : numpy array of shape (at least at + n, n_words), source's dtype  # OUT, rows at..at + n written
-    at : int                                                              # IN
+    rows : array of shape (n,), int: ascending, each in ``[0, starts[-1])``      # IN
+    pages : iterable of arrays of shape (rows of the page, n_words), host memory  # IN, read once, in order
+            (on a GPU pinned: the device reads them through the bus)
+    starts : sequence of int, the first row of each page, then the matrix's rows  # IN
+    out : array of shape (n, n_words), the pages' dtype                           # OUT
     """
-    if rows.shape[0]:
-        loops.gather_rows(_threads_for(int(rows.shape[0])), np.asarray(source), np.ascontiguousarray(rows, np.int64),
-                          int(first), out, int(at))
+    rows = np.ascontiguousarray(rows, np.int64)
+    bounds = np.searchsorted(rows, np.asarray(starts, np.int64)).tolist()
+    for page, first, begin, end in zip(pages, starts, bounds, bounds[1:]):
+        if end > begin:
+            loops.gather_rows(_threads_for(end - begin), np.asarray(page), rows[begin:end], int(first), out,
+                              int(begin))
     return out
 
 

@@ -645,6 +645,30 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
+def gather_page_rows(rows, pages, starts, out):
+    import cupy
+
+    pages = tuple(pages)
+    addresses, first = _page_table(tuple(int(page.ctypes.data) for page in pages), tuple(int(s) for s in starts),
+                                   cupy.cuda.Device().id)
+    rows = cupy.ascontiguousarray(rows, dtype=cupy.int64)
+    n, n_words = int(rows.shape[0]), int(out.shape[1])
+    if n:
+        _kernel("pages.cu", "gather_page_rows")((min(_blocks(n * n_words), 65535),), (_BLOCK,),
+                                                 (addresses, first, np.int32(len(pages)), rows, np.int64(n),
+                                                  np.int32(n_words), out))
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _page_table(addresses: tuple, starts: tuple, device: int):
+    """The pages' addresses and first rows on the device, made once per paged matrix (a copy
+    now would wait for the device's queued work)."""
+    import cupy
+
+    return cupy.asarray(np.array(addresses, dtype=np.uint64)), cupy.asarray(np.array(starts[:-1], dtype=np.int64))
+
+
 def add_leaf_values(margins, output, leaf_value, positions):
     margins[:, output] += leaf_value[positions]
     return margins

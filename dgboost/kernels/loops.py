@@ -734,7 +734,7 @@ def add_leaf_values(run, n_runs, margins, output, leaf_value, positions):
 @over_runs
 def gather_rows(run, n_runs, source, rows, first, out, at):
     """``out[at + i] = source[rows[i] - first]`` for every ``i`` of run ``run`` of ``n_runs``
-    equal runs of ``rows`` (see cpu.gather_rows)."""
+    equal runs of ``rows`` (see cpu.gather_page_rows)."""
     n_rows, n_words = rows.shape[0], source.shape[1]
     for i in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
         row = rows[i] - first

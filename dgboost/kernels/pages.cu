@@ -1,0 +1,23 @@
+// A tree's sample gathered from an out-of-core matrix's pages (twin: cpu.gather_page_rows).
+// The pages lie in pinned host memory, which the device addresses directly (unified
+// addressing): each sampled row's words cross the bus once, and nothing waits on the host.
+#include "common.cuh"
+
+// out[i, w] = word w of row rows[i], in the page p with first[p] <= rows[i] < first[p + 1].
+// Consecutive threads take consecutive words of a row, then the next row's: the reads of a
+// warp are runs of the pages, the writes one run of `out`.
+extern "C" __global__ void gather_page_rows(const u64* __restrict__ page_address, const i64* __restrict__ first,
+                                            const int n_pages, const i64* __restrict__ rows, const i64 n,
+                                            const int n_words, u32* __restrict__ out)
+{
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n * n_words; t += (i64)gridDim.x * blockDim.x) {
+        const i64 i = t / n_words, row = rows[i];
+        int lo = 0, hi = n_pages - 1;  // the last page whose first row is at most `row`
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (first[mid] <= row) lo = mid; else hi = mid - 1;
+        }
+        const u32* page = reinterpret_cast<const u32*>(page_address[lo]);
+        out[t] = page[(row - first[lo]) * n_words + (int)(t - i * n_words)];
+    }
+}
