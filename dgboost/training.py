@@ -317,7 +317,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     # The user's callbacks run on the coordinator; dgboost's own that say so, on every rank.
     container = CallbackContainer(callbacks if comm.rank == 0 else
                                   [c for c in callbacks if getattr(c, "every_rank", False)])
-    # Every rank has the same list: if no callback may stop, no round asks the coordinator.
+    # Every rank is given the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)

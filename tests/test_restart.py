@@ -275,32 +275,45 @@ def _no_task_left(client):
         time.sleep(0.2)
 
 
-def test_the_journal_keeps_the_rounds_every_peer_vouched_for():
+def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
     """A round is kept once every other rank finished the round after it: a peer that died in a
     round's collectives may have left the coordinator's sums half read (seen on two GPUs)."""
     import pickle
     import zlib
 
+    import cloudpickle
+
     from dgboost.dask._restart import Journal
+
+    X, y = data
+    model = dgboost.train({"max_depth": 2}, X, y, num_boost_round=6)
+
+    def round_message(job, epoch, **extra):  # as JournalSender sends a round of ``model``
+        state = ([(model.trees[epoch], 0)], -1, float("nan"), None, {"t": {"rmse": float(epoch)}})
+        return {"job": job, "round": epoch, "state": zlib.compress(pickle.dumps(state)), "last": epoch == 5, **extra}
+
+    def callbacks(text):
+        return zlib.compress(cloudpickle.dumps((text,)))
 
     journal = Journal(None)
     journal.begin("job", ranks=3)
-    journal.receive({"job": "job", "frame": zlib.compress(pickle.dumps(dgboost.Booster.__new__(dgboost.Booster)))})
+    journal.receive({"job": "job", "frame": zlib.compress(pickle.dumps(model[:0]))})
     for epoch in range(6):
-        journal.receive({"job": "job", "round": epoch, "state": b"", "last": epoch == 5,
-                         "callbacks": f"after {epoch}".encode()})
+        journal.receive(round_message("job", epoch, callbacks=callbacks(f"after {epoch}")))
     for rank, done in ((1, 5), (2, 3), (2, 2)):  # rank 2 last finished round 3: it vouches for 0 to 2
         journal.receive({"job": "job", "rank": rank, "done": done})
     journal.receive({"job": "late", "rank": 2, "done": 5})  # another attempt's word counts for nothing
     assert journal.finished_rounds() == 6
     journal.begin(None)
     assert journal.finished_rounds() == 3 and not journal.ended
-    assert journal._callbacks[-1] == b"after 2"
+    resumed, resume = journal.resume()
+    assert resumed.save_raw() != model.save_raw() and resumed.get_dump() == model[:3].get_dump()
+    assert resumed.evals_result() == {"t": {"rmse": [0.0, 1.0, 2.0]}} and resume.started == ("after 2",)
     journal.begin("job-r1", ranks=2)  # a peer that vouches for nothing keeps what was held
-    journal.receive({"job": "job-r1", "round": 3, "state": b"", "last": False})
+    journal.receive(round_message("job-r1", 3))
     journal.begin(None)
     assert journal.finished_rounds() == 3
     journal.begin("job-r2", ranks=1)  # alone, the coordinator vouches for itself
-    journal.receive({"job": "job-r2", "round": 3, "state": b"", "last": True, "callbacks": b"c"})
+    journal.receive(round_message("job-r2", 3))  # without callbacks: as after the round before
     journal.begin(None)
-    assert journal.finished_rounds() == 4 and journal.ended
+    assert journal.finished_rounds() == 4 and journal.resume()[1].started == ("after 2",)

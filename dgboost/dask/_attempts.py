@@ -44,6 +44,7 @@ class _Attempts:
         self.started = started
         self.owner = owner
         self.journal = Journal(spec.options.init_model)
+        self.last_workers = 1  # the last attempt's
         self.progress = _ProgressFromEvents(spec) if spec.client_draws_progress else None
 
     def run(self) -> Booster:
@@ -71,6 +72,8 @@ class _Attempts:
         if self.owner._cancel_reason() is not None:
             raise JobCancelled(self.owner._cancel_reason())
         if resumed_at is not None and not _workers(self.client):  # every worker lost: wait for their nannies'
+            with contextlib.suppress(Exception):  # as many as there were a while, then any
+                self.client.wait_for_workers(self.last_workers, timeout=min(10.0, job.timeout))
             with contextlib.suppress(Exception):  # none came: _share_rows says so
                 self.client.wait_for_workers(1, timeout=job.timeout)
         with _Futures(self.client) as futures:
@@ -98,6 +101,7 @@ class _Attempts:
                 self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
                     "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
+            self.last_workers = len(job_workers)
             self.journal.begin(job.name, resumed_at, ranks=len(job_workers))
             self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
             return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)

@@ -234,10 +234,12 @@ def _restart_if_device_broken(rank: int) -> None:
     import cupy
 
     outcome: dict = {}
+    device = cupy.cuda.Device()  # the rank's (a thread starts on device 0)
 
     def synchronize():
         try:
-            cupy.cuda.runtime.deviceSynchronize()
+            with device:
+                cupy.cuda.runtime.deviceSynchronize()
             outcome["ok"] = True
         except Exception as error:  # noqa: BLE001 - any CUDA error: the context is unusable
             outcome["error"] = error

@@ -193,10 +193,11 @@ class Journal:
                 return
             if message["round"] != self._first + len(self._rounds):
                 return  # each attempt starts after the rounds kept, and the events keep their order
+            # Without "callbacks": as after the round before (None, which cannot resume, if none).
+            callbacks = message["callbacks"] if "callbacks" in message else (self._callbacks or [None])[-1]
             self._rounds.append(message["state"])
+            self._callbacks.append(callbacks)
             self.ended = message["last"]
-            # Without "callbacks": as after the round before.
-            self._callbacks.append(message["callbacks"] if "callbacks" in message else self._callbacks[-1])
             if self._resumed_at is not None:  # the restart's cost: from the loss to its first round
                 logger.warning("dgboost.dask job %s: round %d finished %.2f s after the loss (the restart and "
                                "one round)", self._attempt, message["round"], time.monotonic() - self._resumed_at)

@@ -151,6 +151,8 @@ class PagedMatrix:
         matrix, in their order: the sample's bytes cross to the device, not every page's. On a
         GPU the device reads them from the pinned pages where they lie (no host work, no wait);
         pages on disk are gathered on the host into one pinned buffer that crosses in one copy."""
+        if not self._pages:
+            raise RuntimeError("this paged matrix was closed: its pages are gone")
         shape = (int(rows.shape[0]), self.layout.n_words)
         if self.on_gpu and self._directory is None:
             import cupy
