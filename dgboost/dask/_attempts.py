@@ -193,7 +193,6 @@ class _ProgressFromEvents:
 def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
     """Rank 0's Booster once every task is done; on failure every rank stopped, then
     ``_Interrupted`` for a loss a new attempt may not meet, else the job's error."""
-    missing_before: set = set()
     peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
     while True:
         settle(tasks, _POLL_SECONDS)  # then look again
@@ -211,12 +210,12 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             return booster
         failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
         alive = _workers(client)
-        # A worker counts as lost when two looks in a row miss it while its task is unfinished.
-        missing = {w for w, t in zip(job.addresses, tasks) if w not in alive and t.status != "finished"}
-        # A failed rank with a worker gone is the worker's loss: report that.
-        lost = [(rank, w) for rank, w in enumerate(job.addresses)
-                if w in missing and (w in missing_before or failed)]
-        missing_before = missing
+        # A worker counts as lost when the scheduler (asked, not the client's cached view) no longer
+        # lists it while its task is unfinished: a removed worker's task is lost with it. A failed
+        # rank with a worker gone is the worker's loss: report that. (One look: a GPU survivor
+        # blocked in NCCL waits for this to be aborted; two looks cost it half a second more.)
+        lost = [(rank, w) for rank, (w, t) in enumerate(zip(job.addresses, tasks))
+                if w not in alive and t.status != "finished"]
         noticed = time.monotonic()
         if lost:
             rank, worker = lost[0]
