@@ -18,6 +18,7 @@ distributed = pytest.importorskip("distributed")
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
+from _waiting import Slow, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 20_000
 
@@ -232,21 +233,6 @@ def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_clien
         assert made() == before + len(cuda_client.scheduler_info()["workers"])
 
 
-class _Slow(TrainingCallback):
-    never_stops = True
-
-    def after_iteration(self, model, epoch, evals_log):
-        time.sleep(0.05)
-        return False
-
-
-def _wait_for(predicate, what, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, data, tmp_path):
     """The job service on GPU workers: a second and a third job wait their turn while the first
     runs; the first, cancelled mid-training (its NCCL ranks aborted), ends within seconds; the
@@ -254,17 +240,17 @@ def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, da
     X, y, _ = data
     dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
     params = {**PARAMS["binary"], "device": "cuda"}
-    first = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=1000, callbacks=[_Slow()],
+    first = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=1000, callbacks=[Slow(0.05)],
                                 name="long")
-    _wait_for(lambda: first.status == "running" and (first.progress()["rounds_done"] or 0) >= 2, "two rounds")
+    wait_for(lambda: first.status == "running" and (first.progress()["rounds_done"] or 0) >= 2, "two rounds", 120)
 
     def queued(job):
         return {j["id"]: j for j in dgboost.dask.jobs(cuda_client)}[job.id]["status"] == "queued"
 
     low = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=8, name="low")
-    _wait_for(lambda: queued(low), "the low job queued")
+    wait_for(lambda: queued(low), "the low job queued")
     high = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=6, name="high", priority=5)
-    _wait_for(lambda: queued(high), "the high job queued")
+    wait_for(lambda: queued(high), "the high job queued")
     began = time.monotonic()
     first.cancel()
     with pytest.raises(dgboost.dask.JobCancelled):

@@ -21,8 +21,8 @@ import dask  # noqa: E402
 
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
-from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.cli import main as cli  # noqa: E402
+from _waiting import Slow, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
 PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss"]}
@@ -50,34 +50,16 @@ def data():
     return X, y, da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
 
 
-class _Slow(TrainingCallback):
-    never_stops = True
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-
-    def after_iteration(self, model, epoch, evals_log):
-        time.sleep(self.seconds)
-        return False
-
-
-def _wait_for(predicate, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _no_task_left(client):
-    _wait_for(lambda: not any(client.processing().values()), "the ranks to stop")
+    wait_for(lambda: not any(client.processing().values()), "the ranks to stop")
 
 
 def test_a_submitted_job_reports_its_progress_and_its_model(client, data):
     X, y, dX, dy = data
     job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=12, evals=[(dX, dy, "train")],
-                              callbacks=[_Slow(0.05)], name="watched")
+                              callbacks=[Slow(0.05)], name="watched")
     assert job.status in ("queued", "running") and not job.done()
-    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 3, "three rounds")
+    wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 3, "three rounds")
     progress = job.progress()
     assert progress["status"] == "running" and progress["rounds"] == 12 and progress["rows"] == N_ROWS
     assert len(progress["workers"]) == 2 and "logloss" in progress["metrics"]["train"]
@@ -103,12 +85,12 @@ def test_the_users_own_handler_of_the_progress_topic_keeps_its_events(client, da
     try:
         job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
         job.result(timeout=60)
-        _wait_for(lambda: sum(m.get("job", "").startswith(f"dgboost-train-{job.id}") for m in seen) >= 3,
+        wait_for(lambda: sum(m.get("job", "").startswith(f"dgboost-train-{job.id}") for m in seen) >= 3,
                   "the user's handler to see the job's rounds")
         assert client._event_handlers[EVENT_TOPIC] is not None  # given back to the user's handler
         again = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2)
         again.result(timeout=60)
-        _wait_for(lambda: any(m.get("job", "").startswith(f"dgboost-train-{again.id}") for m in seen),
+        wait_for(lambda: any(m.get("job", "").startswith(f"dgboost-train-{again.id}") for m in seen),
                   "the user's handler to see the next job")
     finally:
         client.unsubscribe_topic(EVENT_TOPIC)
@@ -116,12 +98,12 @@ def test_the_users_own_handler_of_the_progress_topic_keeps_its_events(client, da
 
 def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     _, _, dX, dy = data
-    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[_Slow(0.1)], name="first")
-    _wait_for(lambda: first.status == "running", "the first job to run")
+    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[Slow(0.1)], name="first")
+    wait_for(lambda: first.status == "running", "the first job to run")
     low = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="low")
-    _wait_for(lambda: _status(client, low.id) == "queued", "the low job queued")
+    wait_for(lambda: _status(client, low.id) == "queued", "the low job queued")
     high = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="high", priority=5)
-    _wait_for(lambda: _status(client, high.id) == "queued", "the high job queued")
+    wait_for(lambda: _status(client, high.id) == "queued", "the high job queued")
     assert low.status == "queued" and high.status == "queued"
     for job in (first, low, high):
         job.result(timeout=120)
@@ -135,10 +117,10 @@ def _status(client, id):
 
 def test_cancelling_a_running_and_a_queued_job(client, data):
     X, y, dX, dy = data
-    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
-    _wait_for(lambda: running.status == "running", "the job to run")
+    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])
+    wait_for(lambda: running.status == "running", "the job to run")
     queued = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
-    _wait_for(lambda: _status(client, queued.id) == "queued", "the second job queued")
+    wait_for(lambda: _status(client, queued.id) == "queued", "the second job queued")
     queued.cancel()
     with pytest.raises(dgboost.dask.JobCancelled, match="cancelled"):
         queued.result(timeout=30)
@@ -154,13 +136,13 @@ def test_cancelling_a_running_and_a_queued_job(client, data):
 
 def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client, data, another_client):
     _, _, dX, dy = data
-    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
-    _wait_for(lambda: first.status == "running", "the first job to run")
+    first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])
+    wait_for(lambda: first.status == "running", "the first job to run")
     second = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
-    _wait_for(lambda: _status(client, second.id) == "queued", "the second job queued")
+    wait_for(lambda: _status(client, second.id) == "queued", "the second job queued")
     with another_client(cluster.scheduler_address) as other:
         dgboost.dask.cancel(other, first.id)
-    _wait_for(lambda: second.status != "queued", "the second job's turn")
+    wait_for(lambda: second.status != "queued", "the second job's turn")
     ranks = [key for keys in client.processing().values() for key in keys if first.id in str(key)]
     assert not ranks, f"the next job started beside the cancelled one's ranks: {ranks}"
     second.result(timeout=60)
@@ -224,8 +206,8 @@ def test_a_restart_keeps_its_turn_and_a_cancel_while_it_restarts_ends_it():
 
 def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_client):
     _, _, dX, dy = data
-    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)], name="theirs")
-    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
+    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)], name="theirs")
+    wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
     with another_client(cluster.scheduler_address) as other:
         listed = {j["id"]: j for j in dgboost.dask.jobs(other)}[job.id]
         assert listed["status"] == "running" and listed["owner"] == client.id
@@ -240,10 +222,10 @@ def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_c
 def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, data, another_client):
     _, _, dX, dy = data
     other = another_client(cluster.scheduler_address)
-    job = dgboost.dask.submit(other, PARAMS, dX, dy, num_boost_round=2000, callbacks=[_Slow(0.05)])
-    _wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
+    job = dgboost.dask.submit(other, PARAMS, dX, dy, num_boost_round=2000, callbacks=[Slow(0.05)])
+    wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
     other.close()  # a notebook that crashed; dgboost.jobs.orphan-grace is 1 s here
-    _wait_for(lambda: _status(client, job.id) == "cancelled", "the orphan cancelled", timeout=30)
+    wait_for(lambda: _status(client, job.id) == "cancelled", "the orphan cancelled", timeout=30)
     _no_task_left(client)
 
 
@@ -259,8 +241,8 @@ def test_the_cli_lists_shows_and_cancels(cluster, client, data, capsys):
     assert cli(["jobs", "show", done.id[:8], "--scheduler", address]) == 0
     out = capsys.readouterr().out
     assert "train-logloss" in out and "*" in out  # the curve drawn in the terminal
-    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[_Slow(0.05)])
-    _wait_for(lambda: running.status == "running", "the job to run")
+    running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])
+    wait_for(lambda: running.status == "running", "the job to run")
     assert cli(["jobs", "cancel", running.id, "--scheduler", address]) == 0
     with pytest.raises(dgboost.dask.JobCancelled):
         running.result(timeout=60)
@@ -313,8 +295,8 @@ def test_the_page_in_a_browser_shows_the_jobs_and_draws_the_curve(cluster, clien
     finished = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=8, evals=[(dX, dy, "train")], name="one")
     finished.result(timeout=60)
     running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, evals=[(dX, dy, "train")],
-                                  callbacks=[_Slow(0.05)], name="two")
-    _wait_for(lambda: (running.progress()["rounds_done"] or 0) >= 3, "three rounds")
+                                  callbacks=[Slow(0.05)], name="two")
+    wait_for(lambda: (running.progress()["rounds_done"] or 0) >= 3, "three rounds")
     url = _page_address(cluster) + "/dgboost/jobs"
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=4000",
              f"--user-data-dir={tmp_path / 'profile'}"]

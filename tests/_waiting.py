@@ -1,0 +1,28 @@
+"""Helpers of the tests that watch jobs run (the job service's, on CPU workers and on GPUs)."""
+
+from __future__ import annotations
+
+import time
+
+from dgboost.callback import TrainingCallback
+
+
+class Slow(TrainingCallback):
+    """Sleeps ``seconds`` after each round: a job that runs long enough to be watched."""
+
+    never_stops = True
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def after_iteration(self, model, epoch, evals_log):
+        time.sleep(self.seconds)
+        return False
+
+
+def wait_for(predicate, what: str, timeout: float = 60) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
