@@ -177,6 +177,37 @@ def test_a_job_ended_while_queued_is_not_given_the_workers():
     asyncio.run(scenario())
 
 
+def test_a_worker_leaving_aborts_its_running_jobs_ranks_elsewhere_at_once():
+    """The table aborts the ranks of a running job that held a worker the scheduler removed, on
+    the job's other workers (GPU ranks blocked in NCCL would wait for the client's next look);
+    a queued job, and a job on other workers, are left alone."""
+    import asyncio
+    import types
+
+    from dgboost.dask._registry import JobRegistry
+
+    async def scenario():
+        sent = []
+
+        async def broadcast(msg, workers, on_error):
+            sent.append((msg, sorted(workers)))
+
+        scheduler = types.SimpleNamespace(handlers={}, workers={"w1": 0, "w2": 0, "w3": 0}, tasks={},
+                                          log_event=lambda *args: None, broadcast=broadcast)
+        table = JobRegistry()
+        await table.start(scheduler)
+        for id, workers in (("a", ["w0", "w1", "w2"]), ("b", ["w3"]), ("c", ["w1"])):
+            table.submit({"id": id, "name": id, "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+            if id != "c":  # c stays queued behind a
+                assert await table.acquire(id, f"dgboost-train-{id}", workers) == "running"
+        table.remove_worker(scheduler, "w0", stimulus_id="gone")
+        await asyncio.sleep(0.05)
+        assert sent == [({"op": "dgboost_collective_abort", "job": "dgboost-train-a",
+                          "reason": "worker w0 (rank 0) left the cluster"}, ["w1", "w2"])]
+
+    asyncio.run(scenario())
+
+
 def test_a_restart_keeps_its_turn_and_a_cancel_while_it_restarts_ends_it():
     import asyncio
     import types

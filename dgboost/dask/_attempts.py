@@ -195,7 +195,7 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
     ``_Interrupted`` for a loss a new attempt may not meet, else the job's error."""
     peers_failed_at = None  # when ranks first failed with only the collective errors a lost peer gives
     while True:
-        settle(tasks, _POLL_SECONDS)  # then look again
+        settle(tasks, _POLL_SECONDS, first=True)  # then look again: at a rank's end, or a while after
         reason = owner._cancel_reason()
         if reason is not None:
             _stop(client, job, tasks, reason, _workers(client))

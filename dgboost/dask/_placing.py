@@ -209,8 +209,13 @@ def _log_balance(lengths, holders, plan, workers) -> int:
     return moved
 
 
-def settle(futures, seconds: float) -> None:
+def settle(futures, seconds: float, first: bool = False) -> None:
     """Wait up to ``seconds`` for ``futures`` to be done, however they end (the caller looks at
-    each one's status: finished, erred, cancelled or still pending)."""
+    each one's status: finished, erred, cancelled or still pending); ``first``: for the first of
+    those not done yet to end."""
+    if first:
+        futures = [f for f in futures if not f.done()]
+        if not futures:
+            return
     with contextlib.suppress(*_TIMEOUTS, *_CANCELLED):
-        distributed.wait(futures, timeout=seconds)
+        distributed.wait(futures, timeout=seconds, return_when="FIRST_COMPLETED" if first else "ALL_COMPLETED")

@@ -195,6 +195,20 @@ class JobRegistry(SchedulerPlugin):
             self._orphans[client] = loop.call_later(self.orphan_grace,
                                                     lambda: self._background(self._cancel_orphans(client)))
 
+    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
+        """A worker gone: the running jobs that held it are aborted on their other workers at once.
+        Their ranks may be blocked in a GPU collective that would wait for the dead one until the
+        client's next look; the client then restarts the job, or fails it, as it decides."""
+        for job in self.jobs.values():
+            if job["status"] == "running" and job["attempt"] and worker in job["workers"]:
+                rank = job["workers"].index(worker)
+                others = [w for w in job["workers"] if w != worker and w in scheduler.workers]
+                if others:
+                    self._background(self.scheduler.broadcast(
+                        msg={"op": _ABORT_OP, "job": job["attempt"],
+                             "reason": f"worker {worker} (rank {rank}) left the cluster"},
+                        workers=others, on_error="ignore"))
+
     def add_client(self, scheduler, client: str) -> None:
         handle = self._orphans.pop(client, None)
         if handle is not None:  # the same client back (a reconnect keeps its id)
