@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import pathlib
-import platform
 import re
 import signal
 import sys
@@ -34,11 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-import dgboost  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dask_scaling import _block  # noqa: E402  (the same generated blocks, one seed each)
+from dask_scaling import _N_FEATURES, _data, _environment  # noqa: E402  (the same data, generated on the workers)
 
-_N_FEATURES = 28
 
 
 class KillAfter(TrainingCallback):
@@ -81,9 +78,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import tempfile
 
-    import dask
-    import dask.array as da
-    from distributed import Client, wait
+    from distributed import Client
 
     import dgboost.dask
 
@@ -95,12 +90,7 @@ def main(argv=None) -> int:
     record: dict = {}
     with dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, Client(cluster) as client:
         client.wait_for_workers(args.workers)
-        sizes = [len(part) for part in np.array_split(np.arange(args.rows), args.chunks)]
-        blocks = [da.from_delayed(dask.delayed(_block)(i, rows, args.device), shape=(rows, _N_FEATURES + 1),
-                                  dtype=np.float32, meta=_meta(args.device)) for i, rows in enumerate(sizes)]
-        whole = da.concatenate(blocks)
-        X, y = client.persist([whole[:, :_N_FEATURES], whole[:, _N_FEATURES]])
-        wait([X, y])
+        X, y = _data(args, client)
 
         def job(rounds, wait=args.workers, **extra):
             client.wait_for_workers(wait, timeout=120)
@@ -158,25 +148,6 @@ def _restart_figures(lines: list[tuple[float, str]], killed_at: float) -> dict:
         if match := re.search(r"round (\d+) finished ([\d.]+) s after the loss", line):
             figures.update(first_round=int(match[1]), restart_s=float(match[2]))
     return figures
-
-
-def _meta(device: str):
-    if device == "cuda":
-        import cupy
-
-        return cupy.empty((0, 0), np.float32)
-    return np.empty((0, 0), np.float32)
-
-
-def _environment(args) -> dict:
-    environment = {"python": platform.python_version(), "machine": platform.machine(), "kind": args.kind,
-                   "cpus": os.cpu_count(), "dgboost": dgboost.__version__}
-    for module in ("numpy", "dask", "distributed", "cupy"):
-        try:
-            environment[module] = __import__(module).__version__
-        except ImportError:
-            pass
-    return environment
 
 
 def _table(results) -> str:

@@ -22,6 +22,10 @@ CUT_DTYPE = np.float32
 #: and a GPU thread reads one word per load.
 PACKED_WORD_DTYPE = np.uint32
 
+#: The fewest rows an out-of-core page may hold (data/pages.py): a budget that cannot hold two
+#: pages of them is refused.
+MIN_PAGE_ROWS = 64
+
 #: Unpacked bin ids. int32 rather than uint8/uint16 because they are used at once
 #: in index arithmetic (feature offset + bin) that overflows narrower types.
 BIN_DTYPE = np.int32

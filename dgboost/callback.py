@@ -43,6 +43,11 @@ class TrainingCallback:
         return model
 
 
+def latest_metrics(evals_log: EvalsLog) -> dict[str, dict[str, float]]:
+    """Each eval set's metrics of the last round: ``{set: {metric: value}}``."""
+    return {name: {metric: values[-1] for metric, values in metrics.items()} for name, metrics in evals_log.items()}
+
+
 class CallbackContainer:
     """Runs callbacks in order; any one may stop training."""
 
@@ -131,8 +136,7 @@ class ProgressBar(TrainingCallback):
         return model
 
     def after_iteration(self, model, epoch, evals_log):
-        self.line.update(epoch, {name: {metric: values[-1] for metric, values in metrics.items()}
-                                 for name, metrics in evals_log.items()})
+        self.line.update(epoch, latest_metrics(evals_log))
         return False
 
     def after_training(self, model):

@@ -153,8 +153,10 @@ def _jobs(args) -> int:
                         print(f"\n{name}-{metric}, rounds 1 to {len(values)}:")
                         print("\n".join(_terminal_curve(values)))
             else:
+                from .dask._registry import ACTIVE
+
                 before = dgb_dask.cancel(client, args.id)
-                print(f"dgboost job {args.id}: {before}, now cancelled" if before in ("queued", "running")
+                print(f"dgboost job {args.id}: {before}, now cancelled" if before in ACTIVE
                       else f"dgboost job {args.id} had already ended ({before})")
         except KeyError as error:
             raise ValueError(error.args[0]) from None

@@ -266,6 +266,23 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n
         yield client
 
 
+def client_at(address: str, timeout: float, tries: int = 3):
+    """``distributed.Client(address)``, tried again (half a second apart) where distributed's connect
+    asserts that the scheduler's first message came alone: a broadcast to every client (another
+    client's cancels, say) can come between."""
+    import time
+
+    import distributed
+
+    for attempt in range(tries):
+        try:
+            return distributed.Client(address, timeout=timeout)
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5)
+
+
 def scheduler_client(scheduler: str | None, scheduler_file: str | None):
     """A Client of a running scheduler, given its address or its scheduler file.
 
@@ -273,16 +290,12 @@ def scheduler_client(scheduler: str | None, scheduler_file: str | None):
     connect timeout (``distributed.comm.timeouts.connect``, 30 s by default).
     """
     import dask
-    import distributed
 
     timeout = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
     given = f"--scheduler {scheduler}" if scheduler else f"--scheduler-file {scheduler_file}"
     address = scheduler or _scheduler_address(scheduler_file, timeout)
     try:
-        try:
-            return distributed.Client(address, timeout=timeout)
-        except AssertionError:  # distributed's connect met a broadcast to every client (a race): again
-            return distributed.Client(address, timeout=timeout)
+        return client_at(address, timeout)
     except ValueError as error:  # distributed's parse of the address
         raise ValueError(f"{given}: {error}: give an address such as tcp://10.0.0.5:8786") from None
     except OSError as error:
@@ -383,11 +396,7 @@ def train_job(config: dict, connect) -> dict:
     with connect() as client, _parsing(tables):
         job = dgb_dask.submit(client, params, X, y, sample_weight=weight, evals=evals,
                               name=f"dgboost train {pathlib.Path(model).name}", **options)
-        try:
-            booster = job.result()
-        except KeyboardInterrupt:
-            job.cancel()
-            raise
+        booster = job.wait()
         booster.save_model(model)
         job.record_model(str(pathlib.Path(model).resolve()))
     summary = {"model": model, "rounds": booster.num_boosted_rounds(), "best_iteration": booster.best_iteration,

@@ -14,6 +14,10 @@ import math
 import numbers
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
+from ._dtypes import MIN_PAGE_ROWS, PACKED_WORD_DTYPE
+
 OBJECTIVES = (
     "reg:squarederror",
     "reg:logistic",
@@ -245,16 +249,16 @@ def _check_optional(check):
     return wrapped
 
 
-#: The fewest bytes a matrix budget can page: two pages of data.pages.MIN_PAGE_ROWS (64) rows of one
-#: 4-byte word (the narrowest a compressed row can be).
-LEAST_MATRIX_BYTES = 2 * 64 * 4
+#: The fewest bytes a matrix budget can page: two pages of MIN_PAGE_ROWS rows of one packed word
+#: (the narrowest a compressed row can be).
+LEAST_MATRIX_BYTES = 2 * MIN_PAGE_ROWS * np.dtype(PACKED_WORD_DTYPE).itemsize
 
 
 def _check_matrix_bytes(name, value):
     value = _CHECKS["bytes"][0](name, value)
     if 0 < value < LEAST_MATRIX_BYTES:
-        raise ValueError(f"{name}={value} cannot hold two pages of 64 rows of any compressed matrix: give at least "
-                         f"{LEAST_MATRIX_BYTES} (the data's rows may need more), or 0 for the automatic budget")
+        raise ValueError(f"{name}={value} cannot hold two pages of {MIN_PAGE_ROWS} rows of any compressed matrix: "
+                         f"give at least {LEAST_MATRIX_BYTES} (the data's rows may need more), or 0 for the automatic budget")
     return value
 
 

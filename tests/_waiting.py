@@ -26,3 +26,15 @@ def wait_for(predicate, what: str, timeout: float = 60) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def no_task_left(client, timeout: float = 60) -> None:
+    """Wait for every task of the cluster to end (the ranks of a failed or cancelled job)."""
+    wait_for(lambda: not any(client.processing().values()), "every task to end", timeout)
+
+
+def job_status(client, id: str) -> str:
+    """Job ``id``'s status in the cluster's job table."""
+    import dgboost.dask
+
+    return {j["id"]: j for j in dgboost.dask.jobs(client)}[id]["status"]

@@ -21,6 +21,7 @@ import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.collective import CollectiveError  # noqa: E402
 from dgboost.dask._shards import global_runs, plan_evals, plan_query_shards, plan_shards  # noqa: E402
+from _waiting import no_task_left  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
 
@@ -389,10 +390,7 @@ def test_a_killed_worker_without_restarts_gives_a_clear_error_and_no_hang(data):
         assert isinstance(error, RuntimeError) and not isinstance(error, CollectiveError)
         assert victim in str(error) and "left the cluster" in str(error)
         client.wait_for_workers(3, timeout=60)
-        deadline = time.monotonic() + 30
-        while any(client.processing().values()):  # the survivors' tasks stop
-            assert time.monotonic() < deadline, f"tasks left running: {client.processing()}"
-            time.sleep(0.2)
+        no_task_left(client, timeout=30)  # the survivors' tasks stop
         # The lock was released: the restarted cluster trains.
         assert dgboost.dask.train(client, {}, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
 

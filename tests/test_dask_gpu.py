@@ -18,7 +18,7 @@ distributed = pytest.importorskip("distributed")
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
-from _waiting import Slow, wait_for  # noqa: E402  (tests/_waiting.py)
+from _waiting import Slow, job_status, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 20_000
 
@@ -190,10 +190,7 @@ def test_a_rank_failing_mid_training_stops_every_gpu(cuda_client, data):
     with pytest.raises(RuntimeError, match="boom at round 2"):
         dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=50, callbacks=[_Boom()])
     assert time.monotonic() - started < 120
-    deadline = time.monotonic() + 60
-    while any(cuda_client.processing().values()):
-        assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
-        time.sleep(0.2)
+    no_task_left(cuda_client)
     from dgboost.collective.nccl import communicators_made
 
     made = cuda_client.run(communicators_made)
@@ -244,13 +241,10 @@ def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, da
                                 name="long")
     wait_for(lambda: first.status == "running" and (first.progress()["rounds_done"] or 0) >= 2, "two rounds", 120)
 
-    def queued(job):
-        return {j["id"]: j for j in dgboost.dask.jobs(cuda_client)}[job.id]["status"] == "queued"
-
     low = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=8, name="low")
-    wait_for(lambda: queued(low), "the low job queued")
+    wait_for(lambda: job_status(cuda_client, low.id) == "queued", "the low job queued")
     high = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=6, name="high", priority=5)
-    wait_for(lambda: queued(high), "the high job queued")
+    wait_for(lambda: job_status(cuda_client, high.id) == "queued", "the high job queued")
     began = time.monotonic()
     first.cancel()
     with pytest.raises(dgboost.dask.JobCancelled):
@@ -304,10 +298,7 @@ def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, 
     assert (tmp_path / "once").exists()
     assert _bytes(got, tmp_path, "restarted") == _bytes(expected, tmp_path, "expected")
     assert time.monotonic() - started < 180
-    deadline = time.monotonic() + 60
-    while any(cuda_client.processing().values()):
-        assert time.monotonic() < deadline, f"tasks left running: {cuda_client.processing()}"
-        time.sleep(0.2)
+    no_task_left(cuda_client)
     cuda_client.wait_for_workers(len(pids), timeout=120)
     assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
 

@@ -22,7 +22,7 @@ import dask  # noqa: E402
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.cli import main as cli  # noqa: E402
-from _waiting import Slow, wait_for  # noqa: E402  (tests/_waiting.py)
+from _waiting import Slow, job_status, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
 PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss"]}
@@ -48,10 +48,6 @@ def data():
     X = rng.standard_normal((N_ROWS, 5)).astype(np.float32)
     y = (X[:, 0] + 0.5 * rng.standard_normal(N_ROWS) > 0).astype(np.float32)
     return X, y, da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
-
-
-def _no_task_left(client):
-    wait_for(lambda: not any(client.processing().values()), "the ranks to stop")
 
 
 def test_a_submitted_job_reports_its_progress_and_its_model(client, data):
@@ -101,9 +97,9 @@ def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[Slow(0.1)], name="first")
     wait_for(lambda: first.status == "running", "the first job to run")
     low = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="low")
-    wait_for(lambda: _status(client, low.id) == "queued", "the low job queued")
+    wait_for(lambda: job_status(client, low.id) == "queued", "the low job queued")
     high = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2, name="high", priority=5)
-    wait_for(lambda: _status(client, high.id) == "queued", "the high job queued")
+    wait_for(lambda: job_status(client, high.id) == "queued", "the high job queued")
     assert low.status == "queued" and high.status == "queued"
     for job in (first, low, high):
         job.result(timeout=120)
@@ -111,26 +107,22 @@ def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     assert table[first.id]["started"] < table[high.id]["started"] < table[low.id]["started"]
 
 
-def _status(client, id):
-    return {j["id"]: j for j in dgboost.dask.jobs(client)}[id]["status"]
-
-
 def test_cancelling_a_running_and_a_queued_job(client, data):
     X, y, dX, dy = data
     running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])
     wait_for(lambda: running.status == "running", "the job to run")
     queued = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
-    wait_for(lambda: _status(client, queued.id) == "queued", "the second job queued")
+    wait_for(lambda: job_status(client, queued.id) == "queued", "the second job queued")
     queued.cancel()
     with pytest.raises(dgboost.dask.JobCancelled, match="cancelled"):
         queued.result(timeout=30)
-    assert queued.status == "cancelled" and _status(client, queued.id) == "cancelled"
+    assert queued.status == "cancelled" and job_status(client, queued.id) == "cancelled"
     began = time.monotonic()
     running.cancel()
     with pytest.raises(dgboost.dask.JobCancelled):
         running.result(timeout=60)
     assert time.monotonic() - began < 10 and running.status == "cancelled"
-    _no_task_left(client)
+    no_task_left(client)
     assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2  # workers free
 
 
@@ -139,7 +131,7 @@ def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client,
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])
     wait_for(lambda: first.status == "running", "the first job to run")
     second = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
-    wait_for(lambda: _status(client, second.id) == "queued", "the second job queued")
+    wait_for(lambda: job_status(client, second.id) == "queued", "the second job queued")
     with another_client(cluster.scheduler_address) as other:
         dgboost.dask.cancel(other, first.id)
     wait_for(lambda: second.status != "queued", "the second job's turn")
@@ -148,7 +140,7 @@ def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client,
     second.result(timeout=60)
     with pytest.raises(dgboost.dask.JobCancelled):
         first.result(timeout=60)
-    assert _status(client, first.id) == "cancelled"
+    assert job_status(client, first.id) == "cancelled"
 
 
 def test_a_job_ended_while_queued_is_not_given_the_workers():
@@ -247,7 +239,7 @@ def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_c
             dgboost.dask.cancel(other, "nope")
     with pytest.raises(dgboost.dask.JobCancelled, match="cancelled by client"):
         job.result(timeout=60)
-    _no_task_left(client)
+    no_task_left(client)
 
 
 def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, data, another_client):
@@ -256,8 +248,8 @@ def test_a_job_whose_client_left_is_cancelled_after_the_grace(cluster, client, d
     job = dgboost.dask.submit(other, PARAMS, dX, dy, num_boost_round=2000, callbacks=[Slow(0.05)])
     wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 1, "the job to run")
     other.close()  # a notebook that crashed; dgboost.jobs.orphan-grace is 1 s here
-    wait_for(lambda: _status(client, job.id) == "cancelled", "the orphan cancelled", timeout=30)
-    _no_task_left(client)
+    wait_for(lambda: job_status(client, job.id) == "cancelled", "the orphan cancelled", timeout=30)
+    no_task_left(client)
 
 
 def test_the_cli_lists_shows_and_cancels(cluster, client, data, capsys):
@@ -279,7 +271,7 @@ def test_the_cli_lists_shows_and_cancels(cluster, client, data, capsys):
         running.result(timeout=60)
     assert cli(["jobs", "cancel", "nope", "--scheduler", address]) == 2
     assert "no dgboost job 'nope'" in capsys.readouterr().err
-    _no_task_left(client)
+    no_task_left(client)
 
 
 def _page_address(cluster) -> str:

@@ -34,7 +34,8 @@ logger = logging.getLogger("dgboost")
 
 PLUGIN_NAME = "dgboost-collective"
 _DELIVER = "dgboost_collective_deliver"
-_ABORT = "dgboost_collective_abort"
+#: The worker handler that aborts a job's waits (the client and the cluster's job table send it).
+ABORT_OP = "dgboost_collective_abort"
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 #: Jobs whose late messages are dropped rather than filed (a bounded memory of them).
 _FORGOTTEN_JOBS = 256
@@ -56,11 +57,11 @@ class CollectivePlugin(WorkerPlugin):
         self._aborted: dict[str, str] = {}
         self._forgotten: collections.deque = collections.deque(maxlen=_FORGOTTEN_JOBS)
         worker.handlers[_DELIVER] = self.deliver
-        worker.handlers[_ABORT] = self.abort
+        worker.handlers[ABORT_OP] = self.abort
 
     def teardown(self, worker):
         worker.handlers.pop(_DELIVER, None)
-        worker.handlers.pop(_ABORT, None)
+        worker.handlers.pop(ABORT_OP, None)
 
     # Handlers: called on the worker's event loop, so they never block.
     def deliver(self, job: str, call: int, source: int, data=None) -> None:

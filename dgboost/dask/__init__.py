@@ -18,7 +18,7 @@ thread of the client, ``_service.TrainingJob``):
 4. the job's turn on its workers (the cluster's job table, ``_registry``), then one
    long task per worker, pinned to it, keyed ``dgboost-train-...`` (``_attempts``);
 5. the client watches: a task's error, or a worker leaving the cluster, stops
-   every rank (``_job.abort_job``) within a bounded time;
+   every rank (``_job.abort_message``) within a bounded time;
 6. a lost worker resumes the job on the workers left from the coordinator's journal
    (``_restart``), up to ``max_restarts`` times; other errors raise here.
 
@@ -51,7 +51,7 @@ from ..tree.constraints import FeatureRules
 from ..training import Options, aligned_list, check_groups, eval_entries
 from . import _shards
 from ._attempts import _Attempts
-from ._job import JobSpec
+from ._job import ATTEMPT_PREFIX, JobSpec
 from ._placing import _Futures, _rows, worker_info  # noqa: F401 - worker_info: dgboost info
 from ._service import JobCancelled, TrainingJob, _client, _has_job_table, cancel, install, job_info, jobs
 
@@ -82,12 +82,7 @@ def train(client, params, X, y, **arguments) -> Booster:
     Takes ``submit``'s arguments (``name=`` and ``priority=`` too) and returns its Booster, equal
     (bytes of its saved model) to dgboost.train's on the same rows.
     """
-    job = submit(client, params, X, y, **arguments)
-    try:
-        return job.result()
-    except KeyboardInterrupt:
-        job.cancel()
-        raise
+    return submit(client, params, X, y, **arguments).wait()
 
 
 def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample_weight=None,
@@ -175,7 +170,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     if name is not None and not isinstance(name, str):
         raise ValueError(f"name={name!r} must be a string")
     job_id = uuid.uuid4().hex[:16]
-    spec = JobSpec(f"dgboost-train-{job_id}", (), timeout, options,
+    spec = JobSpec(ATTEMPT_PREFIX + job_id, (), timeout, options,
                    tuple((set_name, is_training) for _, _, set_name, is_training, _ in eval_specs), n_features,
                    client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
                    feature_weights=feature_weights, journal=max_restarts > 0)

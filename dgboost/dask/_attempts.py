@@ -12,8 +12,8 @@ import time
 from ..booster import Booster
 from ..callback import ProgressLine
 from ..collective import CollectiveError, PeerUnreachable
-from ._job import EVENT_TOPIC, JobSpec, abort_job, train_rank
-from ._placing import _Futures, _Rows, _share_evals, _share_rows, _workers, settle
+from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, train_rank
+from ._placing import _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
 
@@ -86,7 +86,7 @@ class _Attempts:
                                                                     for f in parts]
             settle(pieces, job.timeout)
             if any(f.status != "finished" for f in pieces):
-                gone = sorted(set(job_workers) - _workers(self.client))
+                gone = sorted(set(job_workers) - _alive(self.client, job_workers))
                 if gone:  # a slice's worker lost while it was cut: share again
                     raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
                                        time.monotonic(), gone[0])
@@ -102,7 +102,7 @@ class _Attempts:
                     "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
             self.last_workers = len(job_workers)
-            self.journal.begin(job.name, resumed_at, ranks=len(job_workers))
+            self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
             self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
             return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 
@@ -111,7 +111,7 @@ class _Attempts:
         if self.owner._cancel_reason() is not None:
             raise JobCancelled(self.owner._cancel_reason()) from interrupted
         self.journal.begin(None)  # the rounds held now are those the next attempt starts after
-        at = self._next_round()
+        at = self.journal.next_round()
         if restarts >= self.max_restarts:
             spent = (f" ({restarts} restart{'s' if restarts != 1 else ''} made, max_restarts={self.max_restarts})"
                      if self.max_restarts else "")
@@ -126,9 +126,8 @@ class _Attempts:
         resume = None
         if found is not None:
             model, resume = found
-            done = model.num_boosted_rounds() - (0 if options.init_model is None
-                                                 else options.init_model.num_boosted_rounds())
-            left = 0 if self.journal.ended else options.num_boost_round - done  # ended: after_training alone
+            # ended: a callback stopped training, so the next attempt runs after_training alone
+            left = 0 if self.journal.ended else options.num_boost_round - self.journal.finished_rounds()
             options = dataclasses.replace(options, init_model=model, num_boost_round=left)
         name = f"{self.spec.name}-r{restarts + 1}"
         logger.warning("dgboost.dask job %s: %s during round %d; restart %d of %d, from round %d", self.spec.name,
@@ -138,10 +137,6 @@ class _Attempts:
         if self.progress is not None:
             self.progress.line.note = f"restarted from round {at} after {interrupted.reason}"
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
-
-    def _next_round(self) -> int:
-        first = 0 if self.spec.options.init_model is None else self.spec.options.init_model.num_boosted_rounds()
-        return first + self.journal.finished_rounds()
 
 
 class _Interrupted(Exception):
@@ -161,7 +156,7 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, ow
     client.register_plugin(CollectivePlugin())
     with owner._turn(job):
         tasks = [futures.track_one(client.submit(
-            train_rank, job, rank, shards[w], runs[w], evals_of[w], key=f"{job.name}-{rank}",
+            train_rank, job, rank, shards[w], runs[w], evals_of[w], key=rank_key(job.name, rank),
             workers=[w], allow_other_workers=False, pure=False, retries=0))
             for rank, w in enumerate(job.addresses)]
         return _watch(client, job, tasks, owner)
@@ -198,7 +193,7 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
         settle(tasks, _POLL_SECONDS, first=True)  # then look again: at a rank's end, or a while after
         reason = owner._cancel_reason()
         if reason is not None:
-            _stop(client, job, tasks, reason, _workers(client))
+            _stop(client, job, tasks, reason, _alive(client, job.addresses))
             raise JobCancelled(reason)
         if tasks[0].status == "finished":  # the model is whole: the other ranks only close
             settle(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
@@ -209,7 +204,7 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                                job.name, note)
             return booster
         failed = [(rank, t) for rank, t in enumerate(tasks) if t.status in ("error", "cancelled")]
-        alive = _workers(client)
+        alive = _alive(client, job.addresses)
         # A worker counts as lost when the scheduler (asked, not the client's cached view) no longer
         # lists it while its task is unfinished: a removed worker's task is lost with it. A failed
         # rank with a worker gone is the worker's loss: report that. (One look: a GPU survivor
@@ -229,7 +224,8 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                 # The ranks failed at a peer: a worker that died may not have left the scheduler yet.
                 peers_failed_at = peers_failed_at or noticed
                 if noticed - peers_failed_at < _LOSS_GRACE_SECONDS:
-                    time.sleep(_POLL_SECONDS)
+                    if all(t.done() for t in tasks):  # else the next look's settle waits
+                        time.sleep(_POLL_SECONDS)
                     continue
             _stop(client, job, tasks, "another rank failed", alive)
             if first is not None and isinstance(first[1], CollectiveError) and owner._cancelled_in_table():
@@ -247,7 +243,8 @@ def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:
     workers = [w for w in job.addresses if w in alive]
     if workers:
         try:
-            client.run(abort_job, job.name, reason, workers=workers, on_error="ignore")
+            client.sync(client.scheduler.broadcast, msg=abort_message(job.name, reason), workers=workers,
+                        on_error="ignore")
         except Exception:  # noqa: BLE001 - a worker gone meanwhile; its peers time out anyway
             logger.debug("dgboost.dask: could not reach every worker to abort %s", job.name, exc_info=True)
     running = [t for t, w in zip(tasks, job.addresses) if w in alive and t.status == "pending"]

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 
-from ..callback import TrainingCallback
+from ..callback import TrainingCallback, latest_metrics
 from ..collective import CollectiveError, LocalCommunicator
 from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
 from ..data.pages import may_page
@@ -80,7 +80,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         callbacks = own + [_RoundEvents(job.name), notes]
         if job.journal and rank == 0:
             callbacks.append(JournalSender(job.name, own))  # last: it sends what the others did
-        elif job.journal:
+        elif peers_vouch(job):
             callbacks.append(RoundsDone(job.name, rank))  # vouches for rank 0's round before
         with using_threads(get_worker().state.nthreads):  # params' nthread, if given, overrides it in boost
             # The client checked the parameters against X's features where it knew them.
@@ -108,6 +108,13 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
 
 #: The Dask event topic of training progress: one event a round, from the coordinator.
 EVENT_TOPIC = "dgboost-train"
+#: How a job's attempts are named: ``dgboost-train-<id>``, then ``-r<n>`` for its restarts.
+ATTEMPT_PREFIX = "dgboost-train-"
+
+
+def rank_key(attempt: str, rank: int) -> str:
+    """The Dask key of an attempt's task of rank ``rank``."""
+    return f"{attempt}-{rank}"
 
 
 class _RoundEvents(TrainingCallback):
@@ -122,9 +129,7 @@ class _RoundEvents(TrainingCallback):
     def after_iteration(self, model, epoch, evals_log):
         from distributed import get_worker
 
-        latest = {name: {metric: values[-1] for metric, values in metrics.items()}
-                  for name, metrics in evals_log.items()}
-        get_worker().log_event(EVENT_TOPIC, {"job": self.job, "round": epoch, "metrics": latest})
+        get_worker().log_event(EVENT_TOPIC, {"job": self.job, "round": epoch, "metrics": latest_metrics(evals_log)})
         return False
 
     def note(self, text: str) -> None:
@@ -210,6 +215,14 @@ def _pages_from_pieces(params, shard: list) -> bool:
     return may_page(n_rows, int(shard[0][0].shape[1]), params.max_device_matrix_bytes, params.max_bin)
 
 
+def peers_vouch(job: JobSpec) -> bool:
+    """Whether rank 0's rounds are journaled only once every peer vouched for them
+    (_restart.RoundsDone): where the ranks sum through NCCL, which reads a peer's buffers in
+    place, so a dying peer can leave half-read sums. The host collective's messages arrive
+    whole or not at all."""
+    return job.journal and _worker_device(job.options.params.device) == "cuda"
+
+
 def _worker_device(device: str) -> str:
     """A worker owns one GPU, its current device (dask-cuda sets CUDA_VISIBLE_DEVICES):
     'cuda:N' in a cluster means 'this worker's GPU', as in xgboost.dask."""
@@ -274,10 +287,9 @@ def _device_communicator(host, xp, job: JobSpec):
     return NcclCommunicator(host, timeout=job.timeout, keep=job.keep_nccl)
 
 
-def abort_job(job: str, reason: str, dask_worker=None) -> None:
-    """Run by the client on a worker's event loop (Client.run): stop ``job`` there."""
-    from ..collective.host import PLUGIN_NAME
+def abort_message(attempt: str, reason: str) -> dict:
+    """The message that stops attempt ``attempt``'s ranks on the workers it is broadcast to
+    (``Scheduler.broadcast``, from the client or the job table): every wait raises ``reason``."""
+    from ..collective.host import ABORT_OP
 
-    plugin = dask_worker.plugins.get(PLUGIN_NAME)
-    if plugin is not None:
-        plugin.abort(job, reason)
+    return {"op": ABORT_OP, "job": attempt, "reason": reason}

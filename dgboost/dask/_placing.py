@@ -110,6 +110,12 @@ def _workers(client) -> set[str]:
     return set(worker_info(client))
 
 
+def _alive(client, addresses) -> set[str]:
+    """Which of ``addresses`` the scheduler lists now (asked of it: one small answer, the
+    watch's every look)."""
+    return set(client.nthreads(workers=list(addresses)))
+
+
 def worker_info(client) -> dict:
     """Every worker of the cluster now, address to what the scheduler knows of it, asked of
     the scheduler. (Not ``client.scheduler_info()``: the client's periodic refresh, which

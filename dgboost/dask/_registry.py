@@ -25,13 +25,11 @@ import time
 import dask
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from ._job import ATTEMPT_PREFIX, EVENT_TOPIC, abort_message, rank_key
+
 logger = logging.getLogger("dgboost")
 
 PLUGIN_NAME = "dgboost-jobs"
-#: The coordinator's progress events (dask/_job.py's EVENT_TOPIC), read as the scheduler logs them.
-_PROGRESS_TOPIC = "dgboost-train"
-#: The worker handler that aborts a job's collectives (collective/host.py's CollectivePlugin).
-_ABORT_OP = "dgboost_collective_abort"
 #: The topic the table tells a job's client of a cancel on (the client listens while the job lives).
 CONTROL_TOPIC = "dgboost-jobs"
 WAITING = ("queued", "restarting")  # for their turn (a job preparing its data, too; a restart)
@@ -44,7 +42,7 @@ _STOP_WAIT_SECONDS = 60.0
 
 def job_id_of(attempt: str) -> str:
     """The job id in an attempt's name, ``dgboost-train-<id>`` or ``dgboost-train-<id>-r<n>``."""
-    return attempt.split("-")[2] if attempt.startswith("dgboost-train-") else ""
+    return attempt[len(ATTEMPT_PREFIX):].split("-")[0] if attempt.startswith(ATTEMPT_PREFIX) else ""
 
 
 class JobRegistry(SchedulerPlugin):
@@ -143,7 +141,7 @@ class JobRegistry(SchedulerPlugin):
                 job.update(status="cancelled", error=reason, ended=time.time())
             self._turns.notify_all()
         # Its client stops waiting for its turn or its data, and says so to whoever waits on it.
-        self.scheduler.log_event(CONTROL_TOPIC, {"job": f"dgboost-train-{job['id']}", "cancelled": reason})
+        self.scheduler.log_event(CONTROL_TOPIC, {"job": ATTEMPT_PREFIX + job["id"], "cancelled": reason})
         if before == "running":
             self._background(self._stop_ranks(job, reason))
         return before
@@ -172,7 +170,7 @@ class JobRegistry(SchedulerPlugin):
     # ---- the scheduler's hooks --------------------------------------------------------------------
 
     def log_event(self, topic, msg) -> None:
-        if topic != _PROGRESS_TOPIC or not isinstance(msg, dict) or "round" not in msg:
+        if topic != EVENT_TOPIC or not isinstance(msg, dict) or "round" not in msg:
             return
         job = self.jobs.get(job_id_of(str(msg.get("job", ""))))
         if job is None:
@@ -205,8 +203,7 @@ class JobRegistry(SchedulerPlugin):
                 others = [w for w in job["workers"] if w != worker and w in scheduler.workers]
                 if others:
                     self._background(self.scheduler.broadcast(
-                        msg={"op": _ABORT_OP, "job": job["attempt"],
-                             "reason": f"worker {worker} (rank {rank}) left the cluster"},
+                        msg=abort_message(job["attempt"], f"worker {worker} (rank {rank}) left the cluster"),
                         workers=others, on_error="ignore"))
 
     def add_client(self, scheduler, client: str) -> None:
@@ -235,10 +232,10 @@ class JobRegistry(SchedulerPlugin):
         gone), release them once its tasks have ended (or after _STOP_WAIT_SECONDS)."""
         workers = [w for w in job["workers"] if w in self.scheduler.workers]
         if workers:  # they raise at their next collective
-            await self.scheduler.broadcast(msg={"op": _ABORT_OP, "job": job["attempt"], "reason": reason},
-                                           workers=workers, on_error="ignore")
+            await self.scheduler.broadcast(msg=abort_message(job["attempt"], reason), workers=workers,
+                                           on_error="ignore")
         deadline = time.monotonic() + _STOP_WAIT_SECONDS
-        ranks = [f"{job['attempt']}-{rank}" for rank in range(len(job["workers"]))]  # _attempts' task keys
+        ranks = [rank_key(job["attempt"], rank) for rank in range(len(job["workers"]))]
         while job["status"] == "cancelling" and time.monotonic() < deadline:
             tasks = [self.scheduler.tasks.get(key) for key in ranks]
             if not any(task is not None and task.state == "processing" for task in tasks):

@@ -11,14 +11,15 @@ round's metrics, and the callbacks pickled after the round (early stopping's cou
 checkpoint's last save). The client keeps them (``Journal``) and, when a worker is lost,
 makes of them the next attempt's ``init_model`` and ``training.Resume``.
 
-A round the coordinator finished is kept only once every other rank has finished the round
-after it (each says so on the same topic, ``RoundsDone``). A peer that dies in a round's
+On GPUs (``_job.peers_vouch``) a round the coordinator finished is kept only once every other
+rank has finished the round after it (each says so on the same topic, ``RoundsDone``). A peer that dies in a round's
 collectives can leave the coordinator with that round finished from half-received sums:
 NCCL reads a peer's buffers in place, and a dead process's are freed under it (a model
 apart from the uninterrupted run's at the round of the loss, seen on two GPUs). A peer that
 finished the next round took part in its first collective, which the coordinator joins only
 after every kernel of the round before: so that round's sums were read while the peer lived.
-A restart therefore redoes the round or two around the loss. The events go
+A restart there redoes the round or two around the loss. (Between CPU workers a collective's
+messages arrive whole or not at all: every round the coordinator finished is kept.) The events go
 through the scheduler, which keeps the topic's last ``distributed.admin.low-level-log-length``
 (1000) of them: a few MB for trees of depth 6 to 8.
 
@@ -35,7 +36,7 @@ import time
 import zlib
 
 from ..booster import Booster
-from ..callback import TrainingCallback
+from ..callback import TrainingCallback, latest_metrics
 from ..training import Resume
 
 logger = logging.getLogger("dgboost")
@@ -75,8 +76,7 @@ class JournalSender(TrainingCallback):
     def after_iteration(self, model, epoch, evals_log):
         """Last of the callbacks: their state after the round (before the next round's
         before_iteration, which the next attempt runs), kept for round_finished."""
-        self._latest = {name: {metric: values[-1] for metric, values in metrics.items()}
-                        for name, metrics in evals_log.items()}
+        self._latest = latest_metrics(evals_log)
         self._callbacks = self._pickled_callbacks()
         return False
 
@@ -206,6 +206,10 @@ class Journal:
     def finished_rounds(self) -> int:
         with self._lock:
             return len(self._rounds)
+
+    def next_round(self) -> int:
+        """The number of the round after those held (the job's first, after an init_model's)."""
+        return self._first + self.finished_rounds()
 
     def resume(self) -> tuple[Booster, Resume] | None:
         """The model of every finished round and the Resume of the next attempt; None when

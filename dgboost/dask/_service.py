@@ -14,7 +14,7 @@ import time
 import distributed
 
 from ..booster import Booster
-from ._job import EVENT_TOPIC, JobSpec
+from ._job import ATTEMPT_PREFIX, EVENT_TOPIC, JobSpec
 from ._registry import CONTROL_TOPIC
 
 logger = logging.getLogger("dgboost")
@@ -69,6 +69,14 @@ class TrainingJob:
     def result(self, timeout: float | None = None) -> Booster:
         """The trained Booster, once the job ends; raises the job's error (JobCancelled if cancelled)."""
         return self._future.result(timeout)
+
+    def wait(self) -> Booster:
+        """``result()``, the job cancelled should the wait be interrupted (Ctrl-C)."""
+        try:
+            return self.result()
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
 
     def progress(self) -> dict:
         """{"status", "round", "rounds", "rounds_done", "metrics", "rows", "workers", "eta"}: the last
@@ -220,8 +228,9 @@ class TrainingJob:
 
     def _main(self, run) -> None:
         try:
-            with _listening(self.client, EVENT_TOPIC, f"dgboost-train-{self.id}", self), \
-                    _listening(self.client, CONTROL_TOPIC, f"dgboost-train-{self.id}", self if self._registry else None):
+            attempts = ATTEMPT_PREFIX + self.id
+            with _listening(self.client, EVENT_TOPIC, attempts, self), \
+                    _listening(self.client, CONTROL_TOPIC, attempts, self if self._registry else None):
                 booster = run()
         except BaseException as error:  # noqa: BLE001 - the job's error, raised by result()
             if self._cancelled is not None and not isinstance(error, JobCancelled):

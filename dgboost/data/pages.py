@@ -40,7 +40,7 @@ import weakref
 import numpy as np
 
 from .. import _settings
-from .._dtypes import PACKED_WORD_DTYPE
+from .._dtypes import MIN_PAGE_ROWS, PACKED_WORD_DTYPE
 from ..backend import asarray, to_numpy
 from ..kernels import loops
 from ..kernels import gather_page_rows
@@ -49,8 +49,6 @@ from .sketch import Cuts
 
 logger = logging.getLogger("dgboost")
 
-#: The fewest rows a page may hold: a budget that cannot hold two pages of them is refused.
-MIN_PAGE_ROWS = 64
 #: Of a GPU's free memory, the share the automatic budget leaves to everything but the matrix
 #: (gradients, margins, row indices, histograms, the compacted sample's work).
 _AUTOMATIC_MARGIN = 0.5
