@@ -2,9 +2,9 @@
 the dashboard's address and TLS settings apply), read-only.
 
 The page is one HTML document with its script inline (no assets to serve, nothing fetched from
-elsewhere): every second it reads ``/dgboost/jobs.json`` (the job table) and ``jobs.json?id=``
-(the selected job's curves, thinned to 2000 points), redraws the table and draws the curves (the
-first running job's, until one is clicked) as SVG polylines, one per eval set and metric, each
+elsewhere): every second it reads ``/dgboost/jobs.json?id=`` (the job table and, in the same
+answer, the selected job's curves, thinned to 2000 points), redraws the table and draws the
+curves (the first running job's, until one is clicked) as SVG polylines, one per eval set and metric, each
 scaled to its own range, a NaN leaving a gap.
 """
 
@@ -159,17 +159,21 @@ function drawCurves(job, curves) {
   }
 }
 
+async function table(id) {  // the table, and the curves of job `id` (one request)
+  const query = id === null ? "" : "?id=" + encodeURIComponent(id);
+  return (await fetch("jobs.json" + query, {cache: "no-store"})).json();
+}
+
 async function refresh() {
   try {
-    const jobs = (await (await fetch("jobs.json", {cache: "no-store"})).json()).jobs;
-    if (selected === null || !jobs.some(j => j.id === selected)) {
-      const running = jobs.find(j => j.status === "running") || jobs[0];
+    let reply = await table(selected);
+    if (selected === null || !reply.jobs.some(j => j.id === selected)) {
+      const running = reply.jobs.find(j => j.status === "running") || reply.jobs[0];
       selected = running ? running.id : null;
+      if (selected !== null) reply = await table(selected);  // a new selection: its curves
     }
-    drawTable(jobs);
-    const curves = selected === null ? {} :
-      (await (await fetch("jobs.json?id=" + encodeURIComponent(selected), {cache: "no-store"})).json()).curves;
-    drawCurves(jobs.find(j => j.id === selected), curves);
+    drawTable(reply.jobs);
+    drawCurves(reply.jobs.find(j => j.id === selected), reply.curves || {});
     document.body.dataset.loaded = "true";
   } catch (error) {
     document.getElementById("curve-title").textContent = "Learning curves (the scheduler did not answer)";
