@@ -2,6 +2,7 @@
 
     python benchmarks/dask_scaling.py --rows 10000000 --rounds 500 --workers 1 2 4 --device cuda
     python benchmarks/dask_scaling.py --rows 200000 --rounds 20 --workers 1 2 --device cpu   # a smoke run
+    python benchmarks/dask_scaling.py --rows 10000000 --workers 1 2 --device cuda --systems dgboost --out-of-core 4
 
 For each worker count: a fresh cluster (dask-cuda ``LocalCUDACluster`` on the
 first N GPUs, or a CPU ``LocalCluster`` of N processes); the Higgs-like data
@@ -14,28 +15,57 @@ dgboost's timed job reuses the NCCL communicator its warm-up made (as every job
 after a cluster's first does); ``--fresh-nccl`` makes every job start its own.
 Test AUC on held-out rows predicted in the client. Prints a markdown table with
 each system's speed-up over its own one-worker run and writes JSON to --out.
+
+``--out-of-core TIMES`` (issue 21, out_of_core.py's benchmark on several workers):
+then on each cluster, after the jobs above, four more dgboost.dask jobs on the same
+persisted data, each configuration warmed up first (2 rounds on the warm-up slice):
+
+- (a) in core, subsample=0.2 gradient-based; (b) the same out of core: each rank's
+  ``max_device_matrix_bytes`` the compressed matrix of the largest worker's share
+  (out_of_core._matrix_bytes) over TIMES;
+- (c) in core every row (subsample=1); (d) the same out of core.
+
+For each: train seconds (rank 0's, from the first round's start, the matrix built,
+to the last's end, as out_of_core.py times them), the whole job's seconds, test AUC,
+and each rank's pages from dgboost's log line on the workers ("out of core: the
+compressed matrix (... rows, ... MiB) in ... pages of at most ... MiB, in ...").
+Checked: (d)'s saved model is (c)'s byte for byte. Reported against issue 21's targets:
+(b)/(a) train time at most 2, (b)'s AUC within 0.003 of (c)'s. dgboost only:
+xgboost.dask has no external memory (its ExtMemQuantileDMatrix is single-process;
+out_of_core.py compares it on one GPU). With ``--device cuda`` the generated X sits
+in the workers' GPU memory beside the pages (as every job's here), so these jobs
+measure out of core's speed, not the device memory it saves.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import pathlib
 import platform
+import re
 import subprocess
 import sys
 import time
+import uuid
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import dgboost  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.datasets import make_higgs_like  # noqa: E402
 
 _N_FEATURES = 28
 #: Rows of the warm-up job (both systems): past dgboost's cut sample size (2**18 rows).
 _WARM_UP_ROWS = 1_000_000
+#: --out-of-core's sampled jobs: issue 21's share of rows, gradient-based (out_of_core.py's default).
+_SUBSAMPLE = 0.2
+#: --out-of-core's jobs: name -> (sampled, out of core), in the order they run.
+_OUT_OF_CORE_RUNS = {"in-core-sampled": (True, False), "out-of-core-sampled": (True, True),
+                     "in-core": (False, False), "out-of-core": (False, True)}
 
 
 def main(argv=None) -> int:
@@ -53,9 +83,17 @@ def main(argv=None) -> int:
     parser.add_argument("--fresh-nccl", action="store_true",
                         help="dask config dgboost.keep-nccl=False: every dgboost job starts NCCL afresh, as the "
                              "first job on a cluster does (by default the timed job reuses the warm-up's)")
+    parser.add_argument("--out-of-core", type=float, metavar="TIMES",
+                        help="also dgboost's out-of-core jobs (see above), each rank's compressed matrix TIMES its "
+                             "device budget")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
+    if args.out_of_core is not None and not args.out_of_core > 1:
+        parser.error(f"--out-of-core {args.out_of_core:g} must be above 1: a matrix within its budget stays in core")
+    if args.out_of_core is not None and args.max_bin != 256:
+        parser.error(f"--out-of-core with --max-bin {args.max_bin}: the budget is sized as out_of_core.py sizes it, "
+                     "for max_bin 256 (a byte a cell); use --max-bin 256")
     args.out.mkdir(parents=True, exist_ok=True)
     X_test, y_test = make_higgs_like(args.test_rows, seed=10_000)
     runs = []
@@ -66,6 +104,9 @@ def main(argv=None) -> int:
     name = f"dask-scaling-{args.rows}-{args.device}.json"
     (args.out / name).write_text(json.dumps(results, indent=2))
     print(_table(results))
+    if args.out_of_core:
+        print()
+        print(_out_of_core_table(results))
     return 0
 
 
@@ -129,6 +170,8 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
             seconds = time.perf_counter() - began
             record[system] = {"train_s": round(seconds, 3), "zero_rounds_s": round(build_seconds, 3),
                               "auc": _auc(system, model, X_test, y_test, args)}
+        if args.out_of_core:
+            record["out_of_core"] = _out_of_core(args, client, n, X, y, X_test, y_test)
     return record
 
 
@@ -137,13 +180,15 @@ def _params(args) -> dict:
             "device": args.device}
 
 
-def _run_dgboost(args, client, X, y, rounds):
+def _run_dgboost(args, client, X, y, rounds, extra=None, callbacks=None):
+    """dgboost.dask's model; ``extra``: params over _params(args)."""
     import dask
 
     import dgboost.dask
 
     with dask.config.set({"dgboost.keep-nccl": not args.fresh_nccl}):
-        return dgboost.dask.train(client, _params(args) | {"verbosity": 2}, X, y, num_boost_round=rounds)
+        return dgboost.dask.train(client, _params(args) | {"verbosity": 2} | (extra or {}), X, y,
+                                  num_boost_round=rounds, callbacks=callbacks)
 
 
 def _run_xgboost(args, client, X, y, rounds):
@@ -156,6 +201,121 @@ def _run_xgboost(args, client, X, y, rounds):
 
 
 _RUNS = {"dgboost": _run_dgboost, "xgboost": _run_xgboost}
+
+
+def _out_of_core(args, client, n: int, X, y, X_test, y_test) -> dict:
+    """--out-of-core's four jobs on this cluster (the module's docstring): each configuration
+    warmed up, then each timed once."""
+    from benchmarks.out_of_core import _matrix_bytes
+
+    def budget(rows: int) -> int:  # the largest share of ``rows`` (dgboost.dask's differ by a row at most)
+        return int(_matrix_bytes(-(-rows // n)) / args.out_of_core)
+
+    def params(name: str, rows: int) -> dict:
+        sampled, paged = _OUT_OF_CORE_RUNS[name]
+        return ({"subsample": _SUBSAMPLE, "sampling_method": "gradient_based"} if sampled else {}) | (
+            {"max_device_matrix_bytes": budget(rows)} if paged else {})
+
+    client.run(_watch_out_of_core)
+    warm = min(_WARM_UP_ROWS, args.rows)
+    for name in _OUT_OF_CORE_RUNS:
+        _run_dgboost(args, client, X[:warm], y[:warm], 2, params(name, warm))
+    client.run(_out_of_core_lines)  # the warm-ups' lines, dropped
+    runs, models = {}, {}
+    for name in _OUT_OF_CORE_RUNS:
+        clock = _RoundsClock(args.device)
+        began = time.perf_counter()
+        model = _run_dgboost(args, client, X, y, args.rounds, params(name, args.rows), [clock])
+        job_seconds = time.perf_counter() - began
+        lines = [line for _, got in sorted(client.run(_out_of_core_lines).items()) for line in got]
+        runs[name] = {"train_s": round(clock.seconds(client), 3), "job_s": round(job_seconds, 3),
+                      "auc": _auc("dgboost", model, X_test, y_test, args), "pages": [_pages(line) for line in lines]}
+        models[name] = model.save_raw()
+    record = {"budget_bytes": budget(args.rows), "runs": runs,
+              "identical_every_row": models["in-core"] == models["out-of-core"],
+              "identical_sampled": models["in-core-sampled"] == models["out-of-core-sampled"],
+              "sampled_ratio": round(runs["out-of-core-sampled"]["train_s"] / runs["in-core-sampled"]["train_s"], 3),
+              "sampled_job_ratio": round(runs["out-of-core-sampled"]["job_s"] / runs["in-core-sampled"]["job_s"], 3),
+              "auc_difference": round(runs["out-of-core-sampled"]["auc"] - runs["in-core"]["auc"], 5)}
+    if not record["identical_every_row"]:  # both models kept, to see where they part
+        for name in ("in-core", "out-of-core"):
+            (args.out / f"dask-scaling-{n}-workers-{name}.json").write_bytes(models[name])
+    return record
+
+
+class _RoundsClock(TrainingCallback):
+    """On the coordinator: the seconds from the first round's start (the matrix built) to the
+    last's end (the device done), sent to the client as an event of its own tag."""
+
+    never_stops = True
+    TOPIC = "dask-scaling-rounds"
+
+    def __init__(self, device: str):
+        self.device, self.tag = device, uuid.uuid4().hex
+
+    def before_training(self, model):
+        self.started = time.perf_counter()
+        return model
+
+    def after_training(self, model):
+        from distributed import get_worker
+
+        if self.device == "cuda":
+            import cupy
+
+            cupy.cuda.Device().synchronize()
+        get_worker().log_event(self.TOPIC, {"tag": self.tag, "seconds": time.perf_counter() - self.started})
+        return model
+
+    def seconds(self, client, timeout: float = 30.0) -> float:
+        """The seconds the coordinator sent: the event may reach the scheduler after the job's end."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for _, message in client.get_events(self.TOPIC):
+                if message["tag"] == self.tag:
+                    return message["seconds"]
+            time.sleep(0.05)
+        raise TimeoutError(f"no {self.TOPIC} event of job {self.tag} in {timeout} s")
+
+
+class _OutOfCoreLines(logging.Handler):
+    """On a worker: dgboost's log lines saying a rank's matrix went out of core."""
+
+    NAME = "dask-scaling-out-of-core"
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.set_name(self.NAME)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("out of core"):
+            self.lines.append(message)
+
+
+def _watch_out_of_core() -> None:
+    """Run on each worker: _OutOfCoreLines on its 'dgboost' logger, once."""
+    logger = logging.getLogger("dgboost")
+    if not any(handler.get_name() == _OutOfCoreLines.NAME for handler in logger.handlers):
+        logger.addHandler(_OutOfCoreLines())
+
+
+def _out_of_core_lines() -> list[str]:
+    """Run on each worker: the lines _OutOfCoreLines kept since it was last asked."""
+    handler = next(h for h in logging.getLogger("dgboost").handlers if h.get_name() == _OutOfCoreLines.NAME)
+    lines, handler.lines = handler.lines, []
+    return lines
+
+
+def _pages(line: str) -> dict:
+    """A rank's pages from dgboost's line (data/pages.py, PagedMatrix.describe)."""
+    match = re.search(r"\((\d+) rows, ([\d.]+) MiB\) in (\d+) pages of at most ([\d.]+) MiB, in (.+)$", line)
+    if match is None:
+        return {"line": line}
+    return {"rows": int(match[1]), "matrix_mib": float(match[2]), "pages": int(match[3]),
+            "largest_page_mib": float(match[4]),
+            "where": "in pinned host memory" if match[5] == "pinned host memory" else "on disk"}
 
 
 def _auc(system: str, model, X_test, y_test, args) -> float:
@@ -215,6 +375,40 @@ def _table(results) -> str:
         else:
             cells.append("-")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _out_of_core_table(results) -> str:
+    config = results["config"]
+    names = {"in-core-sampled": "(a) in core, sampled", "out-of-core-sampled": "(b) out of core, sampled",
+             "in-core": "(c) in core, every row", "out-of-core": "(d) out of core, every row"}
+    lines = [f"dgboost.dask out of core: each rank's budget its share's compressed matrix / {config['out_of_core']:g}; "
+             f"sampled = subsample {_SUBSAMPLE} gradient-based; train = rank 0's rounds, job = the whole "
+             "dgboost.dask.train", "",
+             "| workers | job | budget a rank | matrix / budget | pages a rank | train s | job s | test AUC |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run in results["runs"]:
+        record = run["out_of_core"]
+        for name, got in record["runs"].items():
+            pages = [p for p in got["pages"] if "pages" in p]
+            paged = "-"
+            if pages:
+                paged = (f"{', '.join(str(p['pages']) for p in pages)} of <= "
+                         f"{max(p['largest_page_mib'] for p in pages):.2f} MiB, {pages[0]['where']}")
+            budget, times = "-", "-"
+            if _OUT_OF_CORE_RUNS[name][1]:
+                budget = f"{record['budget_bytes'] / 2**20:.2f} MiB"
+                if pages:
+                    times = f"{max(p['matrix_mib'] for p in pages) * 2**20 / record['budget_bytes']:.2f}"
+            lines.append(f"| {run['workers']} | {names[name]} | {budget} | {times} | {paged} | {got['train_s']:.2f} | "
+                         f"{got['job_s']:.2f} | {got['auc']:.4f} |")
+    lines += ["", "| workers | (b) / (a) train (target <= 2) | (b) / (a) job | AUC (b) - (c) (target within 0.003) | "
+              "(d) model = (c)'s | (b) model = (a)'s |", "|---|---|---|---|---|---|"]
+    for run in results["runs"]:
+        record = run["out_of_core"]
+        lines.append(f"| {run['workers']} | {record['sampled_ratio']:.2f}x | {record['sampled_job_ratio']:.2f}x | "
+                     f"{record['auc_difference']:+.4f} | {'yes' if record['identical_every_row'] else '**no**'} | "
+                     f"{'yes' if record['identical_sampled'] else 'no'} |")
     return "\n".join(lines)
 
 
