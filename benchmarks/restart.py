@@ -62,6 +62,14 @@ class _Lines(logging.Handler):
         self.lines.append((record.created, record.getMessage()))
 
 
+def _log_to_stderr() -> None:
+    """On a worker: dgboost's info lines to the worker's stderr, with the time."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(created).3f worker %(process)d: %(message)s"))
+    logging.getLogger("dgboost").addHandler(handler)
+    logging.getLogger("dgboost").setLevel(logging.INFO)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -98,6 +106,7 @@ def main(argv=None) -> int:
             model = dgboost.dask.train(client, params, X, y, num_boost_round=rounds, **extra)
             return model, round(time.perf_counter() - began, 3)
 
+        client.run(_log_to_stderr)  # the ranks' own lines (an abort, the GPU check), with their times
         job(2)  # warm-up: kernels compiled, the collective plugin registered
         record["zero_rounds_s"] = job(0)[1]
         journal, bare, models = [], [], []
@@ -122,12 +131,14 @@ def main(argv=None) -> int:
             (args.out / "uninterrupted.json").write_bytes(whole_model.save_raw())
             (args.out / "restarted.json").write_bytes(killed_model.save_raw())
         record.update(_restart_figures(lines.lines, os.path.getmtime(marker)))
+        record["killed_at"] = os.path.getmtime(marker)
+        record["log"] = [f"{created - os.path.getmtime(marker):+.3f} s {line}" for created, line in lines.lines]
         # The budget on as many workers as the restart had: a shard rebuild and one round there.
         cluster.scale(record.get("workers_after", args.workers - 1))
         time.sleep(2)
         workers = len(client.run(os.getpid))
-        zero = job(0, wait=workers)[1]
-        ten = job(10, wait=workers)[1]
+        zero = min(job(0, wait=workers)[1] for _ in range(2))  # the first also moves the lost worker's rows
+        ten = min(job(10, wait=workers)[1] for _ in range(2))
         record["survivors_zero_rounds_s"], record["survivors_round_s"] = zero, round((ten - zero) / 10, 4)
     results = {"environment": _environment(args), "config": vars(args) | {"out": str(args.out)}, "run": record}
     (args.out / f"restart-{args.rows}-{args.device}.json").write_text(json.dumps(results, indent=2))

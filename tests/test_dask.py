@@ -446,6 +446,28 @@ def test_host_communicator_collectives(client3):
         assert gathered == [[0.0], [1.0, 1.0], [2.0, 2.0, 2.0]] and dtype == np.float32
 
 
+def test_an_abort_wakes_the_events_waiting_on_its_job_and_no_other():
+    """The NCCL watchdog waits on such an event: it aborts NCCL the moment the job's abort
+    message arrives, not at its next look."""
+    import threading
+    import types
+
+    from dgboost.collective.host import CollectivePlugin
+
+    mailbox = CollectivePlugin()
+    mailbox.setup(types.SimpleNamespace(handlers={}))
+    ours, theirs, late = threading.Event(), threading.Event(), threading.Event()
+    mailbox.wake_at_abort("job-a", ours)
+    mailbox.wake_at_abort("job-b", theirs)
+    mailbox.abort("job-a", "a peer left")
+    assert ours.is_set() and not theirs.is_set()
+    mailbox.wake_at_abort("job-a", late)  # asked after the abort: set at once
+    assert late.is_set()
+    mailbox.forget("job-b")
+    mailbox.abort("job-b", "too late")  # a forgotten job's abort sets nothing
+    assert not theirs.is_set()
+
+
 # ---- the plan, without a cluster ---------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", range(30))

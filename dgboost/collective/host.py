@@ -55,6 +55,7 @@ class CollectivePlugin(WorkerPlugin):
         self._changed = threading.Condition()
         self._mail: dict[str, dict] = collections.defaultdict(dict)
         self._aborted: dict[str, str] = {}
+        self._woken: dict[str, list] = collections.defaultdict(list)  # a job's events set at its abort
         self._forgotten: collections.deque = collections.deque(maxlen=_FORGOTTEN_JOBS)
         worker.handlers[_DELIVER] = self.deliver
         worker.handlers[ABORT_OP] = self.abort
@@ -76,6 +77,15 @@ class CollectivePlugin(WorkerPlugin):
             if job not in self._forgotten:
                 self._aborted.setdefault(job, reason)
                 self._changed.notify_all()
+                for event in self._woken[job]:
+                    event.set()
+
+    def wake_at_abort(self, job: str, event: threading.Event) -> None:
+        """Set ``event`` when ``job`` is aborted (at once if it is already)."""
+        with self._changed:
+            self._woken[job].append(event)
+            if job in self._aborted:
+                event.set()
 
     # Called from the training task's thread.
     def take(self, job: str, call: int, source: int, deadline: float):
@@ -103,6 +113,7 @@ class CollectivePlugin(WorkerPlugin):
             self._forgotten.append(job)
             self._mail.pop(job, None)
             self._aborted.pop(job, None)
+            self._woken.pop(job, None)
 
 
 _TIMED_OUT = object()
@@ -190,6 +201,10 @@ class DaskCommunicator:
     def aborted(self) -> str | None:
         """Why the job was aborted, or None while it runs."""
         return self._mailbox.aborted(self.job)
+
+    def wake_at_abort(self, event: threading.Event) -> None:
+        """Set ``event`` when the job is aborted, by any rank or the client."""
+        self._mailbox.wake_at_abort(self.job, event)
 
     def close(self) -> None:
         """Forget this job's mailbox on this worker."""

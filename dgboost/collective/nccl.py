@@ -117,6 +117,8 @@ class NcclCommunicator:
         self._lock = threading.Lock()
         self._failure: str | None = None
         self._closed = threading.Event()
+        self._woken = threading.Event()  # the job aborted or this communicator closed: the watchdog looks now
+        host.wake_at_abort(self._woken)
         self._watchdog = threading.Thread(target=self._watch, name=f"dgboost-nccl-watchdog-{host.rank}",
                                           daemon=True)
         self._watchdog.start()
@@ -179,6 +181,7 @@ class NcclCommunicator:
         own once this rank's work on the stream is done, so the task returns at once.
         """
         self._closed.set()
+        self._woken.set()
         self._watchdog.join()
         aborted = self.host.aborted()
         if aborted is not None:  # this rank may have stopped before its watchdog saw it
@@ -254,14 +257,19 @@ class NcclCommunicator:
             if self._failure is not None:
                 return
             self._failure = reason
+        began = time.perf_counter()
         try:
             self._comm.abort()
         except Exception:  # noqa: BLE001 - already torn down: nothing is left to stop
             logger.debug("rank %d: NCCL abort after %s", self.rank, reason, exc_info=True)
+        logger.info("rank %d: NCCL aborted in %.3f s: %s", self.rank, time.perf_counter() - began, reason)
 
     def _watch(self) -> None:
-        while not self._closed.wait(_WATCH_SECONDS):
-            if self._failure is not None:
+        """Looks every _WATCH_SECONDS for a collective overdue or an NCCL error, and at once
+        when the job is aborted (a peer's or the client's message wakes it)."""
+        while True:
+            self._woken.wait(_WATCH_SECONDS)
+            if self._closed.is_set() or self._failure is not None:
                 return
             reason = self.host.aborted()
             if reason is None:

@@ -257,10 +257,13 @@ def _restart_if_device_broken(rank: int) -> None:
         except Exception as error:  # noqa: BLE001 - any CUDA error: the context is unusable
             outcome["error"] = error
 
+    began = time.perf_counter()
     thread = threading.Thread(target=synchronize, name="dgboost-device-check", daemon=True)
     thread.start()
     thread.join(DEVICE_CHECK_SECONDS)
     if outcome.get("ok"):
+        logger.info("rank %d: the GPU works after the failed job (checked in %.3f s)", rank,
+                    time.perf_counter() - began)
         return
     why = (f"{type(outcome['error']).__name__}: {outcome['error']}" if "error" in outcome
            else f"its queued work did not finish in {DEVICE_CHECK_SECONDS:g} s")
