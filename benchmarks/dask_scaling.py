@@ -86,6 +86,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out-of-core", type=float, metavar="TIMES",
                         help="also dgboost's out-of-core jobs (see above), each rank's compressed matrix TIMES its "
                              "device budget")
+    parser.add_argument("--max-restarts", type=int, default=None,
+                        help="dgboost.dask.train's max_restarts (0: no journal of rounds); its default if not given")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
@@ -187,8 +189,9 @@ def _run_dgboost(args, client, X, y, rounds, extra=None, callbacks=None):
     import dgboost.dask
 
     with dask.config.set({"dgboost.keep-nccl": not args.fresh_nccl}):
+        restarts = {} if args.max_restarts is None else {"max_restarts": args.max_restarts}
         return dgboost.dask.train(client, _params(args) | {"verbosity": 2} | (extra or {}), X, y,
-                                  num_boost_round=rounds, callbacks=callbacks)
+                                  num_boost_round=rounds, callbacks=callbacks, **restarts)
 
 
 def _run_xgboost(args, client, X, y, rounds):

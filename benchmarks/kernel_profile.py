@@ -14,12 +14,19 @@ On the CPU (``--device cpu``, ``--nthread``) it times each call of the compiled
 loops (``dgboost.kernels.loops``: each call is synchronous) by the wall clock;
 "other" is then NumPy, Python and the collective between them.
 
+With ``--workers N`` (GPUs only) it profiles a dgboost.dask job over N GPUs of this machine
+(dask-cuda workers, the Higgs-like data generated on them as dask_scaling.py does): the same
+timers on every rank, NCCL's collectives among the kernels (``nccl_allreduce``, ...: their
+time includes waiting for the slowest rank to join), and each rank's table beside the
+others'. Rank 0's rounds are the wall.
+
 A profile, not a comparison: side_by_side.py is the benchmark.
 
     python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
     python benchmarks/kernel_profile.py --device cpu --rows 200000 --rounds 100 --depth 6 --nthread 16
     python benchmarks/kernel_profile.py --rows 10000000 --rounds 20 --param grow_policy=lossguide \
         --param max_leaves=255 --param max_depth=0
+    python benchmarks/kernel_profile.py --rows 10000000 --rounds 100 --depth 8 --workers 2
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from datasets import TASKS, load  # noqa: E402
+from dgboost.callback import TrainingCallback  # noqa: E402
 from side_by_side import _extra_params  # noqa: E402
 
 
@@ -51,35 +59,20 @@ def main(argv=None) -> int:
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a training parameter (VALUE read as JSON, else a string), e.g. "
                              "--param grow_policy=lossguide")
+    parser.add_argument("--workers", type=int, default=0, help="profile a dgboost.dask job over this many GPUs")
     args = parser.parse_args(argv)
     if args.device == "cpu":
         return _profile_cpu(args)
+    if args.workers:
+        return _profile_dask(args)
 
     import cupy
 
     import dgboost
-    from dgboost import backend
-    from dgboost.kernels import cuda
 
     X, y, _, _ = load(args.dataset, args.rows, 1, "cuda")
     params = _params(args)
     dgboost.train(params, X[:10_000], y[:10_000], num_boost_round=2)  # compile and warm up
-
-    events = collections.defaultdict(list)
-    names = [name for name, value in vars(cuda).items()
-             if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == cuda.__name__]
-    originals = {name: getattr(cuda, name) for name in names}
-
-    def timed(name, function):
-        @functools.wraps(function)
-        def wrapper(*a, **k):
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            result = function(*a, **k)
-            stop.record()
-            events[name].append((start, stop))
-            return result
-        return wrapper
 
     cupy.cuda.Device().synchronize()
     started = time.perf_counter()
@@ -96,18 +89,7 @@ def main(argv=None) -> int:
             return False
 
     clock = Clock()
-    host = {"wait": 0.0}
-    device_read = backend._device_read
-
-    def timed_device_read(wait):  # every device-to-host read (to_numpy's, a round's trees')
-        started = time.perf_counter()
-        result = device_read(wait)
-        host["wait"] += time.perf_counter() - started
-        return result
-
-    backend._device_read = timed_device_read
-    for name, function in originals.items():
-        setattr(cuda, name, timed(name, function))
+    recorder = _Recorder()
     try:
         cupy.cuda.Device().synchronize()
         started = time.perf_counter()
@@ -126,13 +108,9 @@ def main(argv=None) -> int:
             stats.sort_stats("tottime").print_stats(25)
             stats.sort_stats("cumulative").print_stats("dgboost", 30)
     finally:
-        for name, function in originals.items():
-            setattr(cuda, name, function)
-        backend._device_read = device_read
+        recorder.stop()
 
-    profile = {name: {"calls": len(pairs),
-                      "ms": sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs)}
-               for name, pairs in events.items()}
+    profile = recorder.profile()
     kernel_ms = sum(p["ms"] for p in profile.values())
     print(f"{args.dataset}-like, {args.rows:,} rows, {args.rounds} rounds, depth {args.depth}: set-up "
           f"{setup:.2f} s, then {wall:.2f} s of rounds, {1000 * wall / args.rounds:.2f} ms a round "
@@ -145,12 +123,156 @@ def main(argv=None) -> int:
     other = 1000 * wall - kernel_ms
     print(f"| other (glue, launches, host) | | {other:.1f} | {other / args.rounds:.3f} | "
           f"{other / 10 / wall:.1f}% |")
-    wait = host["wait"]
+    wait = recorder.host_wait
     print(f"host: {1000 * (wall - wait) / args.rounds:.2f} ms a round issuing work and handling trees, "
           f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in its reads")
     if args.out:
         args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "host_wait_s": wait, "kernels": profile, "args": vars(args)}, default=str,
                                        indent=1))
+    return 0
+
+
+class _Recorder:
+    """While it records: a CUDA event before and after each call of ``dgboost.kernels.cuda``'s
+    functions and of the NCCL communicator's collectives, on the current stream, and the host's
+    time waiting in device-to-host reads."""
+
+    def __init__(self):
+        from dgboost import backend
+        from dgboost.collective import nccl
+        from dgboost.kernels import cuda
+
+        self.events = collections.defaultdict(list)
+        self.host_wait = 0.0
+        self._restore = []
+        for name, value in list(vars(cuda).items()):
+            if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == cuda.__name__:
+                self._patch(cuda, name, self._timed(name, value))
+        for name in ("allreduce", "broadcast", "allgather"):
+            self._patch(nccl.NcclCommunicator, name, self._timed(f"nccl_{name}", getattr(nccl.NcclCommunicator, name)))
+        device_read = backend._device_read
+
+        def timed_device_read(wait):  # every device-to-host read (to_numpy's, a round's trees')
+            started = time.perf_counter()
+            result = device_read(wait)
+            self.host_wait += time.perf_counter() - started
+            return result
+
+        self._patch(backend, "_device_read", timed_device_read)
+
+    def _patch(self, owner, name, replacement):
+        self._restore.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, replacement)
+
+    def _timed(self, name, function):
+        import cupy
+
+        @functools.wraps(function)
+        def wrapper(*a, **k):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            result = function(*a, **k)
+            stop.record()
+            self.events[name].append((start, stop))
+            return result
+        return wrapper
+
+    def stop(self) -> None:
+        for owner, name, original in reversed(self._restore):
+            setattr(owner, name, original)
+
+    def profile(self) -> dict:
+        """{kernel: {"calls", "ms"}} (the device synchronised first)."""
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+        return {name: {"calls": len(pairs), "ms": sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs)}
+                for name, pairs in self.events.items()}
+
+
+# On a worker, between the client's calls, its recorder and rank 0's clock live on the Worker
+# object (a function of this script reaches a worker as a copy, with copies of its globals).
+
+def _record_on_worker(dask_worker) -> None:
+    dask_worker.dgboost_kernel_profile = {"recorder": _Recorder()}
+
+
+def _worker_profile(dask_worker) -> dict:
+    state = dask_worker.dgboost_kernel_profile
+    state["recorder"].stop()
+    return {"kernels": state["recorder"].profile(), "host_wait_s": state["recorder"].host_wait,
+            "rounds_s": state.get("rounds_s")}
+
+
+class _WorkerClock(TrainingCallback):
+    """On rank 0: the rounds' wall, from the first round's start to the training's end (the
+    device synchronised at both), kept on the worker for _worker_profile."""
+
+    never_stops = True
+
+    @staticmethod
+    def _state() -> dict:
+        from distributed import get_worker
+
+        return get_worker().dgboost_kernel_profile
+
+    def before_iteration(self, model, epoch, evals_log):
+        state = self._state()
+        if "first_round" not in state:
+            import cupy
+
+            cupy.cuda.Device().synchronize()
+            state["first_round"] = time.perf_counter()
+        return False
+
+    def after_training(self, model):
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+        state = self._state()
+        state["rounds_s"] = time.perf_counter() - state["first_round"]
+        return model
+
+
+def _profile_dask(args) -> int:
+    """The profile of each rank of a dgboost.dask job over ``--workers`` GPUs."""
+    from distributed import Client
+
+    import dgboost.dask
+    from dask_scaling import _data
+
+    if args.dataset != "higgs":
+        raise SystemExit("--workers profiles the Higgs-like data generated on the workers (dask_scaling.py's)")
+    args.chunks = 4 * args.workers
+    params = _params(args)
+    with dgboost.dask.local_cluster("cuda", args.workers) as cluster, Client(cluster) as client:
+        client.wait_for_workers(args.workers)
+        X, y = _data(args, client)
+        dgboost.dask.train(client, params, X, y, num_boost_round=2)  # compile, start NCCL
+        client.run(_record_on_worker)
+        started = time.perf_counter()
+        dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds,
+                           callbacks=[_WorkerClock()])
+        job = time.perf_counter() - started
+        ranks = client.run(_worker_profile)
+    by_rank = [ranks[address] for address in sorted(ranks)]
+    wall = next(r["rounds_s"] for r in by_rank if r["rounds_s"] is not None)
+    names = sorted({name for r in by_rank for name in r["kernels"]},
+                   key=lambda name: -max(r["kernels"].get(name, {"ms": 0})["ms"] for r in by_rank))
+    print(f"higgs-like, {args.rows:,} rows over {args.workers} GPUs, {args.rounds} rounds, depth {args.depth}: "
+          f"the job {job:.2f} s, rank 0's rounds {wall:.2f} s, {1000 * wall / args.rounds:.2f} ms a round")
+    print("| kernel | " + " | ".join(f"ms a round, worker {i}" for i in range(len(by_rank))) + " |")
+    print("|---|" + "---|" * len(by_rank))
+    for name in names:
+        cells = [r["kernels"].get(name, {"ms": 0.0})["ms"] / args.rounds for r in by_rank]
+        print(f"| {name} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    others = [1000 * wall - sum(p["ms"] for p in r["kernels"].values()) for r in by_rank]
+    print("| other (glue, launches, host) | " + " | ".join(f"{o / args.rounds:.3f}" for o in others) + " |")
+    print("| host waiting in reads | " + " | ".join(f"{1000 * r['host_wait_s'] / args.rounds:.3f}"
+                                                   for r in by_rank) + " |")
+    if args.out:
+        args.out.write_text(json.dumps({"job_s": job, "rounds_s": wall, "ranks": by_rank, "args": vars(args)},
+                                       default=str, indent=1))
     return 0
 
 

@@ -93,7 +93,8 @@ def main(argv=None) -> int:
     lines = _Lines()
     logging.getLogger("dgboost").addHandler(lines)
     logging.getLogger("dgboost").setLevel(logging.INFO)
-    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device}
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
+              "verbosity": 2}  # the client's info lines: the restart's steps, with their times
     kwargs = {} if args.device == "cuda" else {"threads_per_worker": max(1, (os.cpu_count() or 1) // args.workers)}
     record: dict = {}
     with dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, Client(cluster) as client:
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
             return model, round(time.perf_counter() - began, 3)
 
         client.run(_log_to_stderr)  # the ranks' own lines (an abort, the GPU check), with their times
-        job(2)  # warm-up: kernels compiled, the collective plugin registered
+        # Warm-up: kernels compiled (a resumed job's margins from its trees too), the plugin registered
+        job(2, init_model=job(2)[0])
         record["zero_rounds_s"] = job(0)[1]
         journal, bare, models = [], [], []
         for _ in range(args.repeat):  # alternated: the machine's drift falls on both alike
