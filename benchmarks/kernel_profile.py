@@ -201,7 +201,7 @@ def _worker_profile(dask_worker) -> dict:
     state = dask_worker.dgboost_kernel_profile
     state["recorder"].stop()
     return {"kernels": state["recorder"].profile(), "host_wait_s": state["recorder"].host_wait,
-            "rounds_s": state.get("rounds_s")}
+            "rounds_s": state.get("rounds_s"), "python_profile": state.get("python_profile")}
 
 
 class _WorkerClock(TrainingCallback):
@@ -209,6 +209,9 @@ class _WorkerClock(TrainingCallback):
     device synchronised at both), kept on the worker for _worker_profile."""
 
     never_stops = True
+
+    def __init__(self, python_profile: bool = False):
+        self.python_profile = python_profile
 
     @staticmethod
     def _state() -> dict:
@@ -223,6 +226,11 @@ class _WorkerClock(TrainingCallback):
 
             cupy.cuda.Device().synchronize()
             state["first_round"] = time.perf_counter()
+            if self.python_profile:  # the rank's own thread: cProfile follows the thread that enables it
+                import cProfile
+
+                state["profiler"] = cProfile.Profile()
+                state["profiler"].enable()
         return False
 
     def after_training(self, model):
@@ -231,6 +239,16 @@ class _WorkerClock(TrainingCallback):
         cupy.cuda.Device().synchronize()
         state = self._state()
         state["rounds_s"] = time.perf_counter() - state["first_round"]
+        if "profiler" in state:
+            import io
+            import pstats
+
+            state["profiler"].disable()
+            text = io.StringIO()
+            stats = pstats.Stats(state["profiler"], stream=text)
+            stats.sort_stats("tottime").print_stats(30)
+            stats.sort_stats("cumulative").print_stats(40)
+            state["python_profile"] = text.getvalue()
         return model
 
 
@@ -252,7 +270,7 @@ def _profile_dask(args) -> int:
         client.run(_record_on_worker)
         started = time.perf_counter()
         dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds,
-                           callbacks=[_WorkerClock()])
+                           callbacks=[_WorkerClock(args.python_profile)])
         job = time.perf_counter() - started
         ranks = client.run(_worker_profile)
     by_rank = [ranks[address] for address in sorted(ranks)]
@@ -270,6 +288,10 @@ def _profile_dask(args) -> int:
     print("| other (glue, launches, host) | " + " | ".join(f"{o / args.rounds:.3f}" for o in others) + " |")
     print("| host waiting in reads | " + " | ".join(f"{1000 * r['host_wait_s'] / args.rounds:.3f}"
                                                    for r in by_rank) + " |")
+    for r in by_rank:
+        if r["python_profile"]:
+            print("rank 0's thread under cProfile (the kernels' times above are then inflated):")
+            print(r["python_profile"])
     if args.out:
         args.out.write_text(json.dumps({"job_s": job, "rounds_s": wall, "ranks": by_rank, "args": vars(args)},
                                        default=str, indent=1))
