@@ -60,6 +60,8 @@ def main(argv=None) -> int:
                         help="a training parameter (VALUE read as JSON, else a string), e.g. "
                              "--param grow_policy=lossguide")
     parser.add_argument("--workers", type=int, default=0, help="profile a dgboost.dask job over this many GPUs")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="with --workers: the workers' sys.setswitchinterval (Python's GIL hand-over), seconds")
     args = parser.parse_args(argv)
     if args.device == "cpu":
         return _profile_cpu(args)
@@ -266,6 +268,8 @@ def _profile_dask(args) -> int:
     with dgboost.dask.local_cluster("cuda", args.workers) as cluster, Client(cluster) as client:
         client.wait_for_workers(args.workers)
         X, y = _data(args, client)
+        if args.switch_interval:
+            client.run(sys.setswitchinterval, args.switch_interval)
         dgboost.dask.train(client, params, X, y, num_boost_round=2)  # compile, start NCCL
         client.run(_record_on_worker)
         started = time.perf_counter()

@@ -21,7 +21,7 @@ import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.collective import CollectiveError  # noqa: E402
 from dgboost.dask._shards import global_runs, plan_evals, plan_query_shards, plan_shards  # noqa: E402
-from _waiting import no_task_left  # noqa: E402  (tests/_waiting.py)
+from _waiting import no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
 
@@ -444,6 +444,29 @@ def test_host_communicator_collectives(client3):
         np.testing.assert_array_equal(low, np.arange(4))
         np.testing.assert_array_equal(broadcast, np.arange(4) * 2)
         assert gathered == [[0.0], [1.0, 1.0], [2.0, 2.0, 2.0]] and dtype == np.float32
+
+
+class _ProfilerSeen(TrainingCallback):
+    """On rank 0: whether its worker's statistical profiler ran, each round (a Dask event)."""
+
+    never_stops = True
+
+    def after_iteration(self, model, epoch, evals_log):
+        from distributed import get_worker
+
+        worker = get_worker()
+        worker.log_event("test-profiler", worker.periodic_callbacks["profile"].is_running())
+        return False
+
+
+def test_a_rank_pauses_its_workers_sampling_profiler_and_starts_it_again(client3, data):
+    X, y, _ = data
+    running = lambda dask_worker: dask_worker.periodic_callbacks["profile"].is_running()  # noqa: E731
+    assert all(client3.run(running).values())
+    dgboost.dask.train(client3, {"max_depth": 2}, da.from_array(X, chunks=500), da.from_array(y, chunks=500),
+                       num_boost_round=3, callbacks=[_ProfilerSeen()])
+    assert [running for _, running in client3.get_events("test-profiler")] == [False] * 3
+    wait_for(lambda: all(client3.run(running).values()), "every worker's profiler running again")
 
 
 def test_an_abort_wakes_the_events_waiting_on_its_job_and_no_other():
