@@ -257,6 +257,10 @@ class _RoundsClock(TrainingCallback):
         self.device, self.tag = device, uuid.uuid4().hex
 
     def before_training(self, model):
+        if self.device == "cuda":  # the matrix's queued build is the set-up's, not the rounds'
+            import cupy
+
+            cupy.cuda.Device().synchronize()
         self.started = time.perf_counter()
         return model
 

@@ -156,9 +156,10 @@ def _background_compiles() -> None:
     """Wait for the CPU loops' drivers that the first call sent to be compiled in the background
     (a cold cache; the first call ran their runs on host threads meanwhile), so that "again"
     is the call with everything compiled."""
-    from dgboost.kernels import loops
+    from dgboost.kernels import drivers
 
-    loops.background_compiles_done()
+    if not drivers.background_compiles_done(timeout=600):
+        raise RuntimeError("the drivers compiling in the background took over 600 s")
 
 
 def _rows(probe, X, args):

@@ -64,6 +64,8 @@ def main(argv=None) -> int:
                         help="with --workers: the workers' sys.setswitchinterval (Python's GIL hand-over), seconds")
     args = parser.parse_args(argv)
     if args.device == "cpu":
+        if args.workers:
+            parser.error("--workers profiles GPU ranks (dgboost.dask's CPU ranks: use --device cpu without it)")
         return _profile_cpu(args)
     if args.workers:
         return _profile_dask(args)
@@ -277,13 +279,13 @@ def _profile_dask(args) -> int:
                            callbacks=[_WorkerClock(args.python_profile)])
         job = time.perf_counter() - started
         ranks = client.run(_worker_profile)
-    by_rank = [ranks[address] for address in sorted(ranks)]
+    by_rank = [ranks[address] for address in sorted(ranks)]  # the ranks' order: dgboost.dask sorts the workers
     wall = next(r["rounds_s"] for r in by_rank if r["rounds_s"] is not None)
     names = sorted({name for r in by_rank for name in r["kernels"]},
                    key=lambda name: -max(r["kernels"].get(name, {"ms": 0})["ms"] for r in by_rank))
     print(f"higgs-like, {args.rows:,} rows over {args.workers} GPUs, {args.rounds} rounds, depth {args.depth}: "
           f"the job {job:.2f} s, rank 0's rounds {wall:.2f} s, {1000 * wall / args.rounds:.2f} ms a round")
-    print("| kernel | " + " | ".join(f"ms a round, worker {i}" for i in range(len(by_rank))) + " |")
+    print("| kernel | " + " | ".join(f"ms a round, rank {i}" for i in range(len(by_rank))) + " |")
     print("|---|" + "---|" * len(by_rank))
     for name in names:
         cells = [r["kernels"].get(name, {"ms": 0.0})["ms"] / args.rounds for r in by_rank]

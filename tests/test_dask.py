@@ -462,7 +462,7 @@ class _ProfilerSeen(TrainingCallback):
 def test_a_rank_pauses_its_workers_sampling_profiler_and_starts_it_again(client3, data):
     X, y, _ = data
     running = lambda dask_worker: dask_worker.periodic_callbacks["profile"].is_running()  # noqa: E731
-    assert all(client3.run(running).values())
+    wait_for(lambda: all(client3.run(running).values()), "every worker's profiler running")
     dgboost.dask.train(client3, {"max_depth": 2}, da.from_array(X, chunks=500), da.from_array(y, chunks=500),
                        num_boost_round=3, callbacks=[_ProfilerSeen()])
     assert [running for _, running in client3.get_events("test-profiler")] == [False] * 3

@@ -395,10 +395,10 @@ def test_trainings_in_threads_at_once_under_each_threading_layer(layer):
     script = """
 import threading, numba, dgboost
 from dgboost.datasets import make_higgs_like
-from dgboost.kernels import loops
+from dgboost.kernels import drivers
 X, y = make_higgs_like(40_000, seed=0)
 dgboost.train({"objective": "binary:logistic", "max_depth": 4, "nthread": 2}, X, y, num_boost_round=1)
-assert loops.background_compiles_done(timeout=300)  # a cold cache: the drivers, so that the trains use them
+assert drivers.background_compiles_done(timeout=300)  # a cold cache: the drivers, so that the trains use them
 models = {}
 def train(i):
     models[i] = dgboost.train({"objective": "binary:logistic", "max_depth": 4, "nthread": 2}, X, y,
@@ -416,35 +416,47 @@ print(numba.threading_layer(), len(models), len(set(models.values())))
     assert result.stdout.split() == [layer, "3", "1"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked child is POSIX's")
 def test_a_cold_cache_trains_on_host_threads_while_the_drivers_compile_then_on_the_drivers(tmp_path):
     """With numba's cache empty, a parallel kernel's runs go on the host's threads while its
-    driver compiles in the background, then on the driver: the same model all along, the same
-    as one thread's, and the drivers in the cache for the next process."""
+    driver compiles in the background, then on the driver, each driver compiled once: the same
+    model all along, the same as one thread's and as a child's forked while drivers were
+    queued, and the drivers in the cache for the next process."""
     script = """
-import dgboost
+import multiprocessing, dgboost
 from dgboost.datasets import make_higgs_like
-from dgboost.kernels import loops
+from dgboost.kernels import drivers
 X, y = make_higgs_like(20_000, seed=0)
 params = {"objective": "binary:logistic", "max_depth": 4}
-calls = {"host": 0, "driver": 0}
-ready = loops._Driver.ready
+calls, seen = {"host": 0, "driver": 0}, set()
+ready = drivers.Driver.ready
 def counted(driver, arguments):  # a kernel's runs: on the host's threads (None), or its driver's
     machine_code = ready(driver, arguments)
     calls["host" if machine_code is None else "driver"] += 1
+    seen.add(driver)
     return machine_code
-loops._Driver.ready = counted
+drivers.Driver.ready = counted
 first = dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw()
 on_host = calls["host"]
-assert loops.background_compiles_done(timeout=300)
+def child(queue):
+    queue.put(dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw())
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+process = context.Process(target=child, args=(queue,))
+process.start()
+forked = queue.get(timeout=300)
+process.join(60)
+assert drivers.background_compiles_done(timeout=300)
 calls.update(host=0, driver=0)
 later = dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw()
 one = dgboost.train({**params, "nthread": 1}, X, y, num_boost_round=3).save_raw()
-print(on_host > 0, len(loops._Driver.compiling), calls["host"], calls["driver"] > 0, first == later == one)
+print(on_host > 0, calls["host"], calls["driver"] > 0, {len(d.dispatcher.overloads) for d in seen},
+      process.exitcode, first == later == one == forked)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["True", "0", "0", "True", "True"], result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "0", "True", "{1}", "0", "True"], result.stderr[-2000:]
     assert any(tmp_path.rglob("*_on_threads*.nbi")), "the drivers compiled in the background are in the cache"
 
 

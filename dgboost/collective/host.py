@@ -77,15 +77,16 @@ class CollectivePlugin(WorkerPlugin):
             if job not in self._forgotten:
                 self._aborted.setdefault(job, reason)
                 self._changed.notify_all()
-                for event in self._woken[job]:
+                for event in self._woken.get(job, ()):
                     event.set()
 
     def wake_at_abort(self, job: str, event: threading.Event) -> None:
         """Set ``event`` when ``job`` is aborted (at once if it is already)."""
         with self._changed:
-            self._woken[job].append(event)
             if job in self._aborted:
                 event.set()
+            elif job not in self._forgotten:
+                self._woken[job].append(event)
 
     # Called from the training task's thread.
     def take(self, job: str, call: int, source: int, deadline: float):

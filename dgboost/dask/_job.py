@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
 
 from ..callback import TrainingCallback, latest_metrics
@@ -53,6 +54,13 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
         return _train_rank(job, rank, shard, runs, evals)
 
 
+#: Each worker's (by the Worker's id) ranks running with its profiler paused, and whether the
+#: first of them stopped it: the last starts it again then (a failed job's rank may still be
+#: stopping as the next job's starts).
+_pausing: dict[int, list] = {}
+_pausing_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def _profiler_paused(worker):
     """The worker's statistical profiler paused while a rank runs. It samples every running
@@ -62,14 +70,25 @@ def _profiler_paused(worker):
     PROFILE__ENABLED=False). The dashboard's profile of the rank's task would only show it
     waiting in its calls."""
     sampling = worker.periodic_callbacks.get("profile")
-    if sampling is None or not sampling.is_running():
+    if sampling is None:  # the worker's config turned it off
         yield
         return
-    worker.loop.add_callback(sampling.stop)  # the loop's own to stop and start
+    with _pausing_lock:
+        ranks = _pausing.setdefault(id(worker), [0, False])
+        ranks[0] += 1
+        if ranks[0] == 1 and sampling.is_running():
+            ranks[1] = True
+            worker.loop.add_callback(sampling.stop)  # the loop's own to stop and start
     try:
         yield
     finally:
-        worker.loop.add_callback(sampling.start)
+        with _pausing_lock:
+            ranks[0] -= 1
+            if not ranks[0]:
+                del _pausing[id(worker)]
+                if ranks[1] and worker.status.name not in ("closing", "closing_gracefully", "closed", "failed"):
+                    with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nothing to start
+                        worker.loop.add_callback(sampling.start)
 
 
 def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):

@@ -23,18 +23,17 @@ arithmetic rounds as NumPy's does, operation by operation.
 
 from __future__ import annotations
 
-import atexit
-import collections
 import concurrent.futures
 import contextlib
 import functools
 import os
 import sys
 import threading
-import time
 import types
 
 import numpy as np
+
+from .drivers import Driver
 
 #: ``range`` where this module runs as plain Python; numba.prange once compiled.
 prange = range
@@ -71,10 +70,9 @@ def over_runs(body):
     on numba's threads; it is compiled apart from the body, which it calls (numba's
     parallel passes over a whole loop nest took seconds to compile). On one thread the
     body runs run by run, called from here: no parallel loop is compiled, no threading
-    layer started. Where numba's disk cache did not hold the body (a new installation, new
-    argument types), it does not hold the driver either: the driver is then compiled in the
-    background (``_Driver``) and, until it is ready, the runs go on the host's threads (the
-    body releases the GIL). Either way the runs, and so the results, are the same.
+    layer started. A driver numba's disk cache does not hold is compiled in the background
+    (``drivers.Driver``) and, until it is ready, the runs go on the host's threads (the body
+    releases the GIL). Either way the runs, and so the results, are the same.
     """
     one_run = compiled(body, inline=False)
 
@@ -84,7 +82,7 @@ def over_runs(body):
 
         drive = _bound(_drive, body=one_run.machine_code())
         drive.__qualname__ = f"{body.__qualname__}_on_threads"  # numba's disk cache keys on the name
-        return _Driver(numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive), one_run.machine_code())
+        return Driver(numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive), one_run.machine_code())
 
     @functools.wraps(body)
     def kernel(n_runs, *arguments):
@@ -100,168 +98,6 @@ def over_runs(body):
         return None
 
     return kernel
-
-
-class _Driver:
-    """A kernel's driver, and whether it is ready for a call's arguments.
-
-    A training's drivers took longer to compile than all their bodies (6 s against 4 s on two
-    cores) and numba compiles one function at a time, so a cold first train waited for both.
-    Now a driver that numba's disk cache does not hold for a call's types is compiled by
-    ``_Compiles``' thread once the foreground has stopped compiling, and ``ready`` says None
-    until then: the caller runs the runs on the host's threads meanwhile. One the cache holds
-    is loaded at the call, at once. Once a driver is ready for a call's types, later calls go
-    straight to it (numba compiles in place any new types after that, as it would).
-    """
-
-    #: Drivers with a compile pending (a forked child forgets them).
-    compiling: set = set()
-
-    def __init__(self, dispatcher, body):
-        self.dispatcher, self.body = dispatcher, body
-        self.settled = False
-        self.pending: dict[tuple, concurrent.futures.Future] = {}
-
-    def ready(self, arguments: tuple):
-        if self.settled:
-            return self.dispatcher
-        n_runs, *rest = arguments
-        typeof = self.dispatcher.typeof_pyval
-        types = (typeof(n_runs), typeof(tuple(rest)))  # numba's types of a call _drive(n_runs, *rest)
-        compiling = self.pending.get(types)
-        if compiling is None:
-            if types in self.dispatcher.overloads or self._in_disk_cache(types):
-                return self._settle(types)  # numba loads it at the call
-            import numba
-
-            self.body.compile((numba.int64, types[0], *types[1]))  # here: the runs need it now
-            compiling = self.pending[types] = _compiles().submit(self.dispatcher, types)
-            _Driver.compiling.add(self)
-        if not compiling.done():
-            return None
-        compiling.result()  # a compile error is the caller's
-        return self._settle(types)
-
-    def _settle(self, types):
-        self.pending.pop(types, None)
-        if not self.pending:
-            self.settled = True
-            _Driver.compiling.discard(self)
-        return self.dispatcher
-
-    def _in_disk_cache(self, types: tuple) -> bool:
-        """Whether numba's disk cache holds the driver for these types (numba's cache object,
-        which its dispatcher loads from; if it cannot be asked, the driver is compiled in the
-        background as if not)."""
-        try:
-            from numba.core.compiler_lock import global_compiler_lock
-
-            with global_compiler_lock:  # as numba loads (its target's registries are not thread-safe)
-                return self.dispatcher._cache.load_overload(types, self.dispatcher.targetctx) is not None
-        except Exception:  # noqa: BLE001 - numba's internals moved: compile it, as for a cold cache
-            return False
-
-
-class _Compiles:
-    """The thread that compiles drivers in the background, one at a time (numba compiles one
-    function at a time, under its compiler lock), and only once the process's other threads
-    have not asked for that lock (to compile, or to load from the disk cache) for
-    ``QUIET_SECONDS``: a train's first tree compiles or loads its bodies in quick succession,
-    and each would otherwise wait for a driver's compile. A numba event listener sees the
-    other threads ask for the lock (numba tells before it waits)."""
-
-    QUIET_SECONDS = 0.25
-
-    def __init__(self):
-        import numba.core.event
-
-        self.changed = threading.Condition()
-        self.queue: collections.deque = collections.deque()
-        self.foreground = 0  # compiles going on in other threads
-        self.last_foreground = -self.QUIET_SECONDS  # quiet since the process began
-        self.stopping = False
-        self.busy = False  # compiling a driver now
-        self.thread = threading.Thread(target=self._run, name="dgboost-compile", daemon=True)
-        compiles = self
-
-        class Foreground(numba.core.event.Listener):
-            def on_start(self, event):
-                if threading.current_thread() is not compiles.thread:
-                    with compiles.changed:
-                        compiles.foreground += 1
-
-            def on_end(self, event):
-                if threading.current_thread() is not compiles.thread:
-                    with compiles.changed:
-                        compiles.foreground -= 1
-                        compiles.last_foreground = time.monotonic()
-                        compiles.changed.notify_all()
-
-        self.listener = Foreground()
-        numba.core.event.register("numba:compiler_lock", self.listener)
-        self.thread.start()
-        atexit.register(self.stop)
-
-    def submit(self, dispatcher, types) -> concurrent.futures.Future:
-        future = concurrent.futures.Future()
-        with self.changed:
-            self.queue.append((dispatcher, types, future))
-            self.changed.notify_all()
-        return future
-
-    def _run(self) -> None:
-        while True:
-            with self.changed:
-                while not self.stopping:
-                    quiet = time.monotonic() - self.last_foreground
-                    if self.queue and not self.foreground and quiet >= self.QUIET_SECONDS:
-                        break
-                    self.changed.wait(None if not self.queue else max(0.01, self.QUIET_SECONDS - quiet))
-                if self.stopping:
-                    return
-                dispatcher, types, future = self.queue.popleft()
-                self.busy = True
-            try:
-                dispatcher.compile(types)
-                future.set_result(None)
-            except BaseException as error:  # noqa: BLE001 - the caller's to raise
-                future.set_exception(error)
-            finally:
-                with self.changed:
-                    self.busy = False
-                    self.changed.notify_all()
-
-    def wait_idle(self, timeout: float | None) -> bool:
-        """Wait until no driver is queued or compiling; False at ``timeout``."""
-        with self.changed:
-            return self.changed.wait_for(lambda: not self.queue and not self.busy, timeout)
-
-    def stop(self) -> None:
-        """At exit: no new compile, and the one going on finished (a thread ended inside
-        LLVM while the interpreter shuts down can crash it)."""
-        with self.changed:
-            self.stopping = True
-            self.changed.notify_all()
-        self.thread.join(timeout=30)
-
-
-_compiles_lock = threading.Lock()
-_compiles_thread: _Compiles | None = None
-
-
-def background_compiles_done(timeout: float | None = None) -> bool:
-    """Wait until every driver sent to the background is compiled (and so in numba's disk
-    cache); False if some still compile at ``timeout``. For a benchmark or a test that wants
-    the drivers in use, or a script about to end that wants them cached for the next process."""
-    return _compiles_thread is None or _compiles_thread.wait_idle(timeout)
-
-
-def _compiles() -> _Compiles:
-    global _compiles_thread
-    with _compiles_lock:
-        if _compiles_thread is None:
-            _compiles_thread = _Compiles()
-        return _compiles_thread
 
 
 #: numba's parallel passes that a driver needs: its prange alone (no array expression to
@@ -324,38 +160,12 @@ _layer_is_threadsafe = False
 _forked_from_openmp = False
 
 
-def _before_fork() -> None:
-    """No fork while a driver compiles in the background: the child would inherit numba's
-    compiler lock held by a thread it does not have, and wait for it at its first compile."""
-    if _compiles_thread is not None:
-        from numba.core.compiler_lock import global_compiler_lock
-
-        global_compiler_lock.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    if _compiles_thread is not None:
-        from numba.core.compiler_lock import global_compiler_lock
-
-        global_compiler_lock.release()
-
-
 def _after_fork_in_child() -> None:
-    """A forked child's threading state: its own locks, host thread pool and compile thread
-    (the parent's threads are not in it: work sent to them would wait for ever; the drivers
-    they were to compile are sent again when called), and whether its parallel loops must run
-    on one thread."""
-    global _forked_from_openmp, _launch_lock, _host_pool, _host_pool_lock, _compiles_thread, _compiles_lock
-    if _compiles_thread is not None:  # the listener first: the parent's compile thread may have held its lock
-        import numba.core.event
-
-        numba.core.event.unregister("numba:compiler_lock", _compiles_thread.listener)
-        _after_fork_in_parent()
+    """A forked child's threading state: its own locks and host thread pool (the parent's
+    threads are not in it: work sent to them would wait for ever), and whether its
+    parallel loops must run on one thread."""
+    global _forked_from_openmp, _launch_lock, _host_pool, _host_pool_lock
     _launch_lock, _host_pool_lock, _host_pool = threading.Lock(), threading.Lock(), None
-    _compiles_lock, _compiles_thread = threading.Lock(), None
-    for driver in _Driver.compiling:
-        driver.pending.clear()
-    _Driver.compiling.clear()
     numba = sys.modules.get("numba")
     if numba is not None and not _forked_from_openmp:
         with contextlib.suppress(ValueError):  # ValueError: no parallel loop ran before the fork
@@ -363,8 +173,7 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _host_pool_lock = threading.Lock()
