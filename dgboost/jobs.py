@@ -264,6 +264,15 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n
     with local_cluster("cuda" if device.startswith("cuda") else "cpu", n_workers) as cluster, \
             distributed.Client(cluster) as client:
         yield client
+        # The workers end with the cluster: the CPU kernels' drivers they were compiling in the
+        # background (a cold numba cache) are finished first, so the next run finds them cached.
+        client.run(_drivers_cached)
+
+
+def _drivers_cached() -> bool:
+    from .kernels.drivers import background_compiles_done
+
+    return background_compiles_done(timeout=120)
 
 
 def client_at(address: str, timeout: float, tries: int = 3):
