@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -425,7 +426,8 @@ def _collectives(job, rank, addresses):
         x = np.arange(4, dtype=np.int64) * (rank + 1)
         gathered = comm.allgather(np.full(rank + 1, rank, dtype=np.float32))
         return (comm.allreduce(x), comm.allreduce(x.astype(np.float64), "max"), comm.allreduce(x, "min"),
-                comm.broadcast(x, root=1), [g.tolist() for g in gathered], gathered[0].dtype)
+                comm.broadcast(x, root=1), [g.tolist() for g in gathered], gathered[0].dtype,
+                (comm.traffic.calls, comm.traffic.bytes_sent))
     finally:
         comm.close()
 
@@ -437,7 +439,10 @@ def test_host_communicator_collectives(client3):
     workers = sorted(client3.scheduler_info()["workers"])
     futures = [client3.submit(_collectives, "collectives-job", rank, workers, workers=[w], pure=False)
                for rank, w in enumerate(workers)]
-    for total, high, low, broadcast, gathered, dtype in client3.gather(futures):
+    for rank, (total, high, low, broadcast, gathered, dtype, traffic) in enumerate(client3.gather(futures)):
+        # What each rank sent its two peers: its allgather block (rank + 1 float32s), three
+        # allreduces of 4 eight-byte numbers, and rank 1 the broadcast's
+        assert traffic == (5, 2 * (4 * (rank + 1) + 3 * 32 + (32 if rank == 1 else 0)))
         np.testing.assert_array_equal(total, np.arange(4) * 6)
         np.testing.assert_array_equal(high, np.arange(4) * 3.0)
         assert high.dtype == np.float64
@@ -467,6 +472,20 @@ def test_a_rank_pauses_its_workers_sampling_profiler_and_starts_it_again(client3
                        num_boost_round=3, callbacks=[_ProfilerSeen()])
     assert [running for _, running in client3.get_events("test-profiler")] == [False] * 3
     wait_for(lambda: all(client3.run(running).values()), "every worker's profiler running again")
+
+
+def test_the_client_logs_rank_0s_collectives_the_same_each_time(client3, data, caplog):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    lines = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dgboost"):
+            dgboost.dask.train(client3, {"max_depth": 3, "verbosity": 2}, dX, dy, num_boost_round=4)
+        lines += [r.getMessage() for r in caplog.records if "rank 0's collectives" in r.getMessage()]
+    assert len(lines) == 2 and lines[0] == lines[1], lines
+    calls, mib = re.search(r"(\d+) calls, ([\d.]+) MiB sent", lines[0]).groups()
+    assert int(calls) > 4 and float(mib) > 0
 
 
 def test_an_abort_wakes_the_events_waiting_on_its_job_and_no_other():

@@ -28,6 +28,19 @@ class PeerUnreachable(CollectiveError):
     cluster may resume elsewhere after it (dgboost.dask's ``max_restarts``)."""
 
 
+class Traffic:
+    """What one rank's collectives put on the wire: calls made, and bytes this rank sent (the
+    host communicator's exactly; NCCL's as its ring algorithms move them, an estimate)."""
+
+    def __init__(self):
+        self.calls = 0
+        self.bytes_sent = 0
+
+    def add(self, bytes_sent: float) -> None:
+        self.calls += 1
+        self.bytes_sent += int(bytes_sent)
+
+
 @runtime_checkable
 class Communicator(Protocol):
     """Collectives over ``world_size`` ranks; rank 0 is the coordinator.

@@ -28,7 +28,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.protocol import to_serialize
 
 from ..backend import asarray, get_xp, to_numpy
-from .base import CollectiveError, PeerUnreachable, ReduceOp
+from .base import CollectiveError, PeerUnreachable, ReduceOp, Traffic
 
 logger = logging.getLogger("dgboost")
 
@@ -154,6 +154,7 @@ class DaskCommunicator:
         self._worker = worker
         self._mailbox: CollectivePlugin = worker.plugins[PLUGIN_NAME]
         self._calls = 0
+        self.traffic = Traffic()
 
     @property
     def rank(self) -> int:
@@ -225,10 +226,10 @@ class DaskCommunicator:
         senders = list(senders)
         receivers = list(range(self.world_size)) if receivers is None else list(receivers)
         host = to_numpy(array) if self.rank in senders else None
-        if self.rank in senders:
-            targets = [r for r in receivers if r != self.rank]
-            if targets:
-                self._send(targets, call, host, what)
+        targets = [r for r in receivers if r != self.rank] if self.rank in senders else []
+        self.traffic.add(host.nbytes * len(targets) if targets else 0)
+        if targets:
+            self._send(targets, call, host, what)
         if self.rank not in receivers:
             return []
         deadline = time.monotonic() + self.timeout

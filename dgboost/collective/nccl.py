@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from .base import CollectiveError, ReduceOp
+from .base import CollectiveError, ReduceOp, Traffic
 
 logger = logging.getLogger("dgboost")
 
@@ -114,6 +114,7 @@ class NcclCommunicator:
             self._comm = self._initialise(unique_id)
             self._token = hashlib.blake2b(unique_id.tobytes(), digest_size=_TOKEN_BYTES).digest()
         self._pending: collections.deque = collections.deque()
+        self.traffic = Traffic()  # the device collectives' (host arrays go through host, counted there)
         self._lock = threading.Lock()
         self._failure: str | None = None
         self._closed = threading.Event()
@@ -138,6 +139,8 @@ class NcclCommunicator:
             return self.host.allreduce(array, op)
         send = self._cupy.ascontiguousarray(array)
         out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
+        n = self.world_size
+        self.traffic.add(2 * (n - 1) / n * send.nbytes)  # a ring's reduce-scatter and all-gather
         self._enqueue("allreduce", lambda stream: self._comm.allReduce(
             send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops[op], stream))
         return out
@@ -149,6 +152,7 @@ class NcclCommunicator:
             raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
         send = self._cupy.ascontiguousarray(array)
         out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
+        self.traffic.add(send.nbytes)  # a ring: every rank but the last passes it on
         self._enqueue("broadcast", lambda stream: self._comm.broadcast(
             send.data.ptr, out.data.ptr, send.size, self._type(send), root, stream))
         return out
@@ -163,6 +167,7 @@ class NcclCommunicator:
         block = self._cupy.zeros((longest,) + array.shape[1:], dtype=array.dtype)
         block[:array.shape[0]] = array
         out = self._cupy.zeros((self.world_size,) + block.shape, dtype=array.dtype)
+        self.traffic.add((self.world_size - 1) * block.nbytes)  # a ring: each block passed on n - 1 times
         self._enqueue("allgather", lambda stream: self._comm.allGather(
             block.data.ptr, out.data.ptr, block.size, self._type(block), stream))
         return [out[rank, :n] for rank, n in enumerate(rows)]

@@ -197,8 +197,12 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             raise JobCancelled(reason)
         if tasks[0].status == "finished":  # the model is whole: the other ranks only close
             settle(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
-            booster, phases, notes = tasks[0].result(timeout=job.timeout)
+            booster, phases, notes, traffic = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
+            if traffic["calls"] and len(job.addresses) > 1:
+                rounds = max(1, job.options.num_boost_round)
+                logger.info("dgboost.dask: rank 0's collectives: %d calls, %.2f MiB sent, %.1f KiB a round",
+                            traffic["calls"], traffic["bytes_sent"] / 2**20, traffic["bytes_sent"] / 1024 / rounds)
             for note in notes:
                 logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
                                job.name, note)

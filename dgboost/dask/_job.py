@@ -45,8 +45,8 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     ``shard`` holds the bundles of this rank's rows, in global order, ``runs``
     their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
 
-    Returns (the Booster on rank 0, else None; seconds of each phase on this rank; rank 0's
-    notes of how the job ran, e.g. out of core).
+    Rank 0 returns (the Booster; seconds of each of its phases; its notes of how the job ran,
+    e.g. out of core; its collectives' traffic, ``_traffic``), the other ranks None.
     """
     from distributed import get_worker
 
@@ -135,7 +135,7 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
                             features=features, resume=job.resume)
         clock.lap("boosting")
-        return (booster, clock.seconds, notes.texts) if rank == 0 else (None, clock.seconds, [])
+        return (booster, clock.seconds, notes.texts, _traffic(host, comm)) if rank == 0 else None
     except CollectiveError:
         failed = True
         raise  # another rank failed first, or a wait timed out (the peers were told)
@@ -214,6 +214,13 @@ class _ClientLines:
 
     def flush(self) -> None:
         """Nothing to do: whole lines go out as they are written."""
+
+
+def _traffic(host, comm) -> dict:
+    """The rank's collectives: {"calls", "bytes_sent"} over its communicators (NCCL's device
+    calls and the host's; none for a one-worker job)."""
+    counted = [host.traffic] + ([comm.traffic] if comm is not host and hasattr(comm, "traffic") else [])
+    return {"calls": sum(t.calls for t in counted), "bytes_sent": sum(t.bytes_sent for t in counted)}
 
 
 class _Phases:
