@@ -168,13 +168,37 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
             run(args, client, X, y, 0)  # the job without rounds: data to workers, matrix, communicators
             build_seconds = time.perf_counter() - began
             began = time.perf_counter()
-            model = run(args, client, X, y, args.rounds)
+            with _WireLines() as wire:  # dgboost's client line of rank 0's collectives
+                model = run(args, client, X, y, args.rounds)
             seconds = time.perf_counter() - began
             record[system] = {"train_s": round(seconds, 3), "zero_rounds_s": round(build_seconds, 3),
                               "auc": _auc(system, model, X_test, y_test, args)}
+            if wire.kib_a_round is not None:
+                record[system]["wire_kib_a_round"] = wire.kib_a_round
         if args.out_of_core:
             record["out_of_core"] = _out_of_core(args, client, n, X, y, X_test, y_test)
     return record
+
+
+class _WireLines(logging.Handler):
+    """While entered: the KiB a round that dgboost's client logs of rank 0's collectives (the
+    bytes it sent, at verbosity 2), None without such a line (one worker)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.kib_a_round = None
+
+    def emit(self, record):
+        found = re.search(r"rank 0's collectives: .* ([\d.]+) KiB a round", record.getMessage())
+        if found:
+            self.kib_a_round = float(found[1])
+
+    def __enter__(self):
+        logging.getLogger("dgboost").addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger("dgboost").removeHandler(self)
 
 
 def _params(args) -> dict:
@@ -365,18 +389,22 @@ def _table(results) -> str:
     nccl = "; dgboost starts NCCL in every job" if config.get("fresh_nccl") else ""
     lines = [f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth "
              f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}", "",
-             "| workers | dgboost.dask | speed-up | AUC | xgboost.dask | speed-up | AUC | dgboost / xgboost |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| workers | dgboost.dask | speed-up | AUC | rank 0 sent a round | xgboost.dask | speed-up | AUC | "
+             "dgboost / xgboost |",
+             "|---|---|---|---|---|---|---|---|---|"]
     base = {s: results["runs"][0].get(s, {}).get("train_s") for s in ("dgboost", "xgboost")}
     for run in results["runs"]:
         cells = [str(run["workers"])]
         for system in ("dgboost", "xgboost"):
             got = run.get(system)
             if got is None:
-                cells += ["-", "-", "-"]
+                cells += ["-", "-", "-"] + (["-"] if system == "dgboost" else [])
                 continue
             speed_up = base[system] / got["train_s"] if base[system] else float("nan")
             cells += [f"{got['train_s']:.2f} s", f"{speed_up:.2f}x", f"{got['auc']:.4f}"]
+            if system == "dgboost":
+                wire = got.get("wire_kib_a_round")
+                cells.append("-" if wire is None else f"{wire:.1f} KiB")
         if run.get("dgboost") and run.get("xgboost"):
             cells.append(f"{run['dgboost']['train_s'] / run['xgboost']['train_s']:.2f}")
         else:
