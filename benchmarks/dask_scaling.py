@@ -168,30 +168,27 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
             run(args, client, X, y, 0)  # the job without rounds: data to workers, matrix, communicators
             build_seconds = time.perf_counter() - began
             began = time.perf_counter()
-            with _WireLines() as wire:  # dgboost's client line of rank 0's collectives
+            with ClientLines() as lines:
                 model = run(args, client, X, y, args.rounds)
             seconds = time.perf_counter() - began
             record[system] = {"train_s": round(seconds, 3), "zero_rounds_s": round(build_seconds, 3),
                               "auc": _auc(system, model, X_test, y_test, args)}
-            if wire.kib_a_round is not None:
-                record[system]["wire_kib_a_round"] = wire.kib_a_round
+            if _wire_kib_a_round(lines.lines) is not None:
+                record[system]["wire_kib_a_round"] = _wire_kib_a_round(lines.lines)
         if args.out_of_core:
             record["out_of_core"] = _out_of_core(args, client, n, X, y, X_test, y_test)
     return record
 
 
-class _WireLines(logging.Handler):
-    """While entered: the KiB a round that dgboost's client logs of rank 0's collectives (the
-    bytes it sent, at verbosity 2), None without such a line (one worker)."""
+class ClientLines(logging.Handler):
+    """While entered: dgboost's log lines in this (the client's) process, ``(time, message)``."""
 
     def __init__(self):
         super().__init__(logging.INFO)
-        self.kib_a_round = None
+        self.lines: list[tuple[float, str]] = []
 
     def emit(self, record):
-        found = re.search(r"rank 0's collectives: .* ([\d.]+) KiB a round", record.getMessage())
-        if found:
-            self.kib_a_round = float(found[1])
+        self.lines.append((record.created, record.getMessage()))
 
     def __enter__(self):
         logging.getLogger("dgboost").addHandler(self)
@@ -199,6 +196,13 @@ class _WireLines(logging.Handler):
 
     def __exit__(self, *exc):
         logging.getLogger("dgboost").removeHandler(self)
+
+
+def _wire_kib_a_round(lines) -> float | None:
+    """The KiB a round dgboost's client logs of rank 0's collectives (the bytes it sent, at
+    verbosity 2); None without such a line (one worker)."""
+    found = [re.search(r"rank 0's collectives: .* ([\d.]+) KiB a round", line) for _, line in lines]
+    return next((float(f[1]) for f in found if f), None)
 
 
 def _params(args) -> dict:

@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dask_scaling import _N_FEATURES, _data, _environment  # noqa: E402  (the same data, generated on the workers)
+from dask_scaling import _N_FEATURES, ClientLines, _data, _environment  # noqa: E402  (the same data, generated on the workers)
 
 
 
@@ -51,15 +51,6 @@ class KillAfter(TrainingCallback):
             open(self.marker, "w").close()
             os.kill(self.pid, signal.SIGKILL)
         return False
-
-
-class _Lines(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines: list[tuple[float, str]] = []  # (wall time, message)
-
-    def emit(self, record):
-        self.lines.append((record.created, record.getMessage()))
 
 
 def _log_to_stderr() -> None:
@@ -90,14 +81,13 @@ def main(argv=None) -> int:
 
     import dgboost.dask
 
-    lines = _Lines()
-    logging.getLogger("dgboost").addHandler(lines)
     logging.getLogger("dgboost").setLevel(logging.INFO)
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
               "verbosity": 2}  # the client's info lines: the restart's steps, with their times
     kwargs = {} if args.device == "cuda" else {"threads_per_worker": max(1, (os.cpu_count() or 1) // args.workers)}
     record: dict = {}
-    with dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, Client(cluster) as client:
+    with ClientLines() as lines, dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, \
+            Client(cluster) as client:
         client.wait_for_workers(args.workers)
         X, y = _data(args, client)
 

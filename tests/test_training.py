@@ -416,6 +416,20 @@ print(numba.threading_layer(), len(models), len(set(models.values())))
     assert result.stdout.split() == [layer, "3", "1"]
 
 
+#: A test script's lines: a child forked now trains on its parent's X and y with the script's
+#: ``{params}`` for 3 rounds; ``forked`` is its model, ``process`` the child.
+_FORKED_CHILD_TRAINS = """
+def child(queue):
+    queue.put(dgboost.train({params}, X, y, num_boost_round=3).save_raw())
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+process = context.Process(target=child, args=(queue,))
+process.start()
+forked = queue.get(timeout=300)
+process.join(60)
+"""
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked child is POSIX's")
 def test_a_cold_cache_trains_on_host_threads_while_the_drivers_compile_then_on_the_drivers(tmp_path):
     """With numba's cache empty, a parallel kernel's runs go on the host's threads while its
@@ -438,14 +452,8 @@ def counted(driver, arguments):  # a kernel's runs: on the host's threads (None)
 drivers.Driver.ready = counted
 first = dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw()
 on_host = calls["host"]
-def child(queue):
-    queue.put(dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw())
-context = multiprocessing.get_context("fork")
-queue = context.Queue()
-process = context.Process(target=child, args=(queue,))
-process.start()
-forked = queue.get(timeout=300)
-process.join(60)
+threaded = {**params, "nthread": 2}
+""" + _FORKED_CHILD_TRAINS.format(params="threaded") + """
 assert drivers.background_compiles_done(timeout=300)
 calls.update(host=0, driver=0)
 later = dgboost.train({**params, "nthread": 2}, X, y, num_boost_round=3).save_raw()
@@ -472,15 +480,8 @@ from dgboost.datasets import make_higgs_like
 X, y = make_higgs_like(70_000, seed=0)
 params = {"objective": "binary:logistic", "max_depth": 4, "nthread": 2}
 parent = dgboost.train(params, X, y, num_boost_round=3).save_raw()
-def child(queue):
-    queue.put(dgboost.train(params, X, y, num_boost_round=3).save_raw())
-context = multiprocessing.get_context("fork")
-queue = context.Queue()
-process = context.Process(target=child, args=(queue,))
-process.start()
-model = queue.get(timeout=120)
-process.join(60)
-print(process.exitcode, model == parent)
+""" + _FORKED_CHILD_TRAINS.format(params="params") + """
+print(process.exitcode, forked == parent)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "NUMBA_THREADING_LAYER": layer})

@@ -69,3 +69,5 @@ class Communicator(Protocol):
 
     def abort(self, reason: str) -> None:
         """Tear the group down so that no rank waits forever on a failed peer."""
+
+    traffic: Traffic  # this rank's collectives so far

@@ -219,7 +219,7 @@ class _ClientLines:
 def _traffic(host, comm) -> dict:
     """The rank's collectives: {"calls", "bytes_sent"} over its communicators (NCCL's device
     calls and the host's; none for a one-worker job)."""
-    counted = [host.traffic] + ([comm.traffic] if comm is not host and hasattr(comm, "traffic") else [])
+    counted = [host.traffic] + ([comm.traffic] if comm is not host else [])
     return {"calls": sum(t.calls for t in counted), "bytes_sent": sum(t.bytes_sent for t in counted)}
 
 
