@@ -146,7 +146,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     eval_qid, eval_group : lists, one entry an eval set, optional
         The eval sets' queries, as ``qid`` and ``group``.
     label_lower_bound, label_upper_bound : arrays (n_rows,), optional
-        survival:aft's bounds of each row's event time (XGBoost's names), in place of ``y``;
+        survival:aft's bounds of each row's event time (XGBoost's names), in place of ``y`` (pass None);
         ``y`` of shape (n_rows, 2) holds them as its columns too.
 
     Returns
@@ -157,9 +157,13 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
                             init_model=init_model)
     params = options.params
-    if y is None and label_lower_bound is not None and label_upper_bound is not None:
-        y = np.stack([np.asarray(to_numpy(label_lower_bound), np.float64).reshape(-1),
-                      np.asarray(to_numpy(label_upper_bound), np.float64).reshape(-1)], axis=1)
+    bounds = check_bounds(y, label_lower_bound, label_upper_bound, params)
+    if bounds:
+        lower, upper = (np.asarray(to_numpy(bound), np.float64).reshape(-1) for bound in bounds)
+        if lower.shape != upper.shape:
+            raise ValueError(f"label_lower_bound has {lower.shape[0]} values and label_upper_bound "
+                             f"{upper.shape[0]}: pass one of each a row of X")
+        y = np.stack([lower, upper], axis=1)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     params = params.with_targets(target_columns(y, params))
@@ -169,7 +173,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
                          "targets: continue it on labels of as many columns")
     objective = make_objective(params)
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
-                               group=group)
+                               group=group, label_name=BOUNDS if bounds else "y")
     resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
     eval_sets = _eval_sets(evals, X, y, training, params, objective, aligned_list(eval_qid, evals, "eval_qid"),
@@ -546,20 +550,42 @@ def eval_entries(evals):
 
 
 def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=None, base_margin=None,
-                    where: str = "", **kwargs) -> Dataset:
+                    where: str = "", label_name: str = "y", **kwargs) -> Dataset:
     """The checks every training input passes, here and on a Dask worker for its partition:
     ``data.make_dataset`` (``kwargs``: its ``allow_empty``, ``shard``), then the objective's
-    rule for labels."""
+    rule for labels. ``label_name``: what errors call ``y`` (``BOUNDS`` where the user gave them)."""
     data = make_dataset(X, y, weight=weight, base_margin=base_margin, missing=params.missing,
                         enable_categorical=params.enable_categorical, n_outputs=objective.n_outputs,
                         label_columns=objective.label_columns, label_bounds=objective.label_bounds, where=where,
-                        **kwargs)
+                        label_name=label_name, **kwargs)
     if data.label is not None:
-        objective.check_labels(data.label, f"{where}y")
+        objective.check_labels(data.label, f"{where}{label_name}")
     check_groups(params, data.group is not None, where)
     if data.label is not None:
-        check_metric_labels(params, data.label, f"{where}y")
+        check_metric_labels(params, data.label, f"{where}{label_name}")
     return data
+
+
+#: What errors call survival:aft's labels given as XGBoost's two bounds rather than as y's columns.
+BOUNDS = "label_lower_bound/label_upper_bound"
+
+
+def check_bounds(y, label_lower_bound, label_upper_bound, params: TrainParams) -> tuple:
+    """survival:aft's bounds given in place of ``y`` (XGBoost's names): ``(lower, upper)``, or
+    ``()`` where none is given. Raises where only one is, or ``y`` too, or another objective."""
+    if label_lower_bound is None and label_upper_bound is None:
+        return ()
+    if label_lower_bound is None or label_upper_bound is None:
+        given, missing = (("label_lower_bound", "label_upper_bound") if label_upper_bound is None
+                          else ("label_upper_bound", "label_lower_bound"))
+        raise ValueError(f"{given} was given without {missing}: pass both (an upper bound of inf for a "
+                         "right-censored row, a lower bound of 0 for a left-censored one)")
+    if y is not None:
+        raise ValueError(f"pass y or {BOUNDS}, not both: y=None with the bounds (or y of two columns, "
+                         "[lower, upper], without them)")
+    if params.objective != "survival:aft":
+        raise ValueError(f"{BOUNDS} are survival:aft's labels; objective={params.objective!r} takes y")
+    return label_lower_bound, label_upper_bound
 
 
 def check_metric_labels(params: TrainParams, label, name: str) -> None:

@@ -738,10 +738,14 @@ def test_plan_query_shards_never_splits_a_query():
     assert sum(sizes) == 30 and sorted(sizes) == [13, 17]  # 13 is the query start nearest 15
 
 
-@pytest.mark.parametrize("method", ["topk", "mean"])
-def test_ranking_model_is_byte_identical_on_any_workers(client, method, tmp_path):
+@pytest.mark.parametrize("objective, method, metric", [("rank:ndcg", "topk", "ndcg@5"), ("rank:ndcg", "mean", "ndcg@5"),
+                                                       ("rank:pairwise", "mean", "ndcg@5-"),
+                                                       ("rank:map", "topk", ["map@5", "pre@3"])])
+def test_ranking_model_is_byte_identical_on_any_workers(client, objective, method, metric, tmp_path):
     X, y, qid = _ranking_data()
-    params = {"objective": "rank:ndcg", "max_depth": 4, "lambdarank_pair_method": method, "eval_metric": "ndcg@5"}
+    if objective == "rank:map":
+        y = (y > 1).astype(np.float32)  # map and pre take relevant or not
+    params = {"objective": objective, "max_depth": 4, "lambdarank_pair_method": method, "eval_metric": metric}
     local = dgboost.train(params, X, y, qid=qid, num_boost_round=6, evals=[(X, y, "t")], eval_qid=[qid])
     chunks = (700, 900, 400, 1000)
     dX, dy, dq = (da.from_array(a, chunks=(chunks,) + a.shape[1:]) for a in (X, y, qid))
@@ -752,6 +756,18 @@ def test_ranking_model_is_byte_identical_on_any_workers(client, method, tmp_path
                                evals=[(dX, dy, "train"), (eX, ey, "t")], eval_qid=[dq, eq])
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
     assert model.evals_result()["t"] == local.evals_result()["t"] == model.evals_result()["train"]
+
+
+def test_the_client_reports_how_uneven_query_boundaries_leave_the_shares(client3, caplog):
+    X, y, qid = _ranking_data()
+    dX, dy, dq = (da.from_array(a, chunks=(1000,) + a.shape[1:]) for a in (X, y, qid))
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        dgboost.dask.train(client3, {"objective": "rank:ndcg", "max_depth": 2, "verbosity": 2}, dX, dy, qid=dq,
+                           num_boost_round=1)
+    found = re.findall(r"shares cut at query boundaries: the largest ([0-9.]+) of an equal share", caplog.text)
+    assert len(found) == 1
+    largest_query = np.unique(qid, return_counts=True)[1].max()
+    assert 1.0 <= float(found[0]) <= 1 + largest_query / (N_ROWS / 3)
 
 
 def test_ranker_estimator_and_bad_query_order(client3, tmp_path):
@@ -817,6 +833,85 @@ def test_query_weights_are_checked_across_partitions(client3):
         dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=dq, sample_weight=dw, num_boost_round=1)
     with pytest.raises(ValueError, match="differs within a query"):
         dgboost.train({"objective": "rank:ndcg"}, X, y, qid=qid, sample_weight=weight, num_boost_round=1)
+
+
+# Each of XGBoost's other objectives, weighted, with its metrics (several targets for one).
+OBJECTIVES = {
+    "reg:absoluteerror": {"eval_metric": ["mae", "mape"]},
+    "reg:quantileerror": {"quantile_alpha": [0.2, 0.8], "eval_metric": "quantile"},
+    "reg:squaredlogerror": {"eval_metric": ["rmsle", "mphe"]},
+    "reg:gamma": {"eval_metric": ["gamma-nloglik", "gamma-deviance"]},
+    "reg:tweedie": {"tweedie_variance_power": 1.3},  # its metric: tweedie-nloglik@1.3
+    "binary:hinge": {"eval_metric": ["error", "aucpr"]},
+    "count:poisson": {"eval_metric": "poisson-nloglik"},
+}
+
+
+@pytest.mark.parametrize("objective", [*OBJECTIVES, "reg:gamma/2 targets"])
+def test_every_objective_is_byte_identical_on_any_workers(client, data, objective, tmp_path):
+    X, y, weight = data
+    name, _, targets = objective.partition("/")
+    positive = np.exp(np.nan_to_num(X[:, 0]) * 0.5 + y).astype(np.float32)  # > 0 for gamma and the rest
+    label = y if name == "binary:hinge" else positive
+    if targets:
+        label = np.stack([positive, np.exp(np.nan_to_num(X[:, 1]) * 0.3).astype(np.float32)], axis=1)
+    params = {"objective": name, "max_depth": 3, **OBJECTIVES[name]}
+    local = dgboost.train(params, X, label, sample_weight=weight, num_boost_round=4, evals=[(X, label, "t")])
+    chunks = CHUNKINGS["uneven"]
+    dX, dw = da.from_array(X, chunks=(chunks, 6)), da.from_array(weight, chunks=(chunks,))
+    dy = da.from_array(label, chunks=(chunks,) + label.shape[1:])
+    model = dgboost.dask.train(client, params, dX, dy, sample_weight=dw, num_boost_round=4, evals=[(dX, dy, "t")])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    assert model.evals_result() == local.evals_result()
+    assert all(np.isfinite(values).all() for values in local.evals_result()["t"].values())
+
+
+def test_labels_an_objective_refuses_fail_the_job_clearly(client3, data):
+    """Label values are not in a collection's metadata: the ranks check them before their first round."""
+    X, y, _ = data
+    dX = da.from_array(X, chunks=(1000, 6))
+    for objective in ("reg:gamma", "reg:tweedie"):
+        refused = rf"y has -0\.5 at row 0 \(partition 0, its row 0\): labels must .*{objective}"
+        with pytest.raises(ValueError, match=refused):
+            dgboost.dask.train(client3, {"objective": objective}, dX, da.from_array(y - 0.5, chunks=1000))
+        no_task_left(client3)
+
+
+def test_survival_bounds_as_xgboosts_keywords(client3, tmp_path):
+    """label_lower_bound / label_upper_bound (xgboost.dask's DaskDMatrix names) in place of y, as
+    1-D arrays or Series; the model of dgboost.train's; errors name them."""
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((N_ROWS, 5)).astype(np.float32)
+    lower = np.exp(0.5 * X[:, 0] + 0.5 * rng.standard_normal(N_ROWS)).astype(np.float32)
+    upper = np.where(rng.random(N_ROWS) < 0.3, np.inf, lower).astype(np.float32)
+    params = {"objective": "survival:aft", "max_depth": 3}
+    local = dgboost.train(params, X, None, label_lower_bound=lower, label_upper_bound=upper, num_boost_round=3)
+    dX = da.from_array(X, chunks=(700, 5))
+    bounds = {"label_lower_bound": da.from_array(lower, chunks=700), "label_upper_bound": da.from_array(upper, chunks=700)}
+    model = dgboost.dask.train(client3, params, dX, None, num_boost_round=3, **bounds)
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    series = {name: dd.from_pandas(pd.Series(b), npartitions=3) for name, b in (("label_lower_bound", lower),
+                                                                                 ("label_upper_bound", upper))}
+    model = dgboost.dask.train(client3, params, frame, None, num_boost_round=3, **series)
+    np.testing.assert_array_equal(model.predict(X), local.predict(X))
+    crossed = upper.copy()
+    crossed[1234] = lower[1234] - 0.5
+    with pytest.raises(ValueError, match=r"label_lower_bound/label_upper_bound holds \[.*\] at row 1234 .*"
+                                         "must be >= its lower bound"):
+        dgboost.dask.train(client3, params, dX, None, label_lower_bound=bounds["label_lower_bound"],
+                           label_upper_bound=da.from_array(crossed, chunks=700))
+    with pytest.raises(ValueError, match="label_lower_bound was given without label_upper_bound"):
+        dgboost.dask.train(client3, params, dX, None, label_lower_bound=bounds["label_lower_bound"])
+    with pytest.raises(ValueError, match="not both"):
+        dgboost.dask.train(client3, params, dX, bounds["label_lower_bound"], **bounds)
+    with pytest.raises(TypeError, match="must both be 1-D dask arrays or both dask Series"):
+        dgboost.dask.train(client3, params, frame, None, label_lower_bound=da.from_array(lower, chunks=1000),
+                           label_upper_bound=series["label_upper_bound"])
+    with pytest.raises(ValueError, match="survival:aft's labels"):
+        dgboost.dask.train(client3, {"objective": "reg:gamma"}, dX, None, **bounds)
 
 
 def test_survival_ties_and_empty_eval_shards_on_any_workers(client, tmp_path):

@@ -110,6 +110,54 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
                                cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
 
 
+# XGBoost's other objectives on GPUs: queries cut whole at worker boundaries, survival's
+# row-order and all-rows reductions, the quantiles' several outputs and the majorised losses.
+OBJECTIVES = {
+    "rank:ndcg": {"lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": 2, "eval_metric": "ndcg@5"},
+    "rank:map": {"eval_metric": ["map@5", "pre@3"]},
+    "survival:cox": {},
+    "survival:aft": {"aft_loss_distribution": "logistic", "eval_metric": ["aft-nloglik",
+                                                                          "interval-regression-accuracy"]},
+    "reg:quantileerror": {"quantile_alpha": [0.2, 0.8]},
+    "reg:absoluteerror": {"eval_metric": ["mae", "mape"]},
+}
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_every_objective_is_byte_identical_to_one_gpu(cuda_client, data, objective, tmp_path):
+    import cupy
+
+    X, y, _ = data
+    rng = np.random.default_rng(3)
+    score = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1] * X[:, 2])
+    time = np.exp(0.5 * score + 0.3 * rng.standard_normal(N_ROWS)).astype(np.float32)
+    qid = None
+    if objective.startswith("rank:"):
+        sizes = rng.integers(1, 300, N_ROWS)  # uneven queries, some over a partition's edge
+        sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), N_ROWS)) + 1]
+        sizes[-1] -= int(sizes.sum()) - N_ROWS
+        qid = np.repeat(np.arange(sizes.shape[0]), sizes)
+        y = np.clip(np.round(score + 1), 0, 4) if objective == "rank:ndcg" else (score > 0.5)
+    elif objective == "survival:cox":
+        y = np.where(rng.random(N_ROWS) < 0.3, -time, time)
+    elif objective == "survival:aft":
+        y = np.stack([time, np.where(rng.random(N_ROWS) < 0.3, np.inf, time)], axis=1)
+    else:
+        y = time
+    y = y.astype(np.float32)
+    params = dict(OBJECTIVES[objective], objective=objective, max_depth=5, device="cuda")
+    queries = {} if qid is None else {"qid": qid, "eval_qid": [qid]}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=5,
+                             evals=[(cupy.asarray(X), cupy.asarray(y), "t")], **queries)
+    chunks = (1, 9000, 4999, 6000)
+    dX = da.from_array(X, chunks=(chunks, 12)).map_blocks(cupy.asarray)
+    dy = da.from_array(y, chunks=(chunks,) + y.shape[1:]).map_blocks(cupy.asarray)
+    queries = {} if qid is None else {"qid": (dq := da.from_array(qid, chunks=chunks)), "eval_qid": [dq]}
+    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=5, evals=[(dX, dy, "t")], **queries)
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+    assert got.evals_result() == expected.evals_result()
+
+
 @pytest.mark.parametrize("extra", [{}, {"subsample": 0.1, "sampling_method": "gradient_based"}],
                          ids=["every-row", "gradient-based"])
 def test_out_of_core_workers_train_the_in_core_model_of_one_gpu(cuda_client, data, extra, tmp_path, caplog):

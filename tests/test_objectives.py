@@ -150,6 +150,8 @@ def test_metrics_are_xgboosts(rows, name, objective, extra):
     ({"objective": "binary:hinge"}, [1.0, 0.5, 0.0], "0 or 1"),
     ({"objective": "reg:quantileerror"}, [1.0, 2.0, 3.0], "needs quantile_alpha"),
     ({"objective": "reg:quantileerror", "quantile_alpha": 1.0}, [1.0, 2.0, 3.0], "in \\(0, 1\\)"),
+    ({"objective": "reg:quantileerror", "quantile_alpha": 0.0}, [1.0, 2.0, 3.0], "quantile_alpha=0.0 must be .* in"),
+    ({"objective": "reg:quantileerror", "quantile_alpha": [-0.1, 0.5]}, [1.0, 2.0, 3.0], "quantile_alpha\\[0\\]=-0.1"),
     ({"objective": "reg:quantileerror", "quantile_alpha": [0.5, 0.1]}, [1.0, 2.0, 3.0], "ascending"),
     ({"objective": "reg:squarederror", "quantile_alpha": 0.5}, [1.0, 2.0, 3.0], "only for"),
     ({"objective": "reg:tweedie", "tweedie_variance_power": 2.0}, [1.0, 2.0, 3.0], "out of range"),
@@ -168,11 +170,37 @@ def test_bad_labels_and_params_are_refused_before_any_work(params, labels, match
 @pytest.mark.parametrize("objective, extra", CASES)
 def test_gpu_models_are_the_cpus(rows, objective, extra):
     X, labels, weight = rows
-    params = {"objective": objective, "max_depth": 4, **extra}
-    on_cpu = dgboost.train(params, X, labels[objective], sample_weight=weight, num_boost_round=10)
-    on_gpu = dgboost.train({**params, "device": "cuda"}, X, labels[objective], sample_weight=weight,
-                           num_boost_round=10)
+    y = labels[objective]
+    params = {"objective": objective, "max_depth": 4, "eval_metric": GPU_METRICS[objective], **extra}
+    evals = [(X, y, "t")]  # the metrics on the device too
+    on_cpu = dgboost.train(params, X, y, sample_weight=weight, num_boost_round=10, evals=evals)
+    on_gpu = dgboost.train({**params, "device": "cuda"}, X, y, sample_weight=weight, num_boost_round=10, evals=evals)
     np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5, atol=1e-5)
+    for name, curve in on_cpu.evals_result()["t"].items():
+        np.testing.assert_allclose(on_gpu.evals_result()["t"][name], curve, rtol=1e-5, err_msg=name)
+
+
+#: The metrics each objective's GPU test computes on the device beside the CPU's.
+GPU_METRICS = {
+    "reg:squaredlogerror": ["rmsle", "mape", "mphe"], "reg:gamma": ["gamma-nloglik", "gamma-deviance"],
+    "reg:tweedie": ["tweedie-nloglik@1.3", "rmse"], "binary:hinge": ["error", "aucpr", "auc"],
+    "reg:absoluteerror": ["mae", "rmse"], "reg:quantileerror": ["quantile"],
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("objective", ["reg:gamma", "reg:absoluteerror"])
+def test_gpu_several_targets_are_the_cpus(rows, objective):
+    X, labels, weight = rows
+    Y = np.stack([labels[objective], labels[objective][::-1]], axis=1)
+    params = {"objective": objective, "max_depth": 4}
+    on_cpu = dgboost.train(params, X, Y, sample_weight=weight, num_boost_round=6, evals=[(X, Y, "t")])
+    on_gpu = dgboost.train({**params, "device": "cuda"}, X, Y, sample_weight=weight, num_boost_round=6,
+                           evals=[(X, Y, "t")])
+    assert on_gpu.predict(X).shape == (X.shape[0], 2)
+    np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5, atol=1e-5)
+    (name, curve), = on_cpu.evals_result()["t"].items()
+    np.testing.assert_allclose(on_gpu.evals_result()["t"][name], curve, rtol=1e-5)
 
 
 # ---- survival ---------------------------------------------------------------------------------
@@ -246,14 +274,39 @@ def test_bad_survival_bounds_are_refused(bounds, match):
         dgboost.train({"objective": "survival:aft"}, X, y, num_boost_round=1)
 
 
+@pytest.mark.parametrize("params, y, bounds, match", [
+    ({}, None, ([1.0, 2.0, 3.0], [1.0, 2.0, 2.5]),
+     r"label_lower_bound/label_upper_bound holds \[3.0, 2.5\] at row 2: .* upper bound must be >= its lower"),
+    ({}, None, ([1.0, 2.0, 3.0], None), "label_lower_bound was given without label_upper_bound: pass both"),
+    ({}, None, (None, [1.0, 2.0, 3.0]), "label_upper_bound was given without label_lower_bound"),
+    ({}, [1.0, 2.0, 3.0], ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), "pass y or label_lower_bound/label_upper_bound, not both"),
+    ({}, None, ([1.0, 2.0, 3.0], [1.0, 2.0]), "label_lower_bound has 3 values and label_upper_bound 2"),
+    ({"objective": "reg:gamma"}, None, ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), "survival:aft's labels; objective='reg:gamma'"),
+])
+def test_bad_bound_keywords_are_refused(params, y, bounds, match):
+    X = np.zeros((3, 2), np.float32)
+    lower, upper = (None if b is None else np.array(b, np.float32) for b in bounds)
+    with pytest.raises(ValueError, match=match):
+        dgboost.train({"objective": "survival:aft", **params}, X, y, label_lower_bound=lower, label_upper_bound=upper,
+                      num_boost_round=1)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("objective", ["survival:aft", "survival:cox"])
-def test_gpu_survival_is_the_cpus(survival, objective):
+@pytest.mark.parametrize("objective, extra", [
+    ("survival:aft", {}), ("survival:cox", {}),
+    ("survival:aft", {"aft_loss_distribution": "logistic", "aft_loss_distribution_scale": 0.7}),
+    ("survival:aft", {"aft_loss_distribution": "extreme", "aft_loss_distribution_scale": 1.5}),
+])
+def test_gpu_survival_is_the_cpus(survival, objective, extra):
     X, lower, upper, cox = survival
     y = np.stack([lower, upper], 1) if objective == "survival:aft" else cox
-    on_cpu = dgboost.train({"objective": objective, "max_depth": 4}, X, y, num_boost_round=10)
-    on_gpu = dgboost.train({"objective": objective, "max_depth": 4, "device": "cuda"}, X, y, num_boost_round=10)
+    metrics = ["aft-nloglik", "interval-regression-accuracy"] if objective == "survival:aft" else ["cox-nloglik"]
+    params = {"objective": objective, "max_depth": 4, "eval_metric": metrics, **extra}
+    on_cpu = dgboost.train(params, X, y, num_boost_round=10, evals=[(X, y, "t")])
+    on_gpu = dgboost.train({**params, "device": "cuda"}, X, y, num_boost_round=10, evals=[(X, y, "t")])
     np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5)
+    for name, curve in on_cpu.evals_result()["t"].items():
+        np.testing.assert_allclose(on_gpu.evals_result()["t"][name], curve, rtol=1e-5, err_msg=name)
 
 
 # ---- several targets ---------------------------------------------------------------------------

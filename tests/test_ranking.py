@@ -56,19 +56,22 @@ def test_topk_trees_are_xgboosts(ranking, objective, extra):
     np.testing.assert_allclose(ours.predict(X), expected, atol=2e-6 * max(1.0, np.abs(expected).max()))
 
 
-def test_mean_pairs_rank_as_well_as_xgboosts(ranking):
-    """'mean' draws its pairs (XGBoost's draws are its own): the same quality, not the same trees."""
-    X, y, qid = ranking
-    params = {"objective": "rank:ndcg", "max_depth": 4, "lambdarank_pair_method": "mean",
-              "lambdarank_num_pair_per_sample": 4}
-    half = int(np.searchsorted(qid, qid[len(qid) // 2]))
-    train, test = slice(0, half), slice(half, None)
-    ours = dgboost.train(params, X[train], y[train], qid=qid[train], num_boost_round=30)
-    theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X[train], y[train], qid=qid[train]), 30)
+def test_mean_pairs_rank_as_well_as_xgboosts():
+    """'mean' draws its pairs (XGBoost's draws are its own): the same quality, not the same trees.
+    NDCG@10 on other queries within the issue's 0.005 of XGBoost's, dgboost's averaged over three
+    seeds (on a set of this size one seed's draws move it by about 0.005 either way)."""
+    from dgboost.datasets import make_ranking_like
+
+    X, y, qid = make_ranking_like(20000, seed=1)
+    X_test, y_test, qid_test = make_ranking_like(20000, seed=2)
+    params = {"objective": "rank:ndcg", "max_depth": 4, "lambdarank_pair_method": "mean"}
     metric = make_metric("ndcg@10", TrainParams.from_dict({"objective": "rank:ndcg"}))
-    group = query_groups(qid[test], None, len(qid[test]))
-    score = lambda p: metric(y[test], p.astype(np.float32), None, LocalCommunicator(), group)  # noqa: E731
-    assert score(ours.predict(X[test])) == pytest.approx(score(theirs.predict(xgb.DMatrix(X[test]))), abs=0.01)
+    group = query_groups(qid_test, None, len(qid_test))
+    score = lambda p: metric(y_test, p.astype(np.float32), None, LocalCommunicator(), group)  # noqa: E731
+    ours = [score(dgboost.train({**params, "seed": seed}, X, y, qid=qid, num_boost_round=30).predict(X_test))
+            for seed in range(3)]
+    theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y, qid=qid), 30)
+    assert np.mean(ours) == pytest.approx(score(theirs.predict(xgb.DMatrix(X_test))), abs=0.005)
 
 
 @pytest.mark.parametrize("name", ["ndcg@5", "ndcg@10-", "ndcg", "map@5", "map-", "pre@3", "pre@10"])
@@ -169,6 +172,20 @@ def test_ranker_estimator_and_export(ranking, tmp_path):
     np.testing.assert_allclose(exported.predict(xgb.DMatrix(X)), scores, atol=1e-5)
 
 
+@pytest.mark.parametrize("objective", ["rank:pairwise", "rank:map"])
+def test_other_ranking_objectives_export(ranking, objective, tmp_path):
+    X, y, qid = ranking
+    if objective == "rank:map":
+        y = (y > 1).astype(np.float32)
+    model = dgboost.train({"objective": objective, "max_depth": 4}, X, y, qid=qid, num_boost_round=5)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    exported = xgb.Booster()
+    exported.load_model(path)
+    assert exported.save_config().count(f'"name":"{objective}"') == 1
+    np.testing.assert_allclose(exported.predict(xgb.DMatrix(X)), model.predict(X), atol=1e-5)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y), "pass qid"),
     (lambda X, y, q: dgboost.train({}, X, y, qid=q), "only ranking objectives"),
@@ -177,6 +194,7 @@ def test_ranker_estimator_and_export(ranking, tmp_path):
      "qid is not sorted"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y + 0.5, qid=q), "integers in \\[0, 31\\]"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y + 40, qid=q), "ndcg_exp_gain=False"),
+    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y - 1, qid=q), "has -1.0 at row .*integers in"),
     (lambda X, y, q: dgboost.train({"objective": "rank:map"}, X, y, qid=q), "0 or 1"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "map@5"}, X, y, qid=q), "labels 0 or 1"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, group=[len(y)]*2), "add up to"),
@@ -317,7 +335,7 @@ def test_cuda_ranking_kernels_equal_their_twins(ties):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("objective, extra", [("rank:ndcg", {}), ("rank:map", {}),
+@pytest.mark.parametrize("objective, extra", [("rank:ndcg", {}), ("rank:map", {}), ("rank:pairwise", {}),
                                               ("rank:ndcg", {"lambdarank_pair_method": "mean"}),
                                               ("rank:ndcg", {"lambdarank_unbiased": True})])
 def test_gpu_ranking_model_is_the_cpus(ranking, objective, extra):

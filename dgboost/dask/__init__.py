@@ -48,7 +48,7 @@ from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
-from ..training import Options, aligned_list, check_groups, eval_entries
+from ..training import BOUNDS, Options, aligned_list, check_bounds, check_groups, eval_entries
 from . import _shards
 from ._attempts import _Attempts
 from ._job import ATTEMPT_PREFIX, JobSpec
@@ -89,7 +89,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
            base_margin=None, early_stopping_rounds: int | None = None, callbacks=None,
            verbose_eval: bool | int = False, init_model=None, feature_weights=None, qid=None,
            eval_qid=None, max_restarts: int = DEFAULT_MAX_RESTARTS, name: str | None = None,
-           priority: int = 0) -> "TrainingJob":
+           priority: int = 0, label_lower_bound=None, label_upper_bound=None) -> "TrainingJob":
     """Submit a training job to the workers of a Dask cluster; returns at once.
 
     The job is checked here (params, the collections' metadata: bad input raises now), then
@@ -121,6 +121,9 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         are cut only where a query starts, so no query is split (the log says how even
         that leaves them); a query may span partitions.
     eval_qid : list, one dask collection an eval set (None for the training set), optional
+    label_lower_bound, label_upper_bound : dask collections with X's row partitioning, optional
+        survival:aft's bounds of each row's event time (XGBoost's names), in place of ``y``
+        (pass ``y=None``); a ``y`` of two columns holds them too.
     max_restarts : int
         How many times the job may resume on the workers left when a worker is lost (it died or
         left) or a rank's connection or NCCL fails: it goes on from its last finished round, on
@@ -143,9 +146,15 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     client = _client(client)
     categorical = options.params.enable_categorical
     _shards.check_collection(X, "X", features=True, enable_categorical=categorical)
+    bounds = check_bounds(y, label_lower_bound, label_upper_bound, options.params)
+    for what, bound in zip(("label_lower_bound", "label_upper_bound"), bounds):
+        _shards.check_collection(bound, what, features=False, like=X)
+    if bounds:
+        y = _shards.side_by_side(*bounds, ("label_lower_bound", "label_upper_bound"))
+    label_name = BOUNDS if bounds else "y"
     if y is None:
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
-    _shards.check_collection(y, "y", features=False, like=X)
+    _shards.check_collection(y, label_name, features=False, like=X)
     options = dataclasses.replace(options, params=options.params.with_targets(_target_columns(y, options.params)))
     for what, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
         if value is not None:
@@ -181,7 +190,8 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         started = time.perf_counter()
         with _Futures(client) as futures:
             job._hold(futures)
-            rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid)
+            rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid,
+                         label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:
                 raise ValueError("X has no rows: training needs at least one")
             evals = [None if is_training else

@@ -38,8 +38,9 @@ class _Rows:
     by_query: bool
 
 
-def _rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None) -> _Rows:
-    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, what, categories, qid))
+def _rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
+          label_name: str = "y") -> _Rows:
+    bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, what, categories, qid, label_name))
     return _Rows(bundles, _summaries(client, bundles), qid is not None)
 
 
@@ -150,7 +151,8 @@ class _Futures:
         self.held.clear()
 
 
-def _bundles(client, params, X, y, weight, base_margin, what: str, categories=None, qid=None) -> list:
+def _bundles(client, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
+             label_name: str = "y") -> list:
     """One future per row partition: its X, y, weight, base_margin and qid, validated where the
     partition is (a Dataset, or the partition's bad input: see ``_summaries``).
 
@@ -159,7 +161,8 @@ def _bundles(client, params, X, y, weight, base_margin, what: str, categories=No
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin, qid)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
-    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, q, i, what, params, categories)
+    bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, q, i, what, params, categories,
+                                                             label_name)
                for i, (x, yy, w, m, q) in enumerate(zip(*parts))]
     return client.compute(bundles)
 

@@ -264,6 +264,29 @@ def _check_same_partitions(value, name: str, like) -> None:
                              f"use {name}.rechunk({{0: X.chunks[0]}})")
 
 
+def side_by_side(first, second, names: tuple[str, str]):
+    """Two per-row collections of X's partitioning (survival:aft's bounds) as one of two
+    columns, partition by partition: 1-D dask arrays stacked, or dask Series as a frame."""
+    if is_dask_array(first) and is_dask_array(second):
+        for name, value in zip(names, (first, second)):
+            if value.ndim != 1:
+                raise ValueError(f"{name} must be a 1-D dask array (one bound a row), got {value.ndim} dimensions")
+        import dask.array as da
+
+        return da.stack([first, second], axis=1).rechunk({1: -1})
+    if is_dask_frame(first) and is_dask_frame(second) and not (_is_frame(first) or _is_frame(second)):
+        import dask.dataframe as dd
+
+        return dd.map_partitions(_as_columns, first, second, align_dataframes=False,
+                                 meta=_as_columns(first._meta, second._meta))
+    raise TypeError(f"{names[0]} and {names[1]} must both be 1-D dask arrays or both dask Series, got "
+                    f"{type(first).__name__} and {type(second).__name__}")
+
+
+def _as_columns(first, second):
+    return first.to_frame(name=0).assign(**{"1": second.values})
+
+
 def _short(chunks) -> str:
     text = str(tuple(int(c) for c in chunks))
     return text if len(text) < 60 else text[:56] + "...)"
@@ -321,19 +344,22 @@ class Rejected:
     n_rows: int
 
 
-def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, categories=None):
+def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, categories=None,
+                label_name: str = "y"):
     """Partition ``part``'s rows, checked (``training.checked_dataset``): a bundle, or Rejected.
     ``categories``: the categories of the frame's category columns, by column, from its
     metadata: every partition codes its categories by them, by value. ``qid``: ranking's query
-    ids of the rows, kept in the bundle (host, int64 or float64) for the query-aware shares."""
+    ids of the rows, kept in the bundle (host, int64 or float64) for the query-aware shares.
+    ``label_name``: what errors call ``y``."""
     n_rows = int(X.shape[0]) if hasattr(X, "shape") else len(X) if hasattr(X, "__len__") else 0
     try:
-        for name, value in (("y", y), ("sample_weight", weight), ("base_margin", base_margin), ("qid", qid)):
+        for name, value in ((label_name, y), ("sample_weight", weight), ("base_margin", base_margin), ("qid", qid)):
             if value is not None and len(value) != n_rows:
                 raise ValueError(f"{what}{name} has {len(value)} rows where {what}X has {n_rows}: give "
                                  f"{what}{name} X's row partitioning")
         data = checked_dataset(X, y, params, make_objective(params), weight=weight, base_margin=base_margin,
-                               where=what, allow_empty=True, shard=True, categories=categories, qid=qid)
+                               where=what, allow_empty=True, shard=True, categories=categories, qid=qid,
+                               label_name=label_name)
     except RowError as error:  # the client names the row in the whole data set
         return Rejected(error, n_rows)
     except (ValueError, TypeError) as error:

@@ -156,7 +156,7 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
                  n_outputs: int = 1, where: str = "", check_finite: bool = True,
                  allow_empty: bool = False, shard: bool = False, enable_categorical: bool = False,
                  categories: tuple | None = None, qid=None, group=None, label_columns: int = 1,
-                 label_bounds: bool = False) -> Dataset:
+                 label_bounds: bool = False, label_name: str = "y") -> Dataset:
     """Validate user inputs and gather them into a :class:`Dataset` on X's device.
 
     ``where`` prefixes every argument name in error messages (e.g. ``"evals[0] "``).
@@ -165,6 +165,7 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
     checks that some row of the whole data set weighs more than 0). ``enable_categorical``
     and ``categories``: see ``features``. ``qid`` or ``group``: ranking's query groups
     (``query_groups``); a ``weight`` is then one a group, or one a row equal within each group.
+    ``label_name``: what errors call ``y``.
     """
     X, feature_names, frame_categories = features(X, missing=missing, where=where, check_finite=check_finite,
                                                   allow_empty=allow_empty, enable_categorical=enable_categorical,
@@ -174,11 +175,11 @@ def make_dataset(X, y=None, *, weight=None, base_margin=None, missing: float = m
     if y is None:
         label = None
     elif label_columns == 1:
-        label = vector(y, f"{where}y", n_rows, xp, LABEL_DTYPE)
+        label = vector(y, f"{where}{label_name}", n_rows, xp, LABEL_DTYPE)
     elif label_bounds:
-        label = _bounds(y, f"{where}y", n_rows, label_columns, xp)
+        label = _bounds(y, f"{where}{label_name}", n_rows, label_columns, xp)
     else:  # several targets
-        label = margins(y, f"{where}y", n_rows, label_columns, xp)
+        label = margins(y, f"{where}{label_name}", n_rows, label_columns, xp)
     ptr = None if qid is None and group is None else query_groups(qid, group, n_rows, where)
     if weight is not None:
         if ptr is not None:
