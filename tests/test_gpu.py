@@ -157,6 +157,22 @@ def test_partition_of_a_lossguide_batch_equals_its_twin():
     assert set(np.unique(positions)) == {3, 40, 41, 42, 43, 44, 47, 48} and 0 < expected[1][0] < 900
 
 
+def test_rows_put_back_at_their_nodes_equal_the_twin():
+    """place_rows (a lossguide step's cut leaves): ranges long and short, an empty one, rows of
+    other nodes between them untouched."""
+    rng = np.random.default_rng(12)
+    n_rows = 300_000  # a range longer than one launch's blocks cover: the grid strides
+    ridx = rng.permutation(n_rows).astype(np.int32)
+    positions = rng.integers(0, 50, n_rows).astype(np.int32)
+    begin, end, node = (np.array(a, np.int32) for a in ([0, 1000, 1000, 2000], [700, 1000, 290_000, 2001],
+                                                          [60, 61, 62, 63]))
+    begin[2] = 5000  # [5000, 290000): 285,000 places
+    expected = cpu.place_rows(ridx, begin, end, node, positions.copy())
+    got = cuda.place_rows(cp.asarray(ridx), begin, end, node, cp.asarray(positions))
+    np.testing.assert_array_equal(got.get(), expected)
+    assert (expected[ridx[5000:290_000]] == 62).all() and (expected[ridx[700:1000]] == positions[ridx[700:1000]]).all()
+
+
 def test_histograms_of_matrices_taking_different_shared_memory_in_turn():
     """Each matrix's launch plan is cached: matrices whose blocks take different amounts of
     shared memory (all above the 48 KB default) still build right when they alternate."""

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from dgboost.tree import histogram
 from dgboost.kernels import (MIN_SPLIT_GAIN, SPLIT_TABLE_COLUMNS, Regularisation, build_histograms, evaluate_splits,
-                             next_frontier, node_gains, node_weights, number_children, partition_rows,
+                             next_frontier, node_gains, node_weights, number_children, partition_rows, place_rows,
                              quantise_and_pack, route_rows)
 from dgboost.tree.split import SplitTable
 
@@ -309,6 +309,14 @@ def test_partition_by_hand():
     np.testing.assert_array_equal(positions, [4, 3, 2, 0])
     np.testing.assert_array_equal(new_ridx, [1, 0, 2, 3])  # left rows first
     np.testing.assert_array_equal(n_left, [1, 0])
+
+
+def test_place_rows_by_hand():
+    ridx = np.array([4, 0, 3, 1, 2, 5], np.int32)
+    positions = np.array([9, 9, 9, 9, 9, 9], np.int32)
+    begin, end, node = np.array([0, 3, 5], np.int32), np.array([2, 3, 6], np.int32), np.array([7, 8, 6], np.int32)
+    place_rows(ridx, begin, end, node, positions)  # places 0-1 (rows 4, 0) to 7, none to 8, place 5 (row 5) to 6
+    np.testing.assert_array_equal(positions, [7, 9, 9, 9, 7, 6])
 
 
 def test_partition_of_leaves_named_by_their_rows_equals_one_leaf_at_a_time():

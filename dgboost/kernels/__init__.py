@@ -45,6 +45,7 @@ most_present = _dispatch(cpu.most_present)
 next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
 partition_rows = _dispatch(cpu.partition_rows)
+place_rows = _dispatch(cpu.place_rows)
 predict_margins = _dispatch(cpu.predict_margins)
 predict_oblivious = _dispatch(cpu.predict_oblivious)
 quantise_and_pack = _dispatch(cpu.quantise_and_pack)
@@ -83,6 +84,7 @@ __all__ = [
     "node_weights",
     "number_children",
     "partition_rows",
+    "place_rows",
     "predict_margins",
     "predict_oblivious",
     "quantise_and_pack",

@@ -949,6 +949,27 @@ def gather_page_rows(rows, pages, starts, out):
     return out
 
 
+def place_rows(ridx, begin, end, node, positions):
+    """Put rows back at a node: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
+    range ``k``, ``[begin[k], end[k])`` (a lossguide step's cut leaves, their rows at their own
+    node again). The ranges are host arrays on both devices (the grower's own bookkeeping);
+    the CUDA twin copies them over in one transfer.
+
+    Parameters
+    ----------
+    ridx : array of shape (n_places,), int32: rows grouped by node           # IN
+    begin, end, node : numpy arrays of shape (n_ranges,), int32               # IN
+    positions : array of shape (n_rows,), int32: each row's node id           # IN/OUT, updated in place
+
+    Returns
+    -------
+    positions
+    """
+    for first, stop, at in zip(begin.tolist(), end.tolist(), node.tolist()):
+        positions[ridx[first:stop]] = at
+    return positions
+
+
 def add_leaf_values(margins, output, leaf_value, positions):
     """Add each row's leaf value to its margin of one output: ``margins[r, output] +=
     leaf_value[positions[r]]``, one float32 addition a row. Compiled (loops.add_leaf_values),

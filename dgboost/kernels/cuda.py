@@ -705,6 +705,20 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
     return new_ridx, n_left
 
 
+def place_rows(ridx, begin, end, node, positions):
+    n_ranges = int(node.shape[0])
+    longest = int((end - begin).max()) if n_ranges else 0  # host arrays: the caller's ranges
+    if longest > 0:
+        from ..backend import asarray
+
+        import cupy
+
+        ranges = asarray(cupy, np.stack([begin, end, node]), POSITION_DTYPE)  # one copy
+        _kernel("partition.cu", "place_rows")((min(_blocks(longest), 1024), n_ranges), (_BLOCK,),
+                                              (_int32(ridx), ranges[0], ranges[1], ranges[2], positions))
+    return positions
+
+
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
                left_child, depth, feature_bins=None, categories=None):
     import cupy

@@ -1,4 +1,4 @@
-// Row partitioning and routing (twins: cpu.partition_rows, cpu.route_rows).
+// Row partitioning and routing (twins: cpu.partition_rows, cpu.place_rows, cpu.route_rows).
 //
 // ridx holds the rows grouped by node (every row, or a sample of them: n_places
 // entries): node s of a level owns ridx[seg_begin[s]:seg_end[s]], the ranges in
@@ -86,6 +86,19 @@ extern "C" __global__ void segment_lefts(
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s < level_size) n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]];
+}
+
+// positions[ridx[i]] = node[k] for each place i of range k, [begin[k], end[k]): rows put back
+// at a node (a lossguide step's cut leaves). Block row y is range y; x strides over its places.
+extern "C" __global__ void place_rows(
+    const int* __restrict__ ridx, const int* __restrict__ begin, const int* __restrict__ end,
+    const int* __restrict__ node, int* __restrict__ positions)
+{
+    const int k = blockIdx.y;
+    const int at = node[k];
+    for (int i = begin[k] + blockIdx.x * blockDim.x + threadIdx.x; i < end[k]; i += gridDim.x * blockDim.x) {
+        positions[ridx[i]] = at;
+    }
 }
 
 // Leaf id of every row of a packed matrix in one tree (node arrays by node id); feature_bins
