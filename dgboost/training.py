@@ -159,11 +159,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     params = options.params
     bounds = check_bounds(y, label_lower_bound, label_upper_bound, params)
     if bounds:
-        lower, upper = (np.asarray(to_numpy(bound), np.float64).reshape(-1) for bound in bounds)
-        if lower.shape != upper.shape:
-            raise ValueError(f"label_lower_bound has {lower.shape[0]} values and label_upper_bound "
-                             f"{upper.shape[0]}: pass one of each a row of X")
-        y = np.stack([lower, upper], axis=1)
+        y = np.stack([_bound(bound, name, X) for bound, name in zip(bounds, BOUND_NAMES)], axis=1)
     if y is None:
         raise ValueError("y is required: pass the labels, one per row of X")
     params = params.with_targets(target_columns(y, params))
@@ -566,8 +562,18 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
     return data
 
 
-#: What errors call survival:aft's labels given as XGBoost's two bounds rather than as y's columns.
-BOUNDS = "label_lower_bound/label_upper_bound"
+#: survival:aft's bounds as XGBoost names them, and what errors call them given in place of y.
+BOUND_NAMES = ("label_lower_bound", "label_upper_bound")
+BOUNDS = "/".join(BOUND_NAMES)
+
+
+def _bound(values, name: str, X) -> np.ndarray:
+    """One of survival:aft's bounds, a value a row of X, on the host (the bounds' checks are y's)."""
+    values = np.asarray(to_numpy(values.to_numpy() if hasattr(values, "to_numpy") else values), np.float64)
+    n_rows = getattr(X, "shape", (None,))[0]
+    if values.ndim != 1 or (n_rows is not None and values.shape[0] != n_rows):
+        raise ValueError(f"{name} must be 1-D with one bound a row of X ({n_rows}), got shape {values.shape}")
+    return values
 
 
 def check_bounds(y, label_lower_bound, label_upper_bound, params: TrainParams) -> tuple:

@@ -889,14 +889,20 @@ def test_survival_bounds_as_xgboosts_keywords(client3, tmp_path):
     params = {"objective": "survival:aft", "max_depth": 3}
     local = dgboost.train(params, X, None, label_lower_bound=lower, label_upper_bound=upper, num_boost_round=3)
     dX = da.from_array(X, chunks=(700, 5))
-    bounds = {"label_lower_bound": da.from_array(lower, chunks=700), "label_upper_bound": da.from_array(upper, chunks=700)}
+    bounds = {"label_lower_bound": da.from_array(lower, chunks=700),
+              "label_upper_bound": da.from_array(upper, chunks=700)}
     model = dgboost.dask.train(client3, params, dX, None, num_boost_round=3, **bounds)
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
-    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    unknown = {name: bound.to_dask_dataframe().to_dask_array() for name, bound in bounds.items()}  # rows unknown
+    model = dgboost.dask.train(client3, params, dX, None, num_boost_round=3, **unknown)
+    assert _model_bytes(model, tmp_path, "unknown") == _model_bytes(local, tmp_path, "local")
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
     series = {name: dd.from_pandas(pd.Series(b), npartitions=3) for name, b in (("label_lower_bound", lower),
                                                                                  ("label_upper_bound", upper))}
-    model = dgboost.dask.train(client3, params, frame, None, num_boost_round=3, **series)
-    np.testing.assert_array_equal(model.predict(X), local.predict(X))
+    model = dgboost.dask.train(client3, params, dd.from_pandas(frame, npartitions=3), None, num_boost_round=3,
+                               **series)
+    local = dgboost.train(params, frame, None, label_lower_bound=lower, label_upper_bound=upper, num_boost_round=3)
+    assert _model_bytes(model, tmp_path, "series") == _model_bytes(local, tmp_path, "frame")
     crossed = upper.copy()
     crossed[1234] = lower[1234] - 0.5
     with pytest.raises(ValueError, match=r"label_lower_bound/label_upper_bound holds \[.*\] at row 1234 .*"
@@ -908,7 +914,8 @@ def test_survival_bounds_as_xgboosts_keywords(client3, tmp_path):
     with pytest.raises(ValueError, match="not both"):
         dgboost.dask.train(client3, params, dX, bounds["label_lower_bound"], **bounds)
     with pytest.raises(TypeError, match="must both be 1-D dask arrays or both dask Series"):
-        dgboost.dask.train(client3, params, frame, None, label_lower_bound=da.from_array(lower, chunks=1000),
+        dgboost.dask.train(client3, params, dd.from_pandas(frame, npartitions=3), None,
+                           label_lower_bound=da.from_array(lower, chunks=1000),
                            label_upper_bound=series["label_upper_bound"])
     with pytest.raises(ValueError, match="survival:aft's labels"):
         dgboost.dask.train(client3, {"objective": "reg:gamma"}, dX, None, **bounds)

@@ -152,7 +152,8 @@ def test_every_objective_is_byte_identical_to_one_gpu(cuda_client, data, objecti
     chunks = (1, 9000, 4999, 6000)
     dX = da.from_array(X, chunks=(chunks, 12)).map_blocks(cupy.asarray)
     dy = da.from_array(y, chunks=(chunks,) + y.shape[1:]).map_blocks(cupy.asarray)
-    queries = {} if qid is None else {"qid": (dq := da.from_array(qid, chunks=chunks)), "eval_qid": [dq]}
+    dq = None if qid is None else da.from_array(qid, chunks=chunks)
+    queries = {} if qid is None else {"qid": dq, "eval_qid": [dq]}
     got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=5, evals=[(dX, dy, "t")], **queries)
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
     assert got.evals_result() == expected.evals_result()

@@ -164,9 +164,8 @@ def test_rows_put_back_at_their_nodes_equal_the_twin():
     n_rows = 300_000  # a range longer than one launch's blocks cover: the grid strides
     ridx = rng.permutation(n_rows).astype(np.int32)
     positions = rng.integers(0, 50, n_rows).astype(np.int32)
-    begin, end, node = (np.array(a, np.int32) for a in ([0, 1000, 1000, 2000], [700, 1000, 290_000, 2001],
-                                                          [60, 61, 62, 63]))
-    begin[2] = 5000  # [5000, 290000): 285,000 places
+    begin, end, node = (np.array(a, np.int32) for a in ([0, 1000, 5000, 2000], [700, 1000, 290_000, 2001],
+                                                          [60, 61, 62, 63]))  # [5000, 290000): 285,000 places
     expected = cpu.place_rows(ridx, begin, end, node, positions.copy())
     got = cuda.place_rows(cp.asarray(ridx), begin, end, node, cp.asarray(positions))
     np.testing.assert_array_equal(got.get(), expected)

@@ -166,6 +166,14 @@ def test_bad_labels_and_params_are_refused_before_any_work(params, labels, match
         dgboost.train(params, X, np.array(labels, np.float32), num_boost_round=1)
 
 
+#: The metrics each objective's GPU test computes on the device beside the CPU's.
+GPU_METRICS = {
+    "reg:squaredlogerror": ["rmsle", "mape", "mphe"], "reg:gamma": ["gamma-nloglik", "gamma-deviance"],
+    "reg:tweedie": ["tweedie-nloglik@1.3", "rmse"], "binary:hinge": ["error", "aucpr", "auc"],
+    "reg:absoluteerror": ["mae", "rmse"], "reg:quantileerror": ["quantile"],
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("objective, extra", CASES)
 def test_gpu_models_are_the_cpus(rows, objective, extra):
@@ -178,14 +186,6 @@ def test_gpu_models_are_the_cpus(rows, objective, extra):
     np.testing.assert_allclose(on_gpu.predict(X), on_cpu.predict(X), rtol=1e-5, atol=1e-5)
     for name, curve in on_cpu.evals_result()["t"].items():
         np.testing.assert_allclose(on_gpu.evals_result()["t"][name], curve, rtol=1e-5, err_msg=name)
-
-
-#: The metrics each objective's GPU test computes on the device beside the CPU's.
-GPU_METRICS = {
-    "reg:squaredlogerror": ["rmsle", "mape", "mphe"], "reg:gamma": ["gamma-nloglik", "gamma-deviance"],
-    "reg:tweedie": ["tweedie-nloglik@1.3", "rmse"], "binary:hinge": ["error", "aucpr", "auc"],
-    "reg:absoluteerror": ["mae", "rmse"], "reg:quantileerror": ["quantile"],
-}
 
 
 @pytest.mark.gpu
@@ -279,9 +279,13 @@ def test_bad_survival_bounds_are_refused(bounds, match):
      r"label_lower_bound/label_upper_bound holds \[3.0, 2.5\] at row 2: .* upper bound must be >= its lower"),
     ({}, None, ([1.0, 2.0, 3.0], None), "label_lower_bound was given without label_upper_bound: pass both"),
     ({}, None, (None, [1.0, 2.0, 3.0]), "label_upper_bound was given without label_lower_bound"),
-    ({}, [1.0, 2.0, 3.0], ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), "pass y or label_lower_bound/label_upper_bound, not both"),
-    ({}, None, ([1.0, 2.0, 3.0], [1.0, 2.0]), "label_lower_bound has 3 values and label_upper_bound 2"),
-    ({"objective": "reg:gamma"}, None, ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), "survival:aft's labels; objective='reg:gamma'"),
+    ({}, [1.0, 2.0, 3.0], ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),
+     "pass y or label_lower_bound/label_upper_bound, not both"),
+    ({}, None, ([1.0, 2.0, 3.0], [1.0, 2.0]),
+     r"label_upper_bound must be 1-D with one bound a row of X \(3\), got shape \(2,\)"),
+    ({}, None, ([[1.0, 2.0, 3.0]], [1.0, 2.0, 3.0]), r"label_lower_bound must be 1-D .* got shape \(1, 3\)"),
+    ({"objective": "reg:gamma"}, None, ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),
+     "survival:aft's labels; objective='reg:gamma'"),
 ])
 def test_bad_bound_keywords_are_refused(params, y, bounds, match):
     X = np.zeros((3, 2), np.float32)

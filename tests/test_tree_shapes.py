@@ -315,6 +315,7 @@ def test_lossguide_batches_split_the_best_leaves_together():
 
 @pytest.mark.parametrize("width", [2, 5, 16])
 @pytest.mark.parametrize("extra", [{}, {"max_depth": 4}, {"max_leaves": 0, "max_depth": 5},
+                                   {"max_leaves": 0, "max_depth": 9, "min_child_weight": 2},  # the pools grow
                                    {"monotone_constraints": (1, 0, -1, 0, 0, 0), "colsample_bynode": 0.7,
                                     "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
                                    {"subsample": 0.5, "sampling_method": "gradient_based", "min_child_weight": 5}])
@@ -339,7 +340,8 @@ def test_speculative_lossguide_grows_xgboosts_order(monkeypatch, width, extra, t
 @pytest.mark.parametrize("extra", [{}, {"monotone_constraints": (1, 0, -1, 0, 0, 0), "colsample_bynode": 0.7,
                                         "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
                                    {"subsample": 0.5, "sampling_method": "gradient_based"},
-                                   {"max_greedy_nodes": 8, "colsample_bylevel": 0.8}])
+                                   {"max_greedy_nodes": 8, "colsample_bylevel": 0.8},
+                                   {"max_leaves": 0, "max_depth": 9}])  # the pools grow
 def test_lossguide_model_file_is_identical_to_the_cpus(extra, tmp_path):
     cp = pytest.importorskip("cupy")
     X, y = _data(np.random.default_rng(11), 20_000)

@@ -48,7 +48,7 @@ from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
-from ..training import BOUNDS, Options, aligned_list, check_bounds, check_groups, eval_entries
+from ..training import BOUND_NAMES, BOUNDS, Options, aligned_list, check_bounds, check_groups, eval_entries
 from . import _shards
 from ._attempts import _Attempts
 from ._job import ATTEMPT_PREFIX, JobSpec
@@ -147,10 +147,10 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     categorical = options.params.enable_categorical
     _shards.check_collection(X, "X", features=True, enable_categorical=categorical)
     bounds = check_bounds(y, label_lower_bound, label_upper_bound, options.params)
-    for what, bound in zip(("label_lower_bound", "label_upper_bound"), bounds):
+    for what, bound in zip(BOUND_NAMES, bounds):
         _shards.check_collection(bound, what, features=False, like=X)
     if bounds:
-        y = _shards.side_by_side(*bounds, ("label_lower_bound", "label_upper_bound"))
+        y = _shards.side_by_side(*bounds, BOUND_NAMES)
     label_name = BOUNDS if bounds else "y"
     if y is None:
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")

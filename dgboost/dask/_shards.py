@@ -266,25 +266,34 @@ def _check_same_partitions(value, name: str, like) -> None:
 
 def side_by_side(first, second, names: tuple[str, str]):
     """Two per-row collections of X's partitioning (survival:aft's bounds) as one of two
-    columns, partition by partition: 1-D dask arrays stacked, or dask Series as a frame."""
+    columns, partition by partition (their rows need not be known yet): 1-D dask arrays, or
+    dask Series."""
     if is_dask_array(first) and is_dask_array(second):
         for name, value in zip(names, (first, second)):
             if value.ndim != 1:
                 raise ValueError(f"{name} must be a 1-D dask array (one bound a row), got {value.ndim} dimensions")
         import dask.array as da
 
-        return da.stack([first, second], axis=1).rechunk({1: -1})
+        return da.blockwise(_as_columns, "ij", first, "i", second, "i", new_axes={"j": 2}, align_arrays=False,
+                            dtype=np.result_type(first.dtype, second.dtype), names=names,
+                            meta=get_xp(first._meta).empty((0, 2), np.result_type(first.dtype, second.dtype)))
     if is_dask_frame(first) and is_dask_frame(second) and not (_is_frame(first) or _is_frame(second)):
         import dask.dataframe as dd
 
-        return dd.map_partitions(_as_columns, first, second, align_dataframes=False,
-                                 meta=_as_columns(first._meta, second._meta))
+        return dd.map_partitions(_as_columns, first, second, names, align_dataframes=False,
+                                 meta=_as_columns(first._meta, second._meta, names))
     raise TypeError(f"{names[0]} and {names[1]} must both be 1-D dask arrays or both dask Series, got "
                     f"{type(first).__name__} and {type(second).__name__}")
 
 
-def _as_columns(first, second):
-    return first.to_frame(name=0).assign(**{"1": second.values})
+def _as_columns(first, second, names):
+    """One partition's two bounds side by side: an array of two columns, or a frame."""
+    if len(first) != len(second):
+        raise ValueError(f"{names[0]} has {len(first)} rows in a partition where {names[1]} has {len(second)}: "
+                         "give both X's row partitioning")
+    if hasattr(first, "to_frame"):  # a Series (pandas or cudf)
+        return first.to_frame(name=names[0]).assign(**{names[1]: second.values})
+    return get_xp(first).stack([first, second], axis=1)
 
 
 def _short(chunks) -> str:
