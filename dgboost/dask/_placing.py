@@ -41,7 +41,7 @@ class _Rows:
 def _rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
           label_name: str = "y") -> _Rows:
     bundles = futures.track(_bundles(client, params, X, y, weight, base_margin, what, categories, qid, label_name))
-    return _Rows(bundles, _summaries(client, bundles), qid is not None)
+    return _Rows(bundles, _summaries(client, futures, bundles), qid is not None)
 
 
 def _share_rows(client, futures, rows: _Rows, timeout: float):
@@ -129,19 +129,23 @@ def worker_info(client) -> dict:
 
 
 class _Futures:
-    """The futures a job makes, released when it ends however it ends."""
+    """The futures a job makes, released when it ends however it ends. Once ``cancelled`` (a job
+    cancelled before it runs: TrainingJob._cancel_here), futures tracked later are cancelled at
+    once, so that a wait on them ends."""
 
     def __init__(self, client):
         self.client = client
         self.held = []
+        self.cancelled = False
 
     def track(self, futures: list) -> list:
         self.held.extend(futures)
+        if self.cancelled:  # set before the canceller read ``held``, or it saw these
+            self.client.cancel(futures)
         return futures
 
     def track_one(self, future):
-        self.held.append(future)
-        return future
+        return self.track([future])[0]
 
     def __enter__(self):
         return self
@@ -167,11 +171,11 @@ def _bundles(client, params, X, y, weight, base_margin, what: str, categories=No
     return client.compute(bundles)
 
 
-def _summaries(client, bundles) -> list:
+def _summaries(client, futures, bundles) -> list:
     """What the client learns of each partition (its rows; its queries). Bad input in any
     partition is raised here, once, naming its row in the whole data set, before any rank
     starts and without a traceback in a worker's log."""
-    summaries = client.gather(client.map(_shards.summarise, bundles, pure=True))
+    summaries = client.gather(futures.track(client.map(_shards.summarise, bundles, pure=True)))
     _shards.check_summaries(summaries)
     return summaries
 

@@ -115,7 +115,11 @@ class TrainingJob:
             if self._cancelled is not None or self.done():
                 return
             self._cancelled = reason
-            held = [f for futures in self._held for f in futures.held] if self._status != "running" else []
+            held = []
+            if self._status != "running":  # its data's futures, and any it makes from now on
+                for futures in self._held:
+                    futures.cancelled = True
+                held = [f for futures in self._held for f in futures.held]
         if held:
             threading.Thread(target=self._cancel_futures, args=(held,), daemon=True).start()
 
@@ -143,6 +147,7 @@ class TrainingJob:
         where no rank runs."""
         with self._lock:
             self._held.append(futures)
+            futures.cancelled = self._cancelled is not None and self._status != "running"  # cancelled already
 
     def receive(self, message: dict) -> None:
         """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""
