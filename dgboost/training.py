@@ -23,7 +23,7 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowBlocks, RowSpans, check_feature_names, make_dataset
+from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
 from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, may_page
@@ -569,7 +569,7 @@ BOUNDS = "/".join(BOUND_NAMES)
 
 def _bound(values, name: str, X) -> np.ndarray:
     """One of survival:aft's bounds, a value a row of X, on the host (the bounds' checks are y's)."""
-    values = np.asarray(to_numpy(values.to_numpy() if hasattr(values, "to_numpy") else values), np.float64)
+    values = np.asarray(to_numpy(as_array(values, name)), np.float64)
     n_rows = getattr(X, "shape", (None,))[0]
     if values.ndim != 1 or (n_rows is not None and values.shape[0] != n_rows):
         raise ValueError(f"{name} must be 1-D with one bound a row of X ({n_rows}), got shape {values.shape}")
@@ -582,8 +582,7 @@ def check_bounds(y, label_lower_bound, label_upper_bound, params: TrainParams) -
     if label_lower_bound is None and label_upper_bound is None:
         return ()
     if label_lower_bound is None or label_upper_bound is None:
-        given, missing = (("label_lower_bound", "label_upper_bound") if label_upper_bound is None
-                          else ("label_upper_bound", "label_lower_bound"))
+        given, missing = BOUND_NAMES if label_upper_bound is None else BOUND_NAMES[::-1]
         raise ValueError(f"{given} was given without {missing}: pass both (an upper bound of inf for a "
                          "right-censored row, a lower bound of 0 for a left-censored one)")
     if y is not None:

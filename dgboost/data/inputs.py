@@ -200,7 +200,7 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
     if qid is not None and group is not None:
         raise ValueError(f"{where}qid and {where}group both give the query groups: pass one")
     if group is not None:
-        sizes = to_numpy(_as_array(group, f"{where}group")).reshape(-1)
+        sizes = to_numpy(as_array(group, f"{where}group")).reshape(-1)
         _check_numeric_dtype(sizes.dtype, f"{where}group")
         if sizes.size and (np.any(sizes < 1) or np.any(sizes != np.floor(sizes))):
             raise ValueError(f"{where}group must hold the queries' sizes, integers >= 1; it holds "
@@ -209,7 +209,7 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
             raise ValueError(f"{where}group's sizes add up to {int(sizes.sum())} rows but X has {n_rows}: give "
                              "each query's row count, in row order")
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    values = to_numpy(_as_array(qid, f"{where}qid"))
+    values = to_numpy(as_array(qid, f"{where}qid"))
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.ndim != 1 or values.shape[0] != n_rows:
@@ -231,7 +231,7 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
 def _row_weights(weight, ptr: np.ndarray, name: str):
     """A ranking weight one a row: XGBoost's one a group spread over its rows, or one a row
     checked equal within each group (a query is weighed as a whole)."""
-    values = _as_array(weight, name)
+    values = as_array(weight, name)
     n_groups, n_rows = ptr.shape[0] - 1, int(ptr[-1])
     if values.ndim == 1 and values.shape[0] == n_groups and n_groups != n_rows:
         return np.repeat(to_numpy(values), np.diff(ptr))
@@ -301,7 +301,7 @@ def _check_shape(X, name: str, allow_empty: bool) -> None:
 
 def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
     """A per-row vector: shape (n_rows,) or (n_rows, 1), finite, as ``dtype`` on ``xp``."""
-    values = _as_array(values, name)
+    values = as_array(values, name)
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.ndim != 1:
@@ -317,7 +317,7 @@ def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
 def _bounds(values, name: str, n_rows: int, n_columns: int, xp: ModuleType):
     """Labels of several columns a row (survival:aft's [lower, upper]), float32; +inf allowed
     (an unbounded upper end), NaN and -inf not."""
-    values = _as_array(values, name)
+    values = as_array(values, name)
     if values.ndim != 2 or values.shape != (n_rows, n_columns):
         raise ValueError(f"{name} must have shape ({n_rows}, {n_columns}) (for survival:aft each row's lower and upper "
                          f"bound of its event time), got {values.shape}")
@@ -333,7 +333,7 @@ def _bounds(values, name: str, n_rows: int, n_columns: int, xp: ModuleType):
 
 def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
     """Base margins as (n_rows, n_outputs) float32."""
-    values = _as_array(values, name)
+    values = as_array(values, name)
     if values.ndim == 1 and n_outputs == 1:
         values = values[:, None]
     if values.ndim != 2 or values.shape != (n_rows, n_outputs):
@@ -345,7 +345,9 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
     return values
 
 
-def _as_array(values, name):
+def as_array(values, name):
+    """``values`` as an array: a frame's or Series' (cudf's on the device), a list's; numpy and
+    cupy arrays as they are. Anything else raises, naming ``name``."""
     if _is_dataframe(values) or type(values).__name__ == "Series":
         return values.to_cupy() if _is_cudf(values) else values.to_numpy()
     if isinstance(values, (list, tuple)):
