@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import pathlib
 import platform
 import re
@@ -173,15 +174,17 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
             seconds = time.perf_counter() - began
             record[system] = {"train_s": round(seconds, 3), "zero_rounds_s": round(build_seconds, 3),
                               "auc": _auc(system, model, X_test, y_test, args)}
-            if _wire_kib_a_round(lines.lines) is not None:
-                record[system]["wire_kib_a_round"] = _wire_kib_a_round(lines.lines)
+            wire = _wire_kib_a_round(lines.lines)
+            if wire is not None:
+                record[system]["wire_kib_a_round"] = wire
         if args.out_of_core:
             record["out_of_core"] = _out_of_core(args, client, n, X, y, X_test, y_test)
     return record
 
 
 class ClientLines(logging.Handler):
-    """While entered: dgboost's log lines in this (the client's) process, ``(time, message)``."""
+    """While entered: dgboost's log lines in this process (the client's, or a worker's),
+    ``(time, message)``."""
 
     def __init__(self):
         super().__init__(logging.INFO)
@@ -313,34 +316,17 @@ class _RoundsClock(TrainingCallback):
         raise TimeoutError(f"no {self.TOPIC} event of job {self.tag} in {timeout} s")
 
 
-class _OutOfCoreLines(logging.Handler):
-    """On a worker: dgboost's log lines saying a rank's matrix went out of core."""
-
-    NAME = "dask-scaling-out-of-core"
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.set_name(self.NAME)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        message = record.getMessage()
-        if message.startswith("out of core"):
-            self.lines.append(message)
+def _watch_out_of_core(dask_worker) -> None:
+    """Run on each worker: a ClientLines on its 'dgboost' logger, once (kept on the Worker)."""
+    if not hasattr(dask_worker, "dask_scaling_lines"):
+        dask_worker.dask_scaling_lines = ClientLines().__enter__()
 
 
-def _watch_out_of_core() -> None:
-    """Run on each worker: _OutOfCoreLines on its 'dgboost' logger, once."""
-    logger = logging.getLogger("dgboost")
-    if not any(handler.get_name() == _OutOfCoreLines.NAME for handler in logger.handlers):
-        logger.addHandler(_OutOfCoreLines())
-
-
-def _out_of_core_lines() -> list[str]:
-    """Run on each worker: the lines _OutOfCoreLines kept since it was last asked."""
-    handler = next(h for h in logging.getLogger("dgboost").handlers if h.get_name() == _OutOfCoreLines.NAME)
+def _out_of_core_lines(dask_worker) -> list[str]:
+    """Run on each worker: its lines saying a rank's matrix went out of core, since last asked."""
+    handler = dask_worker.dask_scaling_lines
     lines, handler.lines = handler.lines, []
-    return lines
+    return [message for _, message in lines if message.startswith("out of core")]
 
 
 def _pages(line: str) -> dict:
@@ -374,8 +360,8 @@ def _auc(system: str, model, X_test, y_test, args) -> float:
 
 
 def _environment(args) -> dict:
-    environment = {"python": platform.python_version(), "machine": platform.machine(), "kind": args.kind,
-                   "dgboost": dgboost.__version__}
+    environment = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                   "kind": args.kind, "dgboost": dgboost.__version__}
     for module in ("numpy", "dask", "distributed", "xgboost", "cupy", "dask_cuda"):
         try:
             environment[module] = __import__(module).__version__

@@ -211,25 +211,25 @@ class _Probe:
         return round(time.perf_counter() - started, 4)
 
     def first_and_again(self, name: str, call) -> dict:
+        calls = [call, call]
+        if self.profile:
+            import cProfile
+
+            self.compiled.clear()
+            self.pinned.clear()
+            self.imports.clear()
+            profiles = [cProfile.Profile(), cProfile.Profile()]
+            calls = [lambda profile=profile: profile.runcall(call) for profile in profiles]
+        first = self.timed(calls[0])
+        background = self.timed(_background_compiles)
+        again = self.timed(calls[1])
+        timings = {f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4),
+                   f"{name}_background": background}
         if not self.profile:
-            first = self.timed(call)
-            background = self.timed(_background_compiles)
-            again = self.timed(call)
-            return {f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4),
-                    f"{name}_background": background}
-        import cProfile
+            return timings
         import pstats
 
-        self.compiled.clear()
-        self.pinned.clear()
-        self.imports.clear()
-        profiles = [cProfile.Profile(), cProfile.Profile()]
-        first = self.timed(lambda: profiles[0].runcall(call))
-        background = self.timed(_background_compiles)
-        again = self.timed(lambda: profiles[1].runcall(call))
-        return {f"{name}_first": first, f"{name}_again": again, f"{name}_added": round(first - again, 4),
-                f"{name}_background": background,
-                f"{name}_extra": _extra_time(*(pstats.Stats(p).stats for p in profiles)),
+        return {**timings, f"{name}_extra": _extra_time(*(pstats.Stats(p).stats for p in profiles)),
                 f"{name}_compiled": list(self.compiled), f"{name}_pinned": list(self.pinned),
                 f"{name}_imports": list(self.imports)}
 
