@@ -22,6 +22,7 @@ import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.collective import CollectiveError  # noqa: E402
 from dgboost.dask._shards import global_runs, plan_evals, plan_query_shards, plan_shards  # noqa: E402
+from _queries import uneven_queries  # noqa: E402  (tests/_queries.py)
 from _waiting import no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
@@ -376,10 +377,8 @@ def test_a_killed_worker_without_restarts_gives_a_clear_error_and_no_hang(data):
 
         thread = threading.Thread(target=run)
         thread.start()
-        deadline = time.monotonic() + 60
-        while not any(str(k).startswith("dgboost-train") for keys in client.processing().values() for k in keys):
-            assert time.monotonic() < deadline, "training never started"
-            time.sleep(0.1)
+        wait_for(lambda: any(str(k).startswith("dgboost-train") for keys in client.processing().values()
+                             for k in keys), "training to start")
         time.sleep(1.0)
         pid = client.run(os.getpid, workers=[victim])[victim]
         killed = time.monotonic()
@@ -719,10 +718,7 @@ def test_a_budget_below_two_pages_fails_every_rank_clearly(client3, data):
 def _ranking_data():
     rng = np.random.default_rng(11)
     X = rng.standard_normal((N_ROWS, 6)).astype(np.float32)
-    sizes = rng.integers(1, 150, N_ROWS)  # uneven queries, many spanning partitions
-    sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), N_ROWS)) + 1]
-    sizes[-1] -= int(sizes.sum()) - N_ROWS
-    qid = np.repeat(np.arange(sizes.shape[0]) * 3 + 5, sizes)  # ids need only ascend
+    qid = uneven_queries(rng, N_ROWS, 150) * 3 + 5  # many spanning partitions; ids need only ascend
     y = np.clip(np.round(X[:, 0] + X[:, 1] * X[:, 2] + rng.standard_normal(N_ROWS) * 0.5 + 1), 0, 4)
     return X, y.astype(np.float32), qid
 

@@ -18,6 +18,7 @@ distributed = pytest.importorskip("distributed")
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
+from _queries import uneven_queries  # noqa: E402  (tests/_queries.py)
 from _waiting import Slow, job_status, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 20_000
@@ -133,10 +134,7 @@ def test_every_objective_is_byte_identical_to_one_gpu(cuda_client, data, objecti
     time = np.exp(0.5 * score + 0.3 * rng.standard_normal(N_ROWS)).astype(np.float32)
     qid = None
     if objective.startswith("rank:"):
-        sizes = rng.integers(1, 300, N_ROWS)  # uneven queries, some over a partition's edge
-        sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), N_ROWS)) + 1]
-        sizes[-1] -= int(sizes.sum()) - N_ROWS
-        qid = np.repeat(np.arange(sizes.shape[0]), sizes)
+        qid = uneven_queries(rng, N_ROWS, 300)  # some over a partition's edge
         y = np.clip(np.round(score + 1), 0, 4) if objective == "rank:ndcg" else (score > 0.5)
     elif objective == "survival:cox":
         y = np.where(rng.random(N_ROWS) < 0.3, -time, time)
@@ -291,9 +289,9 @@ def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, da
     wait_for(lambda: first.status == "running" and (first.progress()["rounds_done"] or 0) >= 2, "two rounds", 120)
 
     low = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=8, name="low")
-    wait_for(lambda: job_status(cuda_client, low.id) == "queued", "the low job queued")
+    wait_for(lambda: job_status(cuda_client, low.id) == "queued", "the low job queued", 120)
     high = dgboost.dask.submit(cuda_client, params, dX, dy, num_boost_round=6, name="high", priority=5)
-    wait_for(lambda: job_status(cuda_client, high.id) == "queued", "the high job queued")
+    wait_for(lambda: job_status(cuda_client, high.id) == "queued", "the high job queued", 120)
     began = time.monotonic()
     first.cancel()
     with pytest.raises(dgboost.dask.JobCancelled):

@@ -143,18 +143,29 @@ def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client,
     assert job_status(client, first.id) == "cancelled"
 
 
-def test_a_job_ended_while_queued_is_not_given_the_workers():
-    import asyncio
+async def _table(workers=(), **scheduler):
+    """A job table started on a stand-in scheduler (its ``workers``; other attributes given)."""
     import types
 
     from dgboost.dask._registry import JobRegistry
 
+    table = JobRegistry()
+    await table.start(types.SimpleNamespace(handlers={}, workers=dict.fromkeys(workers, 0), tasks={},
+                                            log_event=lambda *args: None, **scheduler))
+    return table
+
+
+def _submitted(table, id: str, priority: int = 0) -> None:
+    table.submit({"id": id, "name": id, "owner": "c", "user": "u", "priority": priority, "rounds": 1})
+
+
+def test_a_job_ended_while_queued_is_not_given_the_workers():
+    import asyncio
+
     async def scenario():
-        scheduler = types.SimpleNamespace(handlers={}, workers={}, tasks={}, log_event=lambda *args: None)
-        table = JobRegistry()
-        await table.start(scheduler)
+        table = await _table()
         for id in ("a", "b"):
-            table.submit({"id": id, "name": id, "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+            _submitted(table, id)
         assert await table.acquire("a", "dgboost-train-a", ["w"]) == "running"
         waiting = asyncio.ensure_future(table.acquire("b", "dgboost-train-b", ["w"]))
         await asyncio.sleep(0.05)
@@ -174,9 +185,6 @@ def test_a_worker_leaving_aborts_its_running_jobs_ranks_elsewhere_at_once():
     the job's other workers (GPU ranks blocked in NCCL would wait for the client's next look);
     a queued job, and a job on other workers, are left alone."""
     import asyncio
-    import types
-
-    from dgboost.dask._registry import JobRegistry
 
     async def scenario():
         sent = []
@@ -184,15 +192,12 @@ def test_a_worker_leaving_aborts_its_running_jobs_ranks_elsewhere_at_once():
         async def broadcast(msg, workers, on_error):
             sent.append((msg, sorted(workers)))
 
-        scheduler = types.SimpleNamespace(handlers={}, workers={"w1": 0, "w2": 0, "w3": 0}, tasks={},
-                                          log_event=lambda *args: None, broadcast=broadcast)
-        table = JobRegistry()
-        await table.start(scheduler)
+        table = await _table(("w1", "w2", "w3"), broadcast=broadcast)
         for id, workers in (("a", ["w0", "w1", "w2"]), ("b", ["w3"]), ("c", ["w1"])):
-            table.submit({"id": id, "name": id, "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+            _submitted(table, id)
             if id != "c":  # c stays queued behind a
                 assert await table.acquire(id, f"dgboost-train-{id}", workers) == "running"
-        table.remove_worker(scheduler, "w0", stimulus_id="gone")
+        table.remove_worker(table.scheduler, "w0", stimulus_id="gone")
         await asyncio.sleep(0.05)
         assert sent == [({"op": "dgboost_collective_abort", "job": "dgboost-train-a",
                           "reason": "worker w0 (rank 0) left the cluster"}, ["w1", "w2"])]
@@ -202,18 +207,13 @@ def test_a_worker_leaving_aborts_its_running_jobs_ranks_elsewhere_at_once():
 
 def test_a_restart_keeps_its_turn_and_a_cancel_while_it_restarts_ends_it():
     import asyncio
-    import types
-
-    from dgboost.dask._registry import JobRegistry
 
     async def scenario():
-        scheduler = types.SimpleNamespace(handlers={}, workers={}, tasks={}, log_event=lambda *args: None)
-        table = JobRegistry()
-        await table.start(scheduler)
-        table.submit({"id": "a", "name": "a", "owner": "c", "user": "u", "priority": 0, "rounds": 1})
+        table = await _table()
+        _submitted(table, "a")
         assert await table.acquire("a", "dgboost-train-a", ["w1", "w2"]) == "running"
         assert await table.release("a", final=False) == "restarting"  # a worker lost: a restart follows
-        table.submit({"id": "b", "name": "b", "owner": "c", "user": "u", "priority": 5, "rounds": 1})
+        _submitted(table, "b", priority=5)
         waiting = asyncio.ensure_future(table.acquire("b", "dgboost-train-b", ["w1"]))
         await asyncio.sleep(0.05)
         assert not waiting.done()  # the restarting job keeps its workers, higher priority or not

@@ -15,15 +15,11 @@ from dgboost.kernels.rank_loops import MAP, NDCG, PAIRWISE, SCORE_MAP, SCORE_NDC
 from dgboost.objectives.metrics import make_metric
 from dgboost.objectives.ranking import partners_of
 from dgboost.params import TrainParams
+from _queries import uneven_queries  # tests/_queries.py
 
 xgb = pytest.importorskip("xgboost")
 
 
-def _queries(rng, n_rows, largest=60):
-    sizes = rng.integers(1, largest, n_rows)
-    sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), n_rows)) + 1]
-    sizes[-1] -= int(sizes.sum()) - n_rows
-    return np.repeat(np.arange(sizes.shape[0]), sizes)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +29,7 @@ def ranking():
     rng = np.random.default_rng(7)
     n = 6000
     X = (np.round(rng.standard_normal((n, 8)) * 2) / 2).astype(np.float32)
-    qid = _queries(rng, n)
+    qid = uneven_queries(rng, n, 60)
     y = np.clip(np.round(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.standard_normal(n) + 1), 0, 4).astype(np.float32)
     return X, y, qid
 
@@ -215,7 +211,7 @@ def test_bad_query_input_is_refused_before_any_work(ranking, call, match):
 # ---- the kernels ----------------------------------------------------------------------------
 
 def _kernel_inputs(rng, n_rows=3000, largest=300, ties=False):
-    qid = _queries(rng, n_rows, largest)
+    qid = uneven_queries(rng, n_rows, largest)
     ptr = query_groups(qid, None, n_rows)
     score = rng.standard_normal(n_rows).astype(np.float32)
     if ties:
