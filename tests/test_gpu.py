@@ -76,19 +76,15 @@ def test_kernels_equal_their_numpy_twins(n_rows, n_features, max_bin):
                                          cp.asarray(scales), rules)
         np.testing.assert_array_equal(table_gpu.get(), table, err_msg=str(rules))
 
-    # Partitioning (stable, positions in place) and routing.
-    positions = (1 + np.maximum(slot, 0)).astype(np.int32)  # nodes 1..4 of a level starting at 1
+    # Partitioning (stable) and routing.
     ridx, seg_begin, seg_end = grouped(np.maximum(slot, 0), 4)
     split = (rng.integers(0, n_features, 4).astype(np.int32), rng.integers(0, max_bin, 4).astype(np.int32),
              rng.random(4) < 0.5, np.array([5, -1, 7, 9], np.int32))
-    positions_gpu = cp.asarray(positions)
     new_ridx, n_left = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word,
-                                          layout.missing_symbol, ridx, positions, 1, seg_begin, seg_end, *split)
+                                          layout.missing_symbol, ridx, seg_begin, seg_end, *split)
     new_ridx_gpu, n_left_gpu = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word,
-                                                   layout.missing_symbol, *on((ridx,)), positions_gpu, 1,
-                                                   *on((seg_begin, seg_end) + split))
+                                                   layout.missing_symbol, *on((ridx, seg_begin, seg_end) + split))
     np.testing.assert_array_equal(new_ridx_gpu.get(), new_ridx)
-    np.testing.assert_array_equal(positions_gpu.get(), positions)
     np.testing.assert_array_equal(n_left_gpu.get(), n_left)
     n_nodes = 15
     tree = (rng.integers(0, n_features, n_nodes).astype(np.int32), rng.integers(0, max_bin, n_nodes).astype(np.int32),
@@ -115,51 +111,44 @@ def test_histograms_and_partition_of_many_slots_equal_their_twins():
     np.testing.assert_array_equal(
         cuda.build_histograms(device.packed, *args, *on((gpair, scales)), *on(grouped(slot, n_slots))).get(), hist)
     ridx, seg_begin, seg_end = grouped(np.maximum(slot, 0), n_slots)
-    positions = (1 + np.maximum(slot, 0)).astype(np.int32)
     left_child = np.where(rng.random(n_slots) < 0.7, 5000 + 2 * np.arange(n_slots), -1).astype(np.int32)
     split = (rng.integers(0, 28, n_slots).astype(np.int32), rng.integers(0, 256, n_slots).astype(np.int32),
              rng.random(n_slots) < 0.5, left_child)
-    positions_gpu = cp.asarray(positions)
     expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
-                                  positions, 1, seg_begin, seg_end, *split)
+                                  seg_begin, seg_end, *split)
     got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
-                              *on((ridx,)), positions_gpu, 1, *on((seg_begin, seg_end) + split))
+                              *on((ridx, seg_begin, seg_end) + split))
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(g.get(), e)
-    np.testing.assert_array_equal(positions_gpu.get(), positions)
 
 
 def test_partition_of_a_lossguide_batch_equals_its_twin():
-    """A batch of leaves named by their rows (level_start None), in the order of their ranges,
-    other leaves' rows between them, and a rank's empty leaf where the next leaf's range
-    starts (lossguide sorts it first): the CPU twin's moves."""
+    """A batch of leaves in the order of their ranges, other leaves' rows between them, and a
+    rank's empty leaf where the next leaf's range starts (lossguide sorts it first): the CPU
+    twin's moves."""
     n_rows = 5000
     X, cuts, rng = _matrix_inputs(n_rows, 28, 256, 4)
     host, device = build_ellpack(X, cuts), build_ellpack(cp.asarray(X), cuts)
     layout = host.layout
-    node = np.repeat([17, 3, 8, 40, 11], [900, 1100, 1300, 700, 1000]).astype(np.int32)
     ridx = rng.permutation(n_rows).astype(np.int32)
-    positions = np.empty(n_rows, np.int32)
-    positions[ridx] = node
-    # Leaves 17, 8 and 11 split; 3 and 40 lie between them; leaf 25 is empty here, at 3300.
+    # Leaves of 900, 1300 and 1000 rows split; leaves of 1100 and 700 rows lie between them; one
+    # is empty here, at 3300.
     seg_begin, seg_end = np.array([0, 2000, 3300, 4000], np.int32), np.array([900, 3300, 3300, 5000], np.int32)
     split = (rng.integers(0, 28, 4).astype(np.int32), rng.integers(0, 256, 4).astype(np.int32),
              rng.random(4) < 0.5, np.array([41, 43, 45, 47], np.int32))
-    positions_gpu = cp.asarray(positions)
     expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
-                                  positions, None, seg_begin, seg_end, *split)
+                                  seg_begin, seg_end, *split)
     got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
-                              cp.asarray(ridx), positions_gpu, None,
-                              *(cp.asarray(a) for a in (seg_begin, seg_end) + split))
+                              *(cp.asarray(a) for a in (ridx, seg_begin, seg_end) + split))
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(g.get(), e)
-    np.testing.assert_array_equal(positions_gpu.get(), positions)
-    assert set(np.unique(positions)) == {3, 40, 41, 42, 43, 44, 47, 48} and 0 < expected[1][0] < 900
+    np.testing.assert_array_equal(expected[0][900:2000], ridx[900:2000])
+    assert 0 < expected[1][0] < 900 and expected[1][2] == 0
 
 
-def test_rows_put_back_at_their_nodes_equal_the_twin():
-    """place_rows (a lossguide step's cut leaves): ranges long and short, an empty one, rows of
-    other nodes between them untouched."""
+def test_rows_put_at_their_leaves_equal_the_twin():
+    """place_rows: ranges long and short, an empty one, rows of other nodes between them
+    untouched; host ranges, and device ranges (a depthwise tree's), more than a grid's rows."""
     rng = np.random.default_rng(12)
     n_rows = 300_000  # a range longer than one launch's blocks cover: the grid strides
     ridx = rng.permutation(n_rows).astype(np.int32)
@@ -170,6 +159,19 @@ def test_rows_put_back_at_their_nodes_equal_the_twin():
     got = cuda.place_rows(cp.asarray(ridx), begin, end, node, cp.asarray(positions))
     np.testing.assert_array_equal(got.get(), expected)
     assert (expected[ridx[5000:290_000]] == 62).all() and (expected[ridx[700:1000]] == positions[ridx[700:1000]]).all()
+    got = cuda.place_rows(cp.asarray(ridx), *(cp.asarray(a) for a in (begin, end, node)), cp.asarray(positions))
+    np.testing.assert_array_equal(got.get(), expected)
+
+    n_ranges = 70_000  # above a grid's 65,535 block rows: they stride over the ranges
+    cuts = np.sort(rng.choice(np.arange(1, n_rows), n_ranges, replace=False)).astype(np.int32)
+    begin, end = cuts, np.append(cuts[1:], n_rows).astype(np.int32)
+    end[::3] = begin[::3]  # every third range empty (a node that split)
+    node = rng.permutation(n_ranges).astype(np.int32)
+    expected = cpu.place_rows(ridx, begin, end, node, positions.copy())
+    got = cuda.place_rows(cp.asarray(ridx), *(cp.asarray(a) for a in (begin, end, node)), cp.asarray(positions))
+    np.testing.assert_array_equal(got.get(), expected)
+    assert (expected[ridx[begin[1]:end[1]]] == node[1]).all() and begin[0] == end[0]
+    assert (expected[ridx[:begin[1]]] == positions[ridx[:begin[1]]]).all()  # before it: no range, or an empty one
 
 
 def test_histograms_of_matrices_taking_different_shared_memory_in_turn():

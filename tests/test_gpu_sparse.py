@@ -73,16 +73,12 @@ def test_sparse_kernels_equal_their_twins(n_rows, n_features, max_bin, missing):
 
     split = (rng.integers(0, n_features, 4).astype(np.int32), rng.integers(0, 8, 4).astype(np.int32),
              rng.random(4) < 0.5, np.array([4, -1, 6, 8], np.int32))
-    positions = np.where(slot >= 0, slot, 9).astype(np.int32)
-    positions_gpu = cp.asarray(positions)
     expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
-                                  positions, 0, seg_begin, seg_end, *split, feature_bins=cuts.bin_offsets)
+                                  seg_begin, seg_end, *split, feature_bins=cuts.bin_offsets)
     got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
-                              cp.asarray(ridx), positions_gpu, 0, *on((seg_begin, seg_end) + split),
-                              feature_bins=device.bin_offsets)
+                              *on((ridx, seg_begin, seg_end) + split), feature_bins=device.bin_offsets)
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(g.get(), e)
-    np.testing.assert_array_equal(positions_gpu.get(), positions)
     node_arrays = (split[0][:3], split[1][:3], split[2][:3], np.array([1, -1, -1], np.int32))
     np.testing.assert_array_equal(
         cuda.route_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,

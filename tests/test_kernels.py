@@ -298,17 +298,21 @@ def test_gradient_reductions_equal_the_array_programs(n_rows, n_threads, monkeyp
 
 def test_partition_by_hand():
     packed = _packed([[0, 2], [2, 3], [1, 0], [2, 1]])
-    positions = np.array([1, 1, 2, 0], np.int32)  # level of nodes 1, 2; row 3 is elsewhere
-    ridx = np.arange(4, dtype=np.int32)  # node 1 owns ridx[0:2], node 2 ridx[2:3]
+    ridx = np.array([0, 1, 2, 3], dtype=np.int32)  # node 1 owns ridx[0:2], node 2 ridx[2:3]; row 3 is elsewhere
     new_ridx, n_left = partition_rows(
-        packed, 2, 16, 3, ridx, positions, 1, seg_begin=np.array([0, 2], np.int32),
+        packed, 2, 16, 3, ridx, seg_begin=np.array([0, 2], np.int32),
         seg_end=np.array([2, 3], np.int32), split_feature=np.array([1, 0], np.int32),
         split_bin=np.array([1, 0], np.int32), default_left=np.array([True, False]),
         left_child=np.array([3, -1], np.int32))
     # Node 1 splits on feature 1 at bin 1: row 0 (bin 2) right, row 1 (missing) left.
-    np.testing.assert_array_equal(positions, [4, 3, 2, 0])
     np.testing.assert_array_equal(new_ridx, [1, 0, 2, 3])  # left rows first
     np.testing.assert_array_equal(n_left, [1, 0])
+    # Then node 2 stops, and node 1's children 3 (ridx[0:1]) and 4 (ridx[1:2]) too: each row at
+    # its leaf, row 3 (elsewhere) untouched.
+    positions = np.full(4, 9, np.int32)
+    place_rows(new_ridx, np.array([2, 0, 1], np.int32), np.array([3, 1, 2], np.int32), np.array([2, 3, 4], np.int32),
+               positions)
+    np.testing.assert_array_equal(positions, [4, 3, 2, 9])
 
 
 def test_place_rows_by_hand():
@@ -319,33 +323,30 @@ def test_place_rows_by_hand():
     np.testing.assert_array_equal(positions, [7, 9, 9, 9, 7, 6])
 
 
-def test_partition_of_leaves_named_by_their_rows_equals_one_leaf_at_a_time():
-    """level_start None (a lossguide batch): each slot is the node its rows are at, ids in any
-    order, other leaves' rows between the slots; the same moves as each leaf alone."""
+def test_partition_of_leaves_with_other_leaves_between_equals_one_leaf_at_a_time():
+    """A lossguide batch: the slots are leaves' ranges in range order, other leaves' rows
+    between them (and an empty range); the same moves as each leaf alone."""
     rng = np.random.default_rng(5)
     n_rows = 60
     packed = _packed(rng.integers(0, 4, size=(n_rows, 3)))
-    node = np.repeat([9, 4, 6, 12], [20, 10, 12, 18]).astype(np.int32)  # 4 and 12 do not split here
-    ridx = rng.permutation(n_rows).astype(np.int32)
-    positions = np.empty(n_rows, np.int32)
-    positions[ridx] = node
-    seg_begin, seg_end = np.array([0, 30, 42], np.int32), np.array([20, 42, 60], np.int32)  # nodes 9, 6, 12
-    feature, split_bin = np.array([0, 2, 1], np.int32), np.array([1, 2, 0], np.int32)
-    default_left, left_child = np.array([True, False, True]), np.array([13, 15, -1], np.int32)
-    before = positions.copy()
-    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, positions, None, seg_begin, seg_end, feature,
-                                      split_bin, default_left, left_child)
-    expected_ridx, expected_positions = ridx.copy(), before.copy()
-    for s in range(3):
+    ridx = rng.permutation(n_rows).astype(np.int32)  # leaves of 20, 10 (not in the batch), 12 and 18 rows
+    seg_begin, seg_end = np.array([0, 30, 42, 42], np.int32), np.array([20, 42, 42, 60], np.int32)
+    feature, split_bin = np.array([0, 2, 1, 1], np.int32), np.array([1, 2, 0, 0], np.int32)
+    default_left, left_child = np.array([True, False, True, True]), np.array([13, 15, 17, -1], np.int32)
+    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, seg_begin, seg_end, feature, split_bin, default_left,
+                                      left_child)
+    expected_ridx = ridx.copy()
+    for s in range(4):
         span = slice(seg_begin[s], seg_end[s])
-        moved, lefts = partition_rows(packed, 2, 16, 3, ridx[span], expected_positions, int(node[seg_begin[s]]),
-                                      np.array([0], np.int32), np.array([seg_end[s] - seg_begin[s]], np.int32),
-                                      feature[s:s + 1], split_bin[s:s + 1], default_left[s:s + 1], left_child[s:s + 1])
+        moved, lefts = partition_rows(packed, 2, 16, 3, ridx[span], np.array([0], np.int32),
+                                      np.array([seg_end[s] - seg_begin[s]], np.int32), feature[s:s + 1],
+                                      split_bin[s:s + 1], default_left[s:s + 1], left_child[s:s + 1])
         expected_ridx[span] = moved
         assert n_left[s] == lefts[0]
     np.testing.assert_array_equal(new_ridx, expected_ridx)
-    np.testing.assert_array_equal(positions, expected_positions)
-    assert (positions[ridx[:20]] != 9).all() and (positions[ridx[20:30]] == 4).all() and 0 < n_left[:2].min()
+    np.testing.assert_array_equal(new_ridx[20:30], ridx[20:30])
+    np.testing.assert_array_equal(new_ridx[42:], ridx[42:])  # the leaf that does not split
+    assert 0 < n_left[:2].min() and not (new_ridx[:20] == ridx[:20]).all() and n_left[2:].max() == 0
 
 
 @settings(max_examples=40, deadline=None)
@@ -354,31 +355,28 @@ def test_partition_is_a_stable_split_of_each_node(n_rows, n_nodes, random):
     rng = np.random.default_rng(random.randint(0, 2**32 - 1))
     bins = rng.integers(0, 4, size=(n_rows, 3))
     packed = _packed(bins)
-    level_start = 5
     node = rng.integers(0, n_nodes + 1, size=n_rows)  # n_nodes: a row of another level
     ridx, seg_begin, seg_end = grouped(np.where(node < n_nodes, node, -1), n_nodes)
-    positions = (level_start + node).astype(np.int32)
     feature = rng.integers(0, 3, size=n_nodes).astype(np.int32)
     split_bin = rng.integers(0, 3, size=n_nodes).astype(np.int32)
     default_left = rng.random(n_nodes) < 0.5
     left_child = np.where(rng.random(n_nodes) < 0.7, 20 + 2 * np.arange(n_nodes), -1).astype(np.int32)
-    before = positions.copy()
-    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, positions, level_start, seg_begin, seg_end,
-                                      feature, split_bin, default_left, left_child)
+    new_ridx, n_left = partition_rows(packed, 2, 16, 3, ridx, seg_begin, seg_end, feature, split_bin, default_left,
+                                      left_child)
+    in_slots = np.zeros(n_rows, bool)
     for s in range(n_nodes):
         rows = ridx[seg_begin[s]:seg_end[s]]
+        in_slots[seg_begin[s]:seg_end[s]] = True
         if left_child[s] < 0:
             np.testing.assert_array_equal(new_ridx[seg_begin[s]:seg_end[s]], rows)
-            np.testing.assert_array_equal(positions[rows], before[rows])
+            assert n_left[s] == 0
             continue
         cell = bins[rows, feature[s]]
         left = np.where(cell == 3, default_left[s], cell <= split_bin[s])
         expected = np.concatenate([rows[left], rows[~left]])  # stable: old order within each side
         np.testing.assert_array_equal(new_ridx[seg_begin[s]:seg_end[s]], expected)
-        np.testing.assert_array_equal(positions[rows], np.where(left, left_child[s], left_child[s] + 1))
         assert n_left[s] == left.sum()
-    other = node == n_nodes
-    np.testing.assert_array_equal(positions[other], before[other])
+    np.testing.assert_array_equal(new_ridx[~in_slots], ridx[~in_slots])  # rows of another level stay
 
 
 def test_route_by_hand():
@@ -391,17 +389,17 @@ def test_route_by_hand():
     np.testing.assert_array_equal(leaf, [1, 3, 4])
 
 
-def _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                         seg_begin, seg_end, split_feature, split_bin, default_left, left_child):
+def _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, split_feature,
+                         split_bin, default_left, left_child):
     """cpu.partition_rows as a NumPy array program (its body before the compiled loop): a
-    naive reference kept only for tests. Each row finds its slot from ``positions``."""
-    n_rows, n_level = int(ridx.shape[0]), int(left_child.shape[0])
-    node = positions[ridx]
-    slot = node - level_start
-    in_level = (slot >= 0) & (slot < n_level)
+    naive reference kept only for tests. Each place finds its slot from the ranges."""
+    n_places, n_level = int(ridx.shape[0]), int(left_child.shape[0])
+    slot = np.full(n_places, -1)
+    for s in range(n_level):
+        slot[seg_begin[s]:seg_end[s]] = s
+    in_level = slot >= 0
     slot = np.where(in_level, slot, 0)
-    child = np.where(in_level, left_child[slot], -1)
-    splitting = child >= 0
+    splitting = in_level & (left_child[slot] >= 0)
     feature = split_feature[slot]
     words = packed[ridx, feature // cells_per_word]
     bins = (words >> ((feature % cells_per_word) * bits).astype(np.uint32)) & np.uint32((1 << bits) - 1)
@@ -410,13 +408,12 @@ def _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, pos
     begin, end = seg_begin[slot], seg_end[slot]
     base = left_before[begin]
     n_left_here = left_before[end] - base
-    lefts_before = left_before[:n_rows] - base
-    at = np.arange(n_rows)
+    lefts_before = left_before[:n_places] - base
+    at = np.arange(n_places)
     destination = np.where(go_left, begin + lefts_before, begin + n_left_here + (at - begin - lefts_before))
     destination = np.where(splitting, destination, at)
     new_ridx = np.empty_like(ridx)
     new_ridx[destination] = ridx
-    positions[ridx] = np.where(splitting, child + ~go_left, node)
     return new_ridx, (left_before[seg_end] - left_before[seg_begin]).astype(np.int32)
 
 
@@ -453,7 +450,7 @@ def test_compiled_partition_and_route_equal_their_references(bits, n_threads, mo
     bins[rng.random(bins.shape) < 0.1] = missing_symbol
     packed = _packed(bins, missing_symbol, bits)
     cells_per_word = 32 // bits
-    n_slots, n_padding, level_start = 200, 20, 7
+    n_slots, n_padding = 200, 20
     # Each row's slot, or -1 for a row of another level (a leaf of an earlier one).
     row_slot = np.where(rng.random(n_rows) < 0.2, -1, rng.integers(0, n_slots // 2, n_rows) * 2)  # odd: empty
     # Sort keys: 2 s + 1 for slot s, even keys for other rows (before slot 0, between slots, after the last).
@@ -471,43 +468,32 @@ def test_compiled_partition_and_route_equal_their_references(bits, n_threads, mo
         else:  # an empty range at the end of the previous slot's
             seg_begin[slot] = seg_end[slot] = seg_end[slot - 1] if slot else 0
     n_level = n_slots + n_padding
-    positions = np.where(row_slot < 0, rng.choice([0, 1, level_start + n_level + 3], n_rows),
-                         level_start + row_slot).astype(np.int32)
     split_feature = rng.integers(0, n_features, n_level).astype(np.int32)
     split_bin = rng.integers(0, missing_symbol, n_level).astype(np.int32)
     default_left = rng.random(n_level) < 0.5
     left_child = np.where(rng.random(n_level) < 0.8, 1000 + 2 * np.arange(n_level), -1).astype(np.int32)
     arguments = (split_feature, split_bin, default_left, left_child)
-    before = positions.copy()
-    expected_positions = positions.copy()
-    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, expected_positions,
-                                    level_start, seg_begin, seg_end, *arguments)
-    got = partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start, seg_begin,
-                         seg_end, *arguments)
+    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, *arguments)
+    got = partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, *arguments)
     for g, e in zip(got, expected):
         assert g.dtype == np.int32
         np.testing.assert_array_equal(g, e)
-    np.testing.assert_array_equal(positions, expected_positions)
     assert 0 < got[1].sum() < n_rows
 
-    # A few slots' places alone (a lossguide node's range): under a quarter of the rows, so the
-    # first pass goes by ridx's places rather than every row; the same moves.
+    # A few slots' places alone (a lossguide step's span of ridx); the same moves.
     first, stop = 10, 16
     lo, hi = seg_begin[first], seg_end[stop - 1]
-    window = (ridx[lo:hi].copy(), level_start + first, seg_begin[first:stop] - lo, seg_end[first:stop] - lo,
+    window = (ridx[lo:hi].copy(), seg_begin[first:stop] - lo, seg_end[first:stop] - lo,
               *(a[first:stop] for a in arguments))
-    assert 4 * (hi - lo) < n_rows
-    positions, expected_positions = before.copy(), before.copy()  # as they agree with the ranges
-    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, window[0], expected_positions,
-                                    *window[1:])
-    got = partition_rows(packed, bits, cells_per_word, missing_symbol, window[0], positions, *window[1:])
+    expected = _partition_reference(packed, bits, cells_per_word, missing_symbol, *window)
+    got = partition_rows(packed, bits, cells_per_word, missing_symbol, *window)
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(g, e)
-    np.testing.assert_array_equal(positions, expected_positions)
 
     n_nodes, depth = 63, 5  # leaves at every depth: some nodes of the upper levels do not split
+    rng = np.random.default_rng(100 + bits)  # the tree's own draws
     split = rng.random(n_nodes) < 0.85
-    split[0] = True
+    split[:3] = True  # the root and its children: rows reach several depths
     left_child = np.full(n_nodes, -1, np.int32)
     next_id = 1
     for node in range(n_nodes):

@@ -186,15 +186,14 @@ def test_sparse_kernels_are_the_dense_kernels_on_the_same_rows(rng):
             (dense_rows, layout.bits, layout.cells_per_word, layout.missing_symbol, None),
             (sparse_rows.packed, sparse_layout.bits, sparse_layout.cells_per_word, sparse_layout.missing_symbol,
              cuts.bin_offsets)):
-        rows_at = positions.copy()
-        new_ridx, n_left = cpu.partition_rows(packed, bits, per_word, symbol, ridx, rows_at, 0, seg_begin, seg_end,
+        new_ridx, n_left = cpu.partition_rows(packed, bits, per_word, symbol, ridx, seg_begin, seg_end,
                                               feature_bins=feature_bins, **split)
         leaves = cpu.route_rows(packed, bits, per_word, symbol, split["split_feature"], split["split_bin"],
                                 split["default_left"], np.array([1, -1, -1, -1], np.int32), 1, feature_bins)
-        moved.append((new_ridx, n_left, rows_at, leaves))
+        moved.append((new_ridx, n_left, leaves))
     for sparse_result, dense_result in zip(moved[1], moved[0]):
         np.testing.assert_array_equal(sparse_result, dense_result)
-    assert len(np.unique(moved[0][3])) == 2  # the root split sent rows both ways
+    assert len(np.unique(moved[0][2])) == 2 and 0 < moved[0][1].sum()  # the root split sent rows both ways
 
 
 # ---- training and prediction ------------------------------------------------------------------------

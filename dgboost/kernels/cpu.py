@@ -950,22 +950,25 @@ def gather_page_rows(rows, pages, starts, out):
 
 
 def place_rows(ridx, begin, end, node, positions):
-    """Put rows back at a node: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
-    range ``k``, ``[begin[k], end[k])`` (a lossguide step's cut leaves, their rows at their own
-    node again). The ranges are host arrays on both devices (the grower's own bookkeeping);
-    the CUDA twin copies them over in one transfer.
+    """Put rows at their leaves: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
+    range ``k``, ``[begin[k], end[k])``: once a tree is grown, the rows of each node that
+    stopped (partition_rows leaves a node's range in place once it stops splitting, and
+    writes no node ids). Ranges may be empty. Host arrays on both devices (a lossguide
+    tree's leaves, the grower's own bookkeeping: the CUDA twin copies them over in one
+    transfer), or, on a GPU, device arrays (a depthwise tree's levels' ranges).
 
     Parameters
     ----------
     ridx : array of shape (n_places,), int32: rows grouped by node           # IN
-    begin, end, node : numpy arrays of shape (n_ranges,), int32               # IN
+    begin, end, node : arrays of shape (n_ranges,), int32                     # IN
     positions : array of shape (n_rows,), int32: each row's node id           # IN/OUT, updated in place
 
     Returns
     -------
     positions
     """
-    for first, stop, at in zip(begin.tolist(), end.tolist(), node.tolist()):
+    filled = np.flatnonzero(end > begin)
+    for first, stop, at in zip(begin[filled].tolist(), end[filled].tolist(), node[filled].tolist()):
         positions[ridx[first:stop]] = at
     return positions
 
@@ -992,29 +995,23 @@ def add_leaf_values(margins, output, leaf_value, positions):
     return margins
 
 
-def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None,
-                   categories=None):
+def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, split_feature, split_bin,
+                   default_left, left_child, feature_bins=None, categories=None):
     """Send the rows of a level's split nodes to their children, keeping ridx grouped by node.
 
     The rows of slot ``s`` are ``ridx[seg_begin[s]:seg_end[s]]``; the ranges come in slot
     order (``seg_begin`` does not decrease; an empty range before a range starting where it
-    does: a depthwise level's padding at ``n_rows``, a lossguide batch's in place) and
-    agree with ``positions``: slot ``s`` is node ``level_start + s``, or, with
-    ``level_start`` None (a lossguide batch, its leaves in the order of their ranges),
-    the node its rows are at. Rows outside every slot's range stay where they are.
-    Where ``left_child[s] >= 0`` a row goes to ``left_child[s]`` if its bin of
-    ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
-    ``default_left[s]``), else to ``left_child[s] + 1``; the node's range is
-    reordered stably: its left rows first, then its right rows. Other rows stay:
-    those of slots that do not split, and those outside every slot's range (rows
-    of nodes of other levels). Compiled, in three passes, as the CUDA twin's flags,
-    scan and scatter: each row of a splitting slot to its child, over the rows in
-    row order so that threads write apart (loops.partition_positions); then, over
-    the slots' rows laid end to end and cut into one run a thread, each place's
-    side and each run's left count by slot (loops.partition_sides), and each row
-    to its place, counting the lefts of earlier runs (loops.partition_scatter).
-    The result does not depend on the thread count.
+    does: a depthwise level's padding at ``n_rows``, a lossguide batch's in place). Rows
+    outside every slot's range stay where they are. Where ``left_child[s] >= 0`` a row goes
+    left if its bin of ``split_feature[s]`` is ``<= split_bin[s]`` (or is missing and
+    ``default_left[s]``), else right; the node's range is reordered stably: its left rows
+    first, then its right rows. Other rows stay: those of slots that do not split, and those
+    outside every slot's range (rows of nodes of other levels). No row's node id is written:
+    a row's leaf is set once, when its node stops (place_rows). Compiled, in two passes
+    over the slots' rows laid end to end and cut into one run a thread, as the CUDA twin's
+    flags and scan, then scatter: each place's side and each run's left count by slot
+    (loops.partition_sides), then each row to its place, counting the lefts of earlier runs
+    (loops.partition_scatter). The result does not depend on the thread count.
 
     Parameters
     ----------
@@ -1023,8 +1020,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
         then the null symbol ``missing_symbol``), each feature's first global bin and the
         total last: array of shape (n_features + 1,), int64, on packed's device   # IN
     ridx : array of shape (n_places,), int32: the rows grouped by node, all of them or a
-        sample (the rows left out at position -1)                      # IN
-    positions : array of shape (n_rows,), int32: each row's node id   # IN/OUT, updated in place
+        sample                                                         # IN
     seg_begin, seg_end : arrays of shape (n_level_nodes,), int32      # IN
     split_feature, split_bin, left_child : arrays of shape (n_level_nodes,), int32   # IN
     default_left : array of shape (n_level_nodes,), bool              # IN
@@ -1034,54 +1030,28 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
 
     Returns
     -------
-    (ridx, n_left): the new ridx (n_rows,) int32, and each slot's number of rows
+    (ridx, n_left): the new ridx (n_places,) int32, and each slot's number of rows
     sent left (n_level_nodes,) int32.                                  # OUT
     """
     ridx = np.ascontiguousarray(ridx, dtype=POSITION_DTYPE)
     n_slots = int(left_child.shape[0])
     if not (packed.shape[0] and n_slots):
         return ridx.copy(), np.zeros(n_slots, dtype=POSITION_DTYPE)
-    new_ridx = np.empty_like(ridx)  # partition_positions copies ridx in: the rows that stay
+    new_ridx = np.empty_like(ridx)  # partition_sides copies ridx in: the rows that stay
     n_threads = _threads_for(int((seg_end - seg_begin).sum()))
     lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     plan = run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)
     left_child = np.ascontiguousarray(left_child, dtype=POSITION_DTYPE)
-    splits = (np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
-              np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
-              left_child, None if categories is None else np.ascontiguousarray(categories, dtype=np.uint32))
-    if level_start is None:  # the first pass finds a row's split by its node id
-        level_start, splits = _by_node_id(ridx, positions, seg_begin, seg_end, splits)
-    # Each row of a splitting slot to its child: over every row in row order (threads write
-    # apart), or, where ridx holds few of the rows (a node's, a sample's), over its places.
-    first_pass, n_items = ((loops.partition_positions_by_places, ridx.shape[0]) if 4 * ridx.shape[0] < positions.shape[0]
-                           else (loops.partition_positions, positions.shape[0]))
-    first_pass(_threads_for(int(n_items)), _cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
-               _feature_bins(feature_bins), positions, int(level_start), *splits, ridx, new_ridx)
     goes_left = _kept("goes_left", ridx.shape, np.uint8)  # written and read at splitting slots' places only
-    loops.partition_sides(n_threads, ridx, positions, seg_begin, *plan, left_child, goes_left, lefts)
+    loops.partition_sides(n_threads, _cells(packed, bits), packed, bits, cells_per_word, missing_symbol,
+                          _feature_bins(feature_bins), np.ascontiguousarray(split_feature, dtype=POSITION_DTYPE),
+                          np.ascontiguousarray(split_bin, dtype=POSITION_DTYPE),
+                          np.ascontiguousarray(default_left, dtype=bool),
+                          None if categories is None else np.ascontiguousarray(categories, dtype=np.uint32),
+                          ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)
     loops.partition_scatter(n_threads, ridx, seg_begin, *plan, left_child, goes_left, lefts, new_ridx)
     return new_ridx, lefts.sum(axis=0).astype(POSITION_DTYPE)
-
-
-def _by_node_id(ridx, positions, seg_begin, seg_end, splits):
-    """A level's splits laid by node id: the lowest id of its slots (each slot's node is its
-    rows') and ``splits`` (feature, bin, default left, left child, by slot) as arrays over
-    the ids from it to the highest, where an id of no slot does not split."""
-    filled = seg_end > seg_begin
-    ids = positions[ridx[seg_begin[filled]]].astype(np.int64)
-    if not ids.size:
-        return 0, tuple(None if a is None else a[:0] for a in splits)
-    first = int(ids.min())
-    laid = []
-    for column, blank in zip(splits, (0, 0, False, -1, 0)):
-        if column is None:  # no category words
-            laid.append(None)
-            continue
-        by_id = np.full((int(ids.max()) - first + 1,) + column.shape[1:], blank, dtype=column.dtype)
-        by_id[ids - first] = column[filled]
-        laid.append(by_id)
-    return first, tuple(laid)
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,

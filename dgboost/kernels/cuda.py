@@ -674,9 +674,8 @@ def add_leaf_values(margins, output, leaf_value, positions):
     return margins
 
 
-def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions, level_start,
-                   seg_begin, seg_end, split_feature, split_bin, default_left, left_child, feature_bins=None,
-                   categories=None):
+def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, split_feature, split_bin,
+                   default_left, left_child, feature_bins=None, categories=None):
     import cupy
 
     n_words = int(packed.shape[1])
@@ -696,7 +695,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
         cupy.cumsum(flags, out=left_before[1:])
         _kernel("partition.cu", "partition_scatter")(
             (_blocks(n_places),), (_BLOCK,),
-            (_int32(ridx), positions, flags, left_before, np.int32(n_places), np.int32(n_level), seg_begin,
+            (_int32(ridx), flags, left_before, np.int32(n_places), np.int32(n_level), seg_begin,
              seg_end, _int32(left_child), new_ridx))
     n_left = cupy.empty(n_level, dtype=POSITION_DTYPE)
     if n_level:
@@ -706,16 +705,22 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, positions
 
 
 def place_rows(ridx, begin, end, node, positions):
+    import cupy
+
     n_ranges = int(node.shape[0])
-    longest = int((end - begin).max()) if n_ranges else 0  # host arrays: the caller's ranges
-    if longest > 0:
+    if isinstance(begin, np.ndarray):  # host ranges: one copy over
+        longest = int((end - begin).max()) if n_ranges else 0
+        if longest <= 0:
+            return positions
         from ..backend import asarray
 
-        import cupy
-
-        ranges = asarray(cupy, np.stack([begin, end, node]), POSITION_DTYPE)  # one copy
-        _kernel("partition.cu", "place_rows")((min(_blocks(longest), 1024), n_ranges), (_BLOCK,),
-                                              (_int32(ridx), ranges[0], ranges[1], ranges[2], positions))
+        begin, end, node = asarray(cupy, np.stack([begin, end, node]), POSITION_DTYPE)
+    else:  # the device's (no read): an even share of the places a range, longer ones strided over
+        longest = -(-int(ridx.shape[0]) // max(n_ranges, 1))
+    if n_ranges and longest > 0:
+        _kernel("partition.cu", "place_rows")((min(_blocks(longest), 1024), min(n_ranges, 65535)), (_BLOCK,),
+                                              (_int32(ridx), _int32(begin), _int32(end), _int32(node),
+                                               np.int32(n_ranges), positions))
     return positions
 
 

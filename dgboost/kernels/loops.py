@@ -590,33 +590,6 @@ def predict_oblivious(run, n_runs, X, data, indices, indptr, level_feature, leve
                 margins[block + index, output] += leaf_value[tree, leaves[index]]
 
 
-@over_runs
-def partition_positions(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, positions,
-                        level_start, split_feature, split_bin, default_left, left_child, categories, ridx, new_ridx):
-    """Partition's first pass, over the rows in row order, run ``run`` of ``n_runs`` equal runs
-    of them: each row of a splitting slot (``positions`` in the level) moves to its child,
-    left where its bin of the slot's feature is at most the slot's bin (or is missing and
-    the slot's default is left). In row order, so that each thread writes its own run of
-    ``positions`` (by places in ``ridx``, threads wrote rows scattered over one another's
-    cache lines). Each run also copies its share of ``ridx`` into ``new_ridx``, whose
-    places of splitting slots partition_scatter then overwrites (``ridx`` may hold fewer
-    rows than ``positions``: a sample of them, the others at position -1). ``cells`` as
-    for ``histograms``; ``feature_bins`` as for ``_bin`` (None: dense rows); ``categories``
-    as for ``_child_slot``."""
-    n_slots = left_child.shape[0]
-    n_rows = positions.shape[0]
-    n_places = ridx.shape[0]
-    for place in range(n_places * run // n_runs, n_places * (run + 1) // n_runs):
-        new_ridx[place] = ridx[place]  # a loop, not a slice copy: numba's shape check compiles for seconds
-    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
-        slot = np.int64(positions[row]) - level_start
-        if slot < 0 or slot >= n_slots or left_child[slot] < 0:
-            continue
-        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
-                                                        feature_bins, row, slot, split_feature, split_bin,
-                                                        default_left, categories)
-
-
 @compiled
 def _child_slot(cells, packed, bits, cells_per_word, missing_symbol, feature_bins, row, slot, split_feature, split_bin,
                 default_left, categories):
@@ -640,43 +613,30 @@ def _goes_right(bin_id, split_bin, categories, slot):
 
 
 @over_runs
-def partition_positions_by_places(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins,
-                                  positions, level_start, split_feature, split_bin, default_left, left_child, categories,
-                                  ridx, new_ridx):
-    """partition_positions over ``ridx``'s places rather than every row, run ``run`` of
-    ``n_runs`` equal runs of them: the same moves, for a ``ridx`` of few rows (a node's,
-    or a sample's), whose rows' positions are written where they lie."""
-    n_slots = left_child.shape[0]
+def partition_sides(run, n_runs, cells, packed, bits, cells_per_word, missing_symbol, feature_bins, split_feature,
+                    split_bin, default_left, categories, ridx, seg_begin, starts, touches, first_slots, n_run_slots,
+                    partial, left_child, goes_left, lefts, new_ridx):
+    """Partition's first pass, over the slots' rows in run ``run`` of the ``n_runs`` runs of a
+    plan (``starts`` to ``partial``, run_plan's; see cpu.partition_rows): each row of a
+    splitting slot gets its side (``goes_left``, by its place in ``ridx``), left where its bin
+    of the slot's feature is at most the slot's bin (or is missing and the slot's default is
+    left), and ``lefts[run, slot]`` counts the run's rows of the slot sent left. Each run also
+    copies its equal share of ``ridx``'s places into ``new_ridx``, whose places of splitting
+    slots partition_scatter then overwrites. ``cells`` as for ``histograms``;
+    ``feature_bins`` as for ``_bin`` (None: dense rows); ``categories`` as for ``_child_slot``."""
     n_places = ridx.shape[0]
     for place in range(n_places * run // n_runs, n_places * (run + 1) // n_runs):
-        row = ridx[place]
-        new_ridx[place] = row
-        slot = np.int64(positions[row]) - level_start
-        if slot < 0 or slot >= n_slots or left_child[slot] < 0:
-            continue
-        positions[row] = left_child[slot] + _child_slot(cells, packed, bits, cells_per_word, missing_symbol,
-                                                        feature_bins, row, slot, split_feature, split_bin,
-                                                        default_left, categories)
-
-
-@over_runs
-def partition_sides(run, n_runs, ridx, positions, seg_begin, starts, touches, first_slots, n_run_slots, partial,
-                    left_child, goes_left, lefts):
-    """Partition's second pass, over the slots' rows in run ``run`` of the ``n_runs`` runs of
-    a plan (``starts`` to ``partial``, run_plan's; see cpu.partition_rows), after
-    partition_positions: each row of a splitting slot gets its side (``goes_left``, by its
-    place in ``ridx``: whether it moved to the slot's left child), and ``lefts[run,
-    slot]`` counts the run's rows of the slot sent left."""
+        new_ridx[place] = ridx[place]  # a loop, not a slice copy: numba's shape check compiles for seconds
     total = starts[seg_begin.shape[0]]
     first, stop = total * run // n_runs, total * (run + 1) // n_runs
     for slot in range(first_slots[run], first_slots[run] + n_run_slots[run]):
-        child = left_child[slot]
-        if child < 0:
+        if left_child[slot] < 0:
             continue
         begin, end = _places(seg_begin, starts, first, stop, slot)
         sent_left = np.int64(0)  # a local count, not lefts[run, slot]: runs' counts share cache lines
         for place in range(begin, end):
-            left = np.int64(positions[ridx[place]] == child)
+            left = 1 - _child_slot(cells, packed, bits, cells_per_word, missing_symbol, feature_bins, ridx[place], slot,
+                                   split_feature, split_bin, default_left, categories)
             goes_left[place] = left
             sent_left += left
         lefts[run, slot] = sent_left

@@ -5,8 +5,9 @@
 // slot order (seg_begin does not decrease; padding slots hold empty ranges at
 // n_places). Splitting a node splits
 // its range in place, stably: its left rows first, in their old order, then
-// its right rows. A thread finds its slot from the ranges, so positions are
-// only written, never gathered.
+// its right rows. A thread finds its slot from the ranges. No row's node id is
+// written while the tree grows (a scattered write a row a level): a node's range
+// stays put once it stops splitting, and place_rows writes each row's leaf once.
 #include "common.cuh"
 
 // The slot whose range holds ridx index i, or -1 (a row of a leaf of an earlier level).
@@ -60,7 +61,7 @@ extern "C" __global__ void partition_flags(
 // Moves each row of a splitting node to its place in the node's range and its child.
 // left_before[i] = flags[0] + ... + flags[i - 1] (n_places + 1 entries).
 extern "C" __global__ void partition_scatter(
-    const int* __restrict__ ridx, int* __restrict__ positions, const int* __restrict__ flags,
+    const int* __restrict__ ridx, const int* __restrict__ flags,
     const int* __restrict__ left_before, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
     const int* __restrict__ left_child, int* __restrict__ new_ridx)
@@ -76,7 +77,6 @@ extern "C" __global__ void partition_scatter(
     const int lefts_before = left_before[i] - base;
     const bool left = flags[i] != 0;
     new_ridx[left ? begin + lefts_before : begin + n_left + (i - begin - lefts_before)] = row;
-    positions[row] = left_child[slot] + (left ? 0 : 1);
 }
 
 // Rows of each slot sent left: n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]].
@@ -88,16 +88,18 @@ extern "C" __global__ void segment_lefts(
     if (s < level_size) n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]];
 }
 
-// positions[ridx[i]] = node[k] for each place i of range k, [begin[k], end[k]): rows put back
-// at a node (a lossguide step's cut leaves). Block row y is range y; x strides over its places.
+// positions[ridx[i]] = node[k] for each place i of range k, [begin[k], end[k]): each row at its
+// leaf, once a tree is grown. Block row y takes ranges y, y + gridDim.y, ...; x strides over
+// a range's places.
 extern "C" __global__ void place_rows(
     const int* __restrict__ ridx, const int* __restrict__ begin, const int* __restrict__ end,
-    const int* __restrict__ node, int* __restrict__ positions)
+    const int* __restrict__ node, const int n_ranges, int* __restrict__ positions)
 {
-    const int k = blockIdx.y;
-    const int at = node[k];
-    for (int i = begin[k] + blockIdx.x * blockDim.x + threadIdx.x; i < end[k]; i += gridDim.x * blockDim.x) {
-        positions[ridx[i]] = at;
+    for (int k = blockIdx.y; k < n_ranges; k += gridDim.y) {
+        const int at = node[k];
+        for (int i = begin[k] + blockIdx.x * blockDim.x + threadIdx.x; i < end[k]; i += gridDim.x * blockDim.x) {
+            positions[ridx[i]] = at;
+        }
     }
 }
 

@@ -22,7 +22,7 @@ class DepthwiseGrower(Grower):
         xp = get_xp(gpair)
         n_places = self._places(ridx)
         self._n_leaves = xp.ones(1, dtype=INDEX_DTYPE)  # the root
-        levels = []
+        levels, ranges = [], []  # ranges: each level's rows by slot, (seg_begin, seg_end)
         streamed = None  # a paged matrix's next histograms, built in the pass that partitioned a level
         for depth in range(self.max_depth + 1):
             last = depth == self.max_depth
@@ -36,19 +36,22 @@ class DepthwiseGrower(Grower):
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
             levels.append(level)
+            ranges.append((frontier.seg_begin, frontier.seg_end))
             if last:
                 break
             if isinstance(self.matrix, PagedMatrix) and n_parents and depth + 1 < self.max_depth:
                 ridx, frontier, streamed = frontier.streamed_children(
-                    self.matrix, level, hist, slot_of_rank, n_split, ridx, positions, gpair, scales, self.comm,
+                    self.matrix, level, hist, slot_of_rank, n_split, ridx, gpair, scales, self.comm,
                     **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
                 continue
-            ridx, n_left = partition.apply_level(self.matrix, ridx, positions, level.start, frontier.seg_begin,
-                                                 frontier.seg_end, splits, level.left_child)
+            ridx, n_left = partition.apply_level(self.matrix, ridx, frontier.seg_begin, frontier.seg_end, splits,
+                                                 level.left_child)
             if n_parents == 0:
                 break
             frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_places,
                                          **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
+        if drawn is None:  # else _finish routes every row
+            positions = self._leaves_placed(levels, ranges, ridx, positions)
         return self._finish(levels, positions, scales, drawn)
 
     def _level_splits(self, frontier, hist, scales, tree_index: int, depth: int) -> SplitTable:

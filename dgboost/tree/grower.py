@@ -12,12 +12,13 @@ sibling pairs and ids are in breadth-first order::
     level 1:  [1 2]            (node 0 split)
     level 2:  [3 4 | 5 6]      (nodes 1 and 2 split)
 
-Every row carries the id of its node (``positions``), and the rows are kept
-grouped by node in ``ridx``: the rows of slot ``s`` of a level are
-``ridx[seg_begin[s]:seg_end[s]]``, so a histogram reads only the rows of the
+The rows are kept grouped by node in ``ridx``: the rows of slot ``s`` of a level
+are ``ridx[seg_begin[s]:seg_end[s]]``, so a histogram reads only the rows of the
 nodes it builds. Splitting a node splits its range in place (stably: left rows
-first). After the last level each row sits on its leaf, so the training margins
-are updated by one gather from a table of leaf values: no tree traversal.
+first); a node's range stays put once it stops splitting. Once the tree is grown
+each row is put at its leaf (``positions``, its node id) in one pass over the
+leaves' ranges, rather than a scattered write a row a level, so the training
+margins are updated by one gather from a table of leaf values: no tree traversal.
 
 On the host, sizes are plain ints and the grower allocates exactly. On a GPU it
 allocates each level for the upper bound (every node splits, padding slots
@@ -141,16 +142,15 @@ class _Frontier:
         built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
-    def streamed_children(self, matrix: PagedMatrix, level: Level, hist, slot_of_rank, n_split, ridx, positions,
-                          gpair, scales, comm, bounds=None, paths: Paths | None = None):
+    def streamed_children(self, matrix: PagedMatrix, level: Level, hist, slot_of_rank, n_split, ridx, gpair, scales,
+                          comm, bounds=None, paths: Paths | None = None):
         """For a paged matrix: this level's partition, the next level's ranges and its
         histograms, in one pass over the pages (``partition.apply_level``, ``children`` and
         ``histograms`` would read each page twice). Returns (the new ridx, the next level,
         its histograms summed over all ranks)."""
         moved, pages, built = [], [], None
         for (start, page), rows, begin, end in zip(matrix.pages(), ridx, self.seg_begin, self.seg_end):
-            rows, n_left = partition.apply_level(page, rows, positions[start:start + page.n_rows], level.start,
-                                                 begin, end, level.splits, level.left_child)
+            rows, n_left = partition.apply_level(page, rows, begin, end, level.splits, level.left_child)
             ranges = next_frontier(level.splits.table, slot_of_rank, n_split, begin, end, n_left, int(rows.shape[0]))
             part = histogram.build(page, gpair[start:start + page.n_rows], scales, rows, ranges[5], ranges[6])
             if built is None:
@@ -336,6 +336,26 @@ class Grower(abc.ABC):
         if xp is np or bound_bytes > HISTOGRAM_BUDGET_BYTES:
             return int(valid.sum())
         return bound
+
+    def _leaves_placed(self, levels, ranges, ridx, positions):
+        """``positions`` with each row at its leaf, from the levels grown (their ids running on
+        from 0) and ``ranges``, each level's ``(seg_begin, seg_end)`` (tuples of each page's for
+        a paged matrix): the rows of every node that did not split, whose range of ``ridx``
+        stayed put from its level on, at its id. One pass, with no host read."""
+        xp = get_xp(positions)
+        stops = xp.concatenate([level.left_child for level in levels]) < 0
+        ids = xp.arange(stops.shape[0], dtype=POSITION_DTYPE)
+
+        def leaf_ranges(begins, ends):  # a splitting node's range emptied
+            begin = xp.concatenate(begins)
+            return begin, xp.where(stops, xp.concatenate(ends), begin)
+
+        if isinstance(self.matrix, PagedMatrix):
+            pages = [leaf_ranges([b[k] for b, _ in ranges], [e[k] for _, e in ranges]) for k in range(len(ridx))]
+            begin, end = tuple(page[0] for page in pages), tuple(page[1] for page in pages)
+        else:
+            begin, end = leaf_ranges([b for b, _ in ranges], [e for _, e in ranges])
+        return partition.place_leaves(self.matrix, ridx, positions, begin, end, ids)
 
     def _finish(self, levels, positions, scales, drawn=None, depth: int | None = None) -> GrownTree:
         """The grown tree (``depth``: its depth, by default its number of levels less one);

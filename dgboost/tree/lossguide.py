@@ -16,9 +16,10 @@ the step is done; the leaves' histograms and split rows stay on the device, in p
 One leaf a step (XGBoost's order) is done speculatively on a GPU, ``SPECULATION`` leaves a step:
 the best leaves are split together as a batch, and then, the children's gains known, the
 batch is cut where XGBoost's order leaves it: at the first leaf that a child of an earlier
-leaf of the batch outranks. The leaves after the cut go back to the heap, their rows back to
-their node (their order in ``ridx`` may change, which no sum depends on: histograms are
-integer sums) and their children's ids back to the pool. The trees are XGBoost's order's,
+leaf of the batch outranks. The leaves after the cut go back to the heap, their range of
+``ridx`` as it is (its order may have changed, which no sum depends on: histograms are
+integer sums; rows get their leaf ids only once the tree is grown) and their children's ids
+back to the pool. The trees are XGBoost's order's,
 in some 43 steps of 255 leaves rather than 254 (higgs-like, 16 leaves a step).
 """
 
@@ -131,7 +132,7 @@ class LossguideGrower(Grower):
             child_slots = pools.take(2 * n)
             step = _Step.of(xp, split, left_ids, child_slots)
             table = xp.take(pools.table, step.slots_by_range, axis=0)  # the leaves' split rows, by range order
-            n_left = self._partition(step, table, ridx, positions)
+            n_left = self._partition(step, table, ridx)
             child = self._children(step, table, frontiers, split, n_left, scales)
             hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx[step.first:step.stop],
                                                              child.build_begin, child.build_end))
@@ -155,10 +156,6 @@ class LossguideGrower(Grower):
                     heapq.heappush(heap, key)
                     leaves[node] = leaf
                     left_child[node] = -1
-                cut = split[n_kept:]
-                ranges = np.array([[leaf.begin for leaf in cut], [leaf.end for leaf in cut], batch[n_kept:]],
-                                  dtype=POSITION_DTYPE)
-                place_rows(ridx, *ranges, positions)  # their rows at their own node again
                 del left_child[len(left_child) - 2 * (n - n_kept):]
                 pools.give(child_slots[2 * n_kept:])
                 level = _first_slots(level, 2 * n_kept)
@@ -172,6 +169,9 @@ class LossguideGrower(Grower):
             leaves.update(made)
             for entry in candidates:
                 heapq.heappush(heap, entry)
+        if drawn is None:  # else _finish routes every row
+            ranges = np.array([[leaf.begin, leaf.end, node] for node, leaf in leaves.items()], dtype=POSITION_DTYPE)
+            place_rows(ridx, *ranges.reshape(-1, 3).T, positions)
         return self._finish([self._joined(levels, asarray(xp, left_child, POSITION_DTYPE))], positions, scales,
                             drawn, depth)
 
@@ -184,13 +184,13 @@ class LossguideGrower(Grower):
         self.pools.reset()
         return self.pools
 
-    def _partition(self, step: "_Step", table, ridx, positions):
+    def _partition(self, step: "_Step", table, ridx):
         """Split the rows of the step's leaves (``table``: their split rows in the order of their
         ranges), in place, in one pass over the span of ``ridx`` their ranges cover: the leaves
         as one level, in the order of their ranges (the rows between them, other leaves', stay).
         Returns each leaf's rows sent left, by range order, on the device."""
-        moved, n_left = partition.apply_level(self.matrix, ridx[step.first:step.stop], positions, None,
-                                              step.seg_begin, step.seg_end, SplitTable(table), step.left_by_range)
+        moved, n_left = partition.apply_level(self.matrix, ridx[step.first:step.stop], step.seg_begin, step.seg_end,
+                                              SplitTable(table), step.left_by_range)
         ridx[step.first:step.stop] = moved
         return n_left
 
