@@ -34,6 +34,8 @@ _NOTHING_TO_FUSE = frozenset({"predict.cu", "quantise.cu"})
 
 #: Threads per block of the row-parallel kernels.
 _BLOCK = 256
+#: Threads per block of partition.cu's flags and scatter (PARTITION_BLOCK there).
+_PARTITION_BLOCK = 256
 #: Threads per block of the histogram kernel.
 _HISTOGRAM_BLOCK = 512
 #: The fewest cells of one feature group a histogram block sums: enough work to
@@ -681,26 +683,31 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
     n_words = int(packed.shape[1])
     n_places = int(ridx.shape[0])  # every row, or a sample of them
     n_level = int(left_child.shape[0])
-    flags = cupy.empty(n_places, dtype=POSITION_DTYPE)
-    left_before = cupy.empty(n_places + 1, dtype=POSITION_DTYPE)  # partition_flags writes [0], the scan the rest
     new_ridx = cupy.empty_like(ridx)
-    seg_begin, seg_end = _int32(seg_begin), _int32(seg_end)
+    if not n_places:
+        return new_ridx, cupy.zeros(n_level, dtype=POSITION_DTYPE)
+    n_blocks = _blocks(n_places, _PARTITION_BLOCK)
+    flags = cupy.empty(n_places, dtype=cupy.uint8)
+    block_lefts = cupy.empty(n_blocks, dtype=POSITION_DTYPE)
+    lefts_before = cupy.empty(n_blocks + 1, dtype=POSITION_DTYPE)  # partition_flags writes [0], the scan the rest
+    seg_begin, seg_end, left_child = _int32(seg_begin), _int32(seg_end), _int32(left_child)
     _kernel("partition.cu", "partition_flags")(
-        (_blocks(n_places),), (_BLOCK,),
+        (n_blocks,), (_PARTITION_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-         _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin, seg_end, _int32(split_feature),
-         _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool), _int32(left_child),
-         *_category_words(categories), flags, left_before))
-    if n_places:
-        cupy.cumsum(flags, out=left_before[1:])
-        _kernel("partition.cu", "partition_scatter")(
-            (_blocks(n_places),), (_BLOCK,),
-            (_int32(ridx), flags, left_before, np.int32(n_places), np.int32(n_level), seg_begin,
-             seg_end, _int32(left_child), new_ridx))
+         _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin,
+         seg_end, _int32(split_feature), _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool),
+         left_child, *_category_words(categories), flags, block_lefts, lefts_before))
+    cupy.cumsum(block_lefts, out=lefts_before[1:])
+    base = cupy.empty(n_level, dtype=POSITION_DTYPE)
     n_left = cupy.empty(n_level, dtype=POSITION_DTYPE)
     if n_level:
         _kernel("partition.cu", "segment_lefts")((_blocks(n_level),), (_BLOCK,),
-                                                 (left_before, seg_begin, seg_end, np.int32(n_level), n_left))
+                                                 (flags, lefts_before, seg_begin, seg_end, np.int32(n_level), base,
+                                                  n_left))
+    _kernel("partition.cu", "partition_scatter")(
+        (n_blocks,), (_PARTITION_BLOCK,),
+        (_int32(ridx), flags, lefts_before, np.int32(n_places), np.int32(n_level), seg_begin, seg_end, left_child,
+         base, n_left, new_ridx))
     return new_ridx, n_left
 
 

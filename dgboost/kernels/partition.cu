@@ -33,59 +33,89 @@ __device__ __forceinline__ bool goes_left_at(int bin, int missing_symbol, int sp
     return goes_left(bin, missing_symbol, split_bin, default_left);
 }
 
-// flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left.
-// Also starts the scan's output: left_before[0] = 0. feature_bins: null for dense rows (see
-// row_bin); categories: null without category-set splits (see goes_left_at).
-extern "C" __global__ void partition_flags(
+// A partition block's threads (the blocks of partition_flags and partition_scatter are the
+// same: block b holds places [b * PARTITION_BLOCK, (b + 1) * PARTITION_BLOCK)).
+#define PARTITION_BLOCK 256
+
+// flags[i] = 1 where the row at ridx[i] sits in a splitting node of the level and goes left,
+// and block_lefts[b] the flags set in block b (their scan gives each block the lefts before
+// it: no scan over every place); also starts that scan's output: lefts_before[0] = 0.
+// feature_bins: null for dense rows (see row_bin); categories: null without category-set
+// splits (see goes_left_at).
+extern "C" __global__ void __launch_bounds__(PARTITION_BLOCK) partition_flags(
     const u32* __restrict__ packed, const int n_words, const int bits, const int cells_per_word,
     const int missing_symbol, const i64* __restrict__ feature_bins, const int* __restrict__ ridx, const int n_places, const int level_size,
     const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int* __restrict__ split_feature,
     const int* __restrict__ split_bin, const bool* __restrict__ default_left,
     const int* __restrict__ left_child, const u32* __restrict__ categories, const int n_category_words,
-    int* __restrict__ flags, int* __restrict__ left_before)
+    unsigned char* __restrict__ flags, int* __restrict__ block_lefts, int* __restrict__ lefts_before)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0) left_before[0] = 0;
-    if (i >= n_places) return;
-    const int slot = slot_of(i, seg_begin, seg_end, level_size);
+    const int i = blockIdx.x * PARTITION_BLOCK + threadIdx.x;
     int left = 0;
-    if (slot >= 0 && left_child[slot] >= 0) {
-        const int bin = row_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word, feature_bins,
-                                missing_symbol);
-        left = goes_left_at(bin, missing_symbol, split_bin[slot], default_left[slot], categories, n_category_words,
-                            slot);
+    if (i < n_places) {
+        const int slot = slot_of(i, seg_begin, seg_end, level_size);
+        if (slot >= 0 && left_child[slot] >= 0) {
+            const int bin = row_bin(packed, ridx[i], n_words, split_feature[slot], bits, cells_per_word, feature_bins,
+                                    missing_symbol);
+            left = goes_left_at(bin, missing_symbol, split_bin[slot], default_left[slot], categories,
+                                n_category_words, slot);
+        }
+        flags[i] = (unsigned char)left;
     }
-    flags[i] = left;
+    const int in_block = __syncthreads_count(left);
+    if (threadIdx.x == 0) block_lefts[blockIdx.x] = in_block;
+    if (i == 0) lefts_before[0] = 0;
 }
 
-// Moves each row of a splitting node to its place in the node's range and its child.
-// left_before[i] = flags[0] + ... + flags[i - 1] (n_places + 1 entries).
-extern "C" __global__ void partition_scatter(
-    const int* __restrict__ ridx, const int* __restrict__ flags,
-    const int* __restrict__ left_before, const int n_places, const int level_size,
-    const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
-    const int* __restrict__ left_child, int* __restrict__ new_ridx)
+// Places before `i` whose flag is set: the blocks' before it (lefts_before, an exclusive scan
+// of block_lefts with the total last) and its own block's up to it.
+__device__ __forceinline__ int flags_before(int i, const unsigned char* __restrict__ flags,
+                                            const int* __restrict__ lefts_before) {
+    const int block = i / PARTITION_BLOCK;
+    int count = lefts_before[block];
+    for (int k = block * PARTITION_BLOCK; k < i; ++k) count += flags[k];
+    return count;
+}
+
+// Each slot's first place's lefts before it (base) and its rows sent left (n_left).
+extern "C" __global__ void segment_lefts(
+    const unsigned char* __restrict__ flags, const int* __restrict__ lefts_before,
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end, const int level_size,
+    int* __restrict__ base, int* __restrict__ n_left)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= level_size) return;
+    const int first = flags_before(seg_begin[s], flags, lefts_before);
+    base[s] = first;
+    n_left[s] = flags_before(seg_end[s], flags, lefts_before) - first;
+}
+
+// Moves each row of a splitting node to its place in the node's range: its left rows first,
+// then its right rows, each side in its old order. A place's lefts before it: its block's
+// (lefts_before) and, within the block, a warp ballot of the flags and the warps' counts.
+extern "C" __global__ void __launch_bounds__(PARTITION_BLOCK) partition_scatter(
+    const int* __restrict__ ridx, const unsigned char* __restrict__ flags,
+    const int* __restrict__ lefts_before, const int n_places, const int level_size,
+    const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+    const int* __restrict__ left_child, const int* __restrict__ base, const int* __restrict__ n_left,
+    int* __restrict__ new_ridx)
+{
+    __shared__ int warp_lefts[PARTITION_BLOCK / 32];
+    const int i = blockIdx.x * PARTITION_BLOCK + threadIdx.x;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool left = i < n_places && flags[i] != 0;
+    const unsigned ballot = __ballot_sync(0xffffffffu, left);
+    if (lane == 0) warp_lefts[warp] = __popc(ballot);
+    __syncthreads();
     if (i >= n_places) return;
+    int before = lefts_before[blockIdx.x] + __popc(ballot & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) before += warp_lefts[w];
     const int row = ridx[i];
     const int slot = slot_of(i, seg_begin, seg_end, level_size);
     if (slot < 0 || left_child[slot] < 0) { new_ridx[i] = row; return; }
     const int begin = seg_begin[slot];
-    const int base = left_before[begin];
-    const int n_left = left_before[seg_end[slot]] - base;
-    const int lefts_before = left_before[i] - base;
-    const bool left = flags[i] != 0;
-    new_ridx[left ? begin + lefts_before : begin + n_left + (i - begin - lefts_before)] = row;
-}
-
-// Rows of each slot sent left: n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]].
-extern "C" __global__ void segment_lefts(
-    const int* __restrict__ left_before, const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
-    const int level_size, int* __restrict__ n_left)
-{
-    const int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s < level_size) n_left[s] = left_before[seg_end[s]] - left_before[seg_begin[s]];
+    const int lefts_here = before - base[slot];  // the slot's places before i sent left
+    new_ridx[left ? begin + lefts_here : begin + n_left[slot] + (i - begin - lefts_here)] = row;
 }
 
 // positions[ridx[i]] = node[k] for each place i of range k, [begin[k], end[k]): each row at its
