@@ -50,8 +50,8 @@ GAIN_DTYPE = np.float64
 #: Leaf values and split thresholds stored in trees (XGBoost's float32).
 LEAF_DTYPE = np.float32
 
-#: Each row's current tree node. int32 holds any node id of a tree that fits
-#: in memory.
+#: Each row's leaf once a tree is grown, and the places of ``ridx`` and its ranges. int32
+#: holds any node id of a tree that fits in memory.
 POSITION_DTYPE = np.int32
 
 #: A feature's monotone constraint: -1 decreasing, 0 free, 1 increasing (XGBoost's values).

@@ -122,6 +122,34 @@ def test_histograms_and_partition_of_many_slots_equal_their_twins():
         np.testing.assert_array_equal(g.get(), e)
 
 
+@pytest.mark.parametrize("n_places", [0, 256, 4096, 4097])
+def test_partition_at_block_edges_equals_its_twin(n_places):
+    """Places a multiple of the partition's 256-thread blocks or one past it, a range ending at a
+    block's edge, padding slots (empty ranges at n_places) and a level of no slots: the CPU
+    twin's moves and counts."""
+    n_rows = 5000
+    X, cuts, rng = _matrix_inputs(n_rows, 28, 256, 5)
+    host, device = build_ellpack(X, cuts), build_ellpack(cp.asarray(X), cuts)
+    layout = host.layout
+    ridx = rng.permutation(n_rows)[:n_places].astype(np.int32)  # a sample of the rows
+    cuts_at = np.unique(np.concatenate([[0, n_places], [256, 512, 1000] if n_places > 1000 else []]).astype(np.int32))
+    seg_begin = np.concatenate([cuts_at[:-1], [n_places] * 3]).astype(np.int32)  # three padding slots
+    seg_end = np.concatenate([cuts_at[1:], [n_places] * 3]).astype(np.int32)
+    n_level = len(seg_begin)
+    for n in (n_level, 0):
+        split = (rng.integers(0, 28, n).astype(np.int32), rng.integers(0, 256, n).astype(np.int32),
+                 rng.random(n) < 0.5, (100 + 2 * np.arange(n)).astype(np.int32))
+        expected = cpu.partition_rows(host.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx,
+                                      seg_begin[:n], seg_end[:n], *split)
+        got = cuda.partition_rows(device.packed, layout.bits, layout.cells_per_word, layout.missing_symbol,
+                                  *(cp.asarray(a) for a in (ridx, seg_begin[:n], seg_end[:n]) + split))
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape
+            np.testing.assert_array_equal(g.get(), e)
+        if n and n_places:
+            assert 0 < expected[1].sum() < n_places and (expected[1][-3:] == 0).all()
+
+
 def test_partition_of_a_lossguide_batch_equals_its_twin():
     """A batch of leaves in the order of their ranges, other leaves' rows between them, and a
     rank's empty leaf where the next leaf's range starts (lossguide sorts it first): the CPU

@@ -350,3 +350,65 @@ def test_lossguide_model_file_is_identical_to_the_cpus(extra, tmp_path):
     dgboost.train({**params, "device": "cuda"}, cp.asarray(X), cp.asarray(y),
                   num_boost_round=10).save_model(tmp_path / "gpu.json")
     assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
+
+
+# ---- every row at its leaf ----------------------------------------------------------------
+
+LEAF_CASES = {
+    "depthwise": {"max_depth": 8, "min_child_weight": 4},  # leaves at many depths
+    "depthwise-capped": {"max_depth": 7, "max_leaves": 20},
+    "depthwise-upper-bound": {"max_depth": 7, "min_child_weight": 4, "_upper_bound": True},  # a GPU's padded levels
+    "symmetric": {"grow_policy": "symmetric", "max_depth": 6},
+    "lossguide": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0},
+    "lossguide-speculated": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "_width": 16},
+    "lossguide-batches": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "max_greedy_nodes": 4},
+    "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 6},
+    "paged": {"max_depth": 6, "max_device_matrix_bytes": 12_000},  # streamed page by page
+    "paged-sample": {"max_depth": 6, "max_device_matrix_bytes": 12_000, "subsample": 0.3,
+                     "sampling_method": "gradient_based"},  # a sample gathered into one page
+}
+
+
+def _leaves_checked(monkeypatch):
+    """Check every tree grown from all its rows as it is finished: each row's leaf
+    (positions, set once the tree is grown) is where routing the row sends it. Returns the
+    list of trees checked."""
+    from dgboost.backend import to_numpy
+    from dgboost.tree.grower import Grower
+
+    checked, finish = [], Grower._finish
+
+    def checked_finish(self, levels, positions, scales, drawn=None, depth=None):
+        grown = finish(self, levels, positions, scales, drawn, depth)
+        if drawn is None:  # else _finish routed every row itself
+            np.testing.assert_array_equal(to_numpy(grown.positions), to_numpy(grown.route(self.matrix)))
+            checked.append((type(self.matrix).__name__, to_numpy(grown.positions)))
+        return grown
+
+    monkeypatch.setattr(Grower, "_finish", checked_finish)
+    return checked
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("case", list(LEAF_CASES))
+def test_every_row_is_put_at_the_leaf_routing_sends_it_to(case, device, monkeypatch):
+    from dgboost.tree import lossguide
+    from dgboost.tree.grower import Grower
+
+    params = dict(LEAF_CASES[case])
+    if params.pop("_upper_bound", False):
+        monkeypatch.setattr(Grower, "_next_level_parents", lambda self, valid, n_bins_total: int(valid.shape[0]))
+    if "_width" in params:
+        monkeypatch.setitem(lossguide.SPECULATION, "cpu", params.pop("_width"))
+    X, y = _data(np.random.default_rng(7), 3000)
+    if params.get("objective") == "multi:softprob":
+        y = np.digitize(y, [-0.5, 0.5]).astype(np.float32)
+    if device == "cuda":
+        cp = pytest.importorskip("cupy")
+        X, y = cp.asarray(X), cp.asarray(y)
+    checked = _leaves_checked(monkeypatch)
+    dgboost.train({**params, "device": device, "eta": 0.3}, X, y, num_boost_round=4)
+    assert checked  # trees of every row (a gathered sample's rows) were grown and checked
+    assert max(len(np.unique(positions)) for _, positions in checked) >= 6  # rows at many leaves
+    if case == "paged":
+        assert {matrix for matrix, _ in checked} == {"PagedMatrix"}

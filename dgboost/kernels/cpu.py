@@ -1038,7 +1038,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
     if not (packed.shape[0] and n_slots):
         return ridx.copy(), np.zeros(n_slots, dtype=POSITION_DTYPE)
     new_ridx = np.empty_like(ridx)  # partition_sides copies ridx in: the rows that stay
-    n_threads = _threads_for(int((seg_end - seg_begin).sum()))
+    n_threads = _threads_for(int(ridx.shape[0]))  # by the places, which each run also copies its share of
     lefts = np.zeros((n_threads, n_slots), dtype=INDEX_DTYPE)  # each thread's rows sent left, by slot
     seg_begin = np.ascontiguousarray(seg_begin, dtype=POSITION_DTYPE)
     plan = run_plan(seg_begin, np.ascontiguousarray(seg_end, dtype=POSITION_DTYPE), n_threads)

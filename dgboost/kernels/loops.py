@@ -52,7 +52,7 @@ def compiled(function=None, *, inline: bool = True):
     def machine_code():
         import numba
 
-        return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(_bound(function))
+        return numba.njit(cache=True, nogil=True, error_model="numpy", inline="always" if inline else "never")(_bound(function))
 
     @functools.wraps(function)
     def call(*args):
