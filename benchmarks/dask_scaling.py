@@ -15,6 +15,10 @@ dgboost's timed job reuses the NCCL communicator its warm-up made (as every job
 after a cluster's first does); ``--fresh-nccl`` makes every job start its own.
 Test AUC on held-out rows predicted in the client. Prints a markdown table with
 each system's speed-up over its own one-worker run and writes JSON to --out.
+``--repeat N`` times each system's job N times on each cluster (the systems taking
+turns, after one warm-up and one set-up job each) and reports their median, every
+job's time beside it: the issues' "median of 3 runs" in one command, one cluster and
+one data set a worker count.
 
 ``--out-of-core TIMES`` (issue 21, out_of_core.py's benchmark on several workers):
 then on each cluster, after the jobs above, four more dgboost.dask jobs on the same
@@ -89,9 +93,14 @@ def main(argv=None) -> int:
                              "device budget")
     parser.add_argument("--max-restarts", type=int, default=None,
                         help="dgboost.dask.train's max_restarts (0: no journal of rounds); its default if not given")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="timed jobs of each system on each cluster, the systems taking turns; the table "
+                             "gives their median (the issues' 'median of 3 runs' in one command)")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat} must be at least 1")
     if args.out_of_core is not None and not args.out_of_core > 1:
         parser.error(f"--out-of-core {args.out_of_core:g} must be above 1: a matrix within its budget stays in core")
     if args.out_of_core is not None and args.max_bin != 256:
@@ -167,16 +176,20 @@ def _run_cluster(args, n: int, X_test, y_test) -> dict:
             run(args, client, X[:warm], y[:warm], 2)  # warm-up: kernels compiled, pools filled
             began = time.perf_counter()
             run(args, client, X, y, 0)  # the job without rounds: data to workers, matrix, communicators
-            build_seconds = time.perf_counter() - began
-            began = time.perf_counter()
-            with ClientLines() as lines:
-                model = run(args, client, X, y, args.rounds)
-            seconds = time.perf_counter() - began
-            record[system] = {"train_s": round(seconds, 3), "zero_rounds_s": round(build_seconds, 3),
-                              "auc": _auc(system, model, X_test, y_test, args)}
-            wire = _wire_kib_a_round(lines.lines)
-            if wire is not None:
-                record[system]["wire_kib_a_round"] = wire
+            record[system] = {"zero_rounds_s": round(time.perf_counter() - began, 3), "train_runs_s": []}
+        models = {}
+        for _ in range(args.repeat):  # the systems take turns, so a drift of the machine touches both
+            for system in args.systems:
+                began = time.perf_counter()
+                with ClientLines() as lines:
+                    models[system] = _RUNS[system](args, client, X, y, args.rounds)
+                record[system]["train_runs_s"].append(round(time.perf_counter() - began, 3))
+                wire = _wire_kib_a_round(lines.lines)
+                if wire is not None:
+                    record[system]["wire_kib_a_round"] = wire
+        for system in args.systems:  # the last run's model for the AUC (dgboost's are the same bytes each run)
+            record[system]["train_s"] = round(float(np.median(record[system]["train_runs_s"])), 3)
+            record[system]["auc"] = _auc(system, models[system], X_test, y_test, args)
         if args.out_of_core:
             record["out_of_core"] = _out_of_core(args, client, n, X, y, X_test, y_test)
     return record
@@ -377,8 +390,11 @@ def _environment(args) -> dict:
 def _table(results) -> str:
     config = results["config"]
     nccl = "; dgboost starts NCCL in every job" if config.get("fresh_nccl") else ""
+    repeat = config.get("repeat", 1)
+    median = f"; each time the median of {repeat} jobs (each job's in brackets)" if repeat > 1 else ""
     lines = [f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth "
-             f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}", "",
+             f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}"
+             f"{median}", "",
              "| workers | dgboost.dask | speed-up | AUC | rank 0 sent a round | xgboost.dask | speed-up | AUC | "
              "dgboost / xgboost |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -391,7 +407,9 @@ def _table(results) -> str:
                 cells += ["-", "-", "-"] + (["-"] if system == "dgboost" else [])
                 continue
             speed_up = base[system] / got["train_s"] if base[system] else float("nan")
-            cells += [f"{got['train_s']:.2f} s", f"{speed_up:.2f}x", f"{got['auc']:.4f}"]
+            runs = got.get("train_runs_s", [])
+            each = f" ({', '.join(f'{t:.2f}' for t in runs)})" if len(runs) > 1 else ""
+            cells += [f"{got['train_s']:.2f} s{each}", f"{speed_up:.2f}x", f"{got['auc']:.4f}"]
             if system == "dgboost":
                 wire = got.get("wire_kib_a_round")
                 cells.append("-" if wire is None else f"{wire:.1f} KiB")
