@@ -154,8 +154,8 @@ def test_dumps_and_dataframe_match_xgboosts(tmp_path, rng):
 
 @pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob", "reg:squarederror"])
 def test_treelite_serves_the_exported_model(objective, tmp_path, rng):
-    treelite = pytest.importorskip("treelite")
-    import treelite.gtil
+    pytest.importorskip("treelite")
+    import treelite.gtil  # binds treelite, its gtil loaded
 
     X = rng.standard_normal((300, 4)).astype(np.float32)
     X[rng.random(X.shape) < 0.1] = np.nan
