@@ -231,10 +231,12 @@ class Grower(abc.ABC):
 
     def _start(self, gpair, drawn=None):
         """The tree's starting state: ``(gpair, scales, positions, ridx, root)``, the pairs
-        contiguous. Without ``drawn`` every row is at the root. With indices, ``ridx`` is
-        them. With a mask, ``ridx`` holds the rows drawn first, the root's range, then the
-        others (no host read: the root's end stays on the device). Rows not drawn are at
-        position -1: out of the tree until it is finished."""
+        contiguous. Without ``drawn`` every row is at the root, and ``positions`` is the
+        array each row's leaf is written to once the tree is grown (every row is in some
+        leaf's range: it is not filled first). With indices, ``ridx`` is them. With a mask,
+        ``ridx`` holds the rows drawn first, the root's range, then the others (no host read:
+        the root's end stays on the device). With ``drawn``, ``positions`` is None: the rows
+        left out stay out of the tree, and every row is routed to its leaf once it is grown."""
         xp = get_xp(gpair)
         gpair = xp.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)  # one output's column of a multiclass pair
         scales = power_of_two_scale(self.comm.allreduce(gradient_bounds(gpair), "max"), self.n_total,
@@ -242,28 +244,27 @@ class Grower(abc.ABC):
         n_rows = self.matrix.n_rows
         if isinstance(self.matrix, PagedMatrix):  # each page's own ridx and ranges, from its first row
             pages = list(zip(self.matrix.starts, self.matrix.page_sizes))
+            positions = None
             if drawn is None:
-                positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+                positions = xp.empty(n_rows, dtype=POSITION_DTYPE)
                 ridx = tuple(xp.arange(size, dtype=POSITION_DTYPE) for _, size in pages)
             else:
                 if drawn.dtype != bool:
                     mask = xp.zeros(n_rows, dtype=bool)
                     mask[drawn] = True
                     drawn = mask
-                positions = xp.where(drawn, 0, -1).astype(POSITION_DTYPE)
                 ridx = tuple(xp.flatnonzero(drawn[start:start + size]).astype(POSITION_DTYPE) for start, size in pages)
             root_end = tuple(xp.full(1, rows.shape[0], dtype=POSITION_DTYPE) for rows in ridx)
         elif drawn is None:
-            positions = xp.zeros(n_rows, dtype=POSITION_DTYPE)
+            positions = xp.empty(n_rows, dtype=POSITION_DTYPE)
             ridx = xp.arange(n_rows, dtype=POSITION_DTYPE)
             root_end = xp.full(1, n_rows, dtype=POSITION_DTYPE)
         elif drawn.dtype != bool:
-            positions = xp.full(n_rows, -1, dtype=POSITION_DTYPE)
-            positions[drawn] = 0
+            positions = None
             ridx = xp.ascontiguousarray(drawn, dtype=POSITION_DTYPE)
             root_end = xp.full(1, ridx.shape[0], dtype=POSITION_DTYPE)
         else:
-            positions = xp.where(drawn, 0, -1).astype(POSITION_DTYPE)
+            positions = None
             drawn = drawn.astype(POSITION_DTYPE)
             before = xp.cumsum(drawn, dtype=POSITION_DTYPE) - drawn  # rows drawn before each row
             root_end = (before[-1:] + drawn[-1:]) if n_rows else xp.zeros(1, dtype=POSITION_DTYPE)
@@ -359,8 +360,8 @@ class Grower(abc.ABC):
 
     def _finish(self, levels, positions, scales, drawn=None, depth: int | None = None) -> GrownTree:
         """The grown tree (``depth``: its depth, by default its number of levels less one);
-        with ``drawn`` rows, every row's leaf found by routing it."""
-        xp = get_xp(positions)
+        with ``drawn`` rows, every row's leaf found by routing it (``positions`` None)."""
+        xp = get_xp(levels[0].node_sums)
 
         def joined(arrays):  # one level (a lossguide tree, joined already): no copy
             return arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
