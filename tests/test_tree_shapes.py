@@ -378,8 +378,8 @@ def _leaves_checked(monkeypatch):
 
     checked, finish = [], Grower._finish
 
-    def checked_finish(self, levels, positions, scales, drawn=None, depth=None):
-        grown = finish(self, levels, positions, scales, drawn, depth)
+    def checked_finish(self, levels, positions, scales, drawn=None, *args, **kwargs):
+        grown = finish(self, levels, positions, scales, drawn, *args, **kwargs)
         if drawn is None:  # else _finish routed every row itself
             np.testing.assert_array_equal(to_numpy(grown.positions), to_numpy(grown.route(self.matrix)))
             checked.append((type(self.matrix).__name__, to_numpy(grown.positions)))

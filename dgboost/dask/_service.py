@@ -116,7 +116,7 @@ class TrainingJob:
                 return
             self._cancelled = reason
             held = []
-            if self._status != "running":  # its data's futures, and any it makes from now on
+            if self._cancels_data():  # its data's futures, and any it makes from now on
                 for futures in self._held:
                     futures.cancelled = True
                 held = [f for futures in self._held for f in futures.held]
@@ -147,7 +147,12 @@ class TrainingJob:
         where no rank runs."""
         with self._lock:
             self._held.append(futures)
-            futures.cancelled = self._cancelled is not None and self._status != "running"  # cancelled already
+            futures.cancelled = self._cancels_data()  # cancelled already
+
+    def _cancels_data(self) -> bool:
+        """Whether the job's data futures are cancelled with it: it is cancelled and no rank runs
+        (under ``_lock``)."""
+        return self._cancelled is not None and self._status != "running"
 
     def receive(self, message: dict) -> None:
         """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""

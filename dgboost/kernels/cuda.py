@@ -683,6 +683,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
     n_words = int(packed.shape[1])
     n_places = int(ridx.shape[0])  # every row, or a sample of them
     n_level = int(left_child.shape[0])
+    ridx = _int32(ridx)
     new_ridx = cupy.empty_like(ridx)
     if not n_places:
         return new_ridx, cupy.zeros(n_level, dtype=POSITION_DTYPE)
@@ -694,7 +695,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
     _kernel("partition.cu", "partition_flags")(
         (n_blocks,), (_PARTITION_BLOCK,),
         (packed, np.int32(n_words), np.int32(bits), np.int32(cells_per_word), np.int32(missing_symbol),
-         _optional(feature_bins, BIN_OFFSET_DTYPE), _int32(ridx), np.int32(n_places), np.int32(n_level), seg_begin,
+         _optional(feature_bins, BIN_OFFSET_DTYPE), ridx, np.int32(n_places), np.int32(n_level), seg_begin,
          seg_end, _int32(split_feature), _int32(split_bin), cupy.ascontiguousarray(default_left, dtype=bool),
          left_child, *_category_words(categories), flags, block_lefts, lefts_before))
     cupy.cumsum(block_lefts, out=lefts_before[1:])
@@ -706,7 +707,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
                                                   n_left))
     _kernel("partition.cu", "partition_scatter")(
         (n_blocks,), (_PARTITION_BLOCK,),
-        (_int32(ridx), flags, lefts_before, np.int32(n_places), np.int32(n_level), seg_begin, seg_end, left_child,
+        (ridx, flags, lefts_before, np.int32(n_places), np.int32(n_level), seg_begin, seg_end, left_child,
          base, n_left, new_ridx))
     return new_ridx, n_left
 

@@ -50,9 +50,7 @@ class DepthwiseGrower(Grower):
                 break
             frontier = frontier.children(level, hist, slot_of_rank, n_split, n_left, n_places,
                                          **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
-        if drawn is None:  # else _finish routes every row
-            positions = self._leaves_placed(levels, ranges, ridx, positions)
-        return self._finish(levels, positions, scales, drawn)
+        return self._finish(levels, positions, scales, drawn, ranges=ranges, ridx=ridx)
 
     def _level_splits(self, frontier, hist, scales, tree_index: int, depth: int) -> SplitTable:
         """Each node's best split, then no more than max_leaves leaves room for."""

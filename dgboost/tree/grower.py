@@ -338,13 +338,14 @@ class Grower(abc.ABC):
             return int(valid.sum())
         return bound
 
-    def _leaves_placed(self, levels, ranges, ridx, positions):
-        """``positions`` with each row at its leaf, from the levels grown (their ids running on
-        from 0) and ``ranges``, each level's ``(seg_begin, seg_end)`` (tuples of each page's for
-        a paged matrix): the rows of every node that did not split, whose range of ``ridx``
-        stayed put from its level on, at its id. One pass, with no host read."""
+    def _leaves_placed(self, left_child, ranges, ridx, positions):
+        """``positions`` with each row at its leaf, from the tree's ``left_child`` by id (its
+        levels' ids running on from 0) and ``ranges``, each level's ``(seg_begin, seg_end)``
+        (tuples of each page's for a paged matrix): the rows of every node that did not split,
+        whose range of ``ridx`` stayed put from its level on, at its id. One pass, with no host
+        read."""
         xp = get_xp(positions)
-        stops = xp.concatenate([level.left_child for level in levels]) < 0
+        stops = left_child < 0
         ids = xp.arange(stops.shape[0], dtype=POSITION_DTYPE)
 
         def leaf_ranges(begins, ends):  # a splitting node's range emptied
@@ -358,9 +359,11 @@ class Grower(abc.ABC):
             begin, end = leaf_ranges([b for b, _ in ranges], [e for _, e in ranges])
         return partition.place_leaves(self.matrix, ridx, positions, begin, end, ids)
 
-    def _finish(self, levels, positions, scales, drawn=None, depth: int | None = None) -> GrownTree:
+    def _finish(self, levels, positions, scales, drawn=None, depth: int | None = None, ranges=None,
+                ridx=None) -> GrownTree:
         """The grown tree (``depth``: its depth, by default its number of levels less one);
-        with ``drawn`` rows, every row's leaf found by routing it (``positions`` None)."""
+        with ``drawn`` rows, every row's leaf found by routing it (``positions`` None); else,
+        given the levels' ``ranges`` of ``ridx``, every row put at its leaf (_leaves_placed)."""
         xp = get_xp(levels[0].node_sums)
 
         def joined(arrays):  # one level (a lossguide tree, joined already): no copy
@@ -368,6 +371,8 @@ class Grower(abc.ABC):
 
         splits = SplitTable(joined([level.splits.table for level in levels]))
         left_child = joined([level.left_child for level in levels])
+        if drawn is None and ranges is not None:
+            positions = self._leaves_placed(left_child, ranges, ridx, positions)
         bounds = None if levels[0].bounds is None else joined([level.bounds for level in levels])
         record, leaf_value = tree_record(joined([level.node_sums for level in levels]),
                                          joined([level.active for level in levels]), splits.table,

@@ -171,7 +171,7 @@ class LossguideGrower(Grower):
                 heapq.heappush(heap, entry)
         if drawn is None:  # else _finish routes every row
             ranges = np.array([[leaf.begin, leaf.end, node] for node, leaf in leaves.items()], dtype=POSITION_DTYPE)
-            place_rows(ridx, *ranges.reshape(-1, 3).T, positions)
+            place_rows(ridx, *ranges.T, positions)
         return self._finish([self._joined(levels, asarray(xp, left_child, POSITION_DTYPE))], positions, scales,
                             drawn, depth)
 
