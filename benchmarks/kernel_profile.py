@@ -62,6 +62,9 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=0, help="profile a dgboost.dask job over this many GPUs")
     parser.add_argument("--switch-interval", type=float, default=None,
                         help="with --workers: the workers' sys.setswitchinterval (Python's GIL hand-over), seconds")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="with --workers: gc.freeze() on the workers before the jobs (the objects "
+                             "they hold then escape the garbage collector's full passes)")
     args = parser.parse_args(argv)
     if args.device == "cpu":
         if args.workers:
@@ -90,10 +93,12 @@ def main(argv=None) -> int:
             if self.first_round is None:
                 cupy.cuda.Device().synchronize()
                 self.first_round = time.perf_counter()
+                self.first_cpu = time.thread_time()
             return False
 
     clock = Clock()
     recorder = _Recorder()
+    collector = _GcClock()
     try:
         cupy.cuda.Device().synchronize()
         started = time.perf_counter()
@@ -106,6 +111,7 @@ def main(argv=None) -> int:
         dgboost.train(params, X, y, num_boost_round=args.rounds, callbacks=[clock])
         cupy.cuda.Device().synchronize()
         wall = time.perf_counter() - clock.first_round
+        cpu = time.thread_time() - clock.first_cpu
         if args.python_profile:
             profiler.disable()
             stats = pstats.Stats(profiler)
@@ -113,6 +119,7 @@ def main(argv=None) -> int:
             stats.sort_stats("cumulative").print_stats("dgboost", 30)
     finally:
         recorder.stop()
+        collector.stop()
 
     profile = recorder.profile()
     kernel_ms = sum(p["ms"] for p in profile.values())
@@ -129,7 +136,9 @@ def main(argv=None) -> int:
           f"{other / 10 / wall:.1f}% |")
     wait = recorder.host_wait
     print(f"host: {1000 * (wall - wait) / args.rounds:.2f} ms a round issuing work and handling trees, "
-          f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in its reads")
+          f"{1000 * wait / args.rounds:.2f} ms waiting for the GPU in its reads; the thread's CPU time "
+          f"{1000 * cpu / args.rounds:.2f} ms a round; garbage collections: "
+          + ", ".join(f"generation {g} {n} in {t:.3f} s" for g, (n, t) in collector.seconds.items()))
     if args.out:
         args.out.write_text(json.dumps({"setup_s": setup, "rounds_s": wall, "host_wait_s": wait, "kernels": profile, "args": vars(args)}, default=str,
                                        indent=1))
@@ -198,14 +207,69 @@ class _Recorder:
 # object (a function of this script reaches a worker as a copy, with copies of its globals).
 
 def _record_on_worker(dask_worker) -> None:
-    dask_worker.dgboost_kernel_profile = {"recorder": _Recorder()}
+    dask_worker.dgboost_kernel_profile = {"recorder": _Recorder(), "threads": _thread_cpu(),
+                                          "started": time.perf_counter(), "gc": _GcClock()}
 
 
 def _worker_profile(dask_worker) -> dict:
     state = dask_worker.dgboost_kernel_profile
     state["recorder"].stop()
+    state["gc"].stop()
+    before, after = state["threads"], _thread_cpu()
+    busy = sorted(((after[tid][1] - before.get(tid, (None, 0.0))[1], name) for tid, (name, _) in after.items()),
+                  reverse=True)
     return {"kernels": state["recorder"].profile(), "host_wait_s": state["recorder"].host_wait,
-            "rounds_s": state.get("rounds_s"), "python_profile": state.get("python_profile")}
+            "rounds_s": state.get("rounds_s"), "rounds_cpu_s": state.get("rounds_cpu_s"),
+            "python_profile": state.get("python_profile"),
+            "job_wall_s": time.perf_counter() - state["started"], "thread_cpu_s": busy[:8],
+            "gc": state["gc"].seconds}
+
+
+class _GcClock:
+    """The time Python's garbage collector takes in this process, by generation, until ``stop``."""
+
+    def __init__(self):
+        import gc
+
+        self.seconds = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}  # generation: [collections, seconds]
+        self._began = None
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase, info):
+        if phase == "start":
+            self._began = time.perf_counter()
+        elif self._began is not None:
+            record = self.seconds[info["generation"]]
+            record[0] += 1
+            record[1] += time.perf_counter() - self._began
+
+    def stop(self):
+        import gc
+
+        if self._note in gc.callbacks:
+            gc.callbacks.remove(self._note)
+
+
+def _thread_cpu() -> dict:
+    """{native thread id: (name, CPU seconds so far)} of this process's threads (Linux's
+    /proc; empty elsewhere): which threads of a worker burn its cores while a job runs. A
+    Python thread is named by its threading name, others by the kernel's (comm)."""
+    import os
+    import threading
+
+    python = {thread.native_id: thread.name for thread in threading.enumerate()}
+    ticks = os.sysconf("SC_CLK_TCK")
+    threads = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                name = comm.read().strip()
+            threads[int(tid)] = (python.get(int(tid), name), (int(fields[11]) + int(fields[12])) / ticks)
+    except OSError:
+        return {}
+    return threads
 
 
 class _WorkerClock(TrainingCallback):
@@ -230,6 +294,7 @@ class _WorkerClock(TrainingCallback):
 
             cupy.cuda.Device().synchronize()
             state["first_round"] = time.perf_counter()
+            state["first_cpu"] = time.thread_time()  # the rank's thread's CPU time
             if self.python_profile:  # the rank's own thread: cProfile follows the thread that enables it
                 import cProfile
 
@@ -243,6 +308,7 @@ class _WorkerClock(TrainingCallback):
         cupy.cuda.Device().synchronize()
         state = self._state()
         state["rounds_s"] = time.perf_counter() - state["first_round"]
+        state["rounds_cpu_s"] = time.thread_time() - state["first_cpu"]
         if "profiler" in state:
             import io
             import pstats
@@ -272,6 +338,10 @@ def _profile_dask(args) -> int:
         X, y = _data(args, client)
         if args.switch_interval:
             client.run(sys.setswitchinterval, args.switch_interval)
+        if args.gc_freeze:
+            import gc
+
+            client.run(gc.freeze)
         dgboost.dask.train(client, params, X, y, num_boost_round=2)  # compile, start NCCL
         client.run(_record_on_worker)
         started = time.perf_counter()
@@ -294,6 +364,13 @@ def _profile_dask(args) -> int:
     print("| other (glue, launches, host) | " + " | ".join(f"{o / args.rounds:.3f}" for o in others) + " |")
     print("| host waiting in reads | " + " | ".join(f"{1000 * r['host_wait_s'] / args.rounds:.3f}"
                                                    for r in by_rank) + " |")
+    cpu = next(r["rounds_cpu_s"] for r in by_rank if r["rounds_s"] is not None)
+    print(f"rank 0's thread: {1000 * cpu / args.rounds:.2f} ms of CPU a round")
+    for rank, r in enumerate(by_rank):
+        print(f"rank {rank}'s busiest threads over the job's {r['job_wall_s']:.2f} s (CPU s): "
+              + ", ".join(f"{name} {seconds:.2f}" for seconds, name in r["thread_cpu_s"])
+              + "; garbage collections: " + ", ".join(f"generation {g} {n} in {t:.3f} s"
+                                                       for g, (n, t) in r["gc"].items()))
     for r in by_rank:
         if r["python_profile"]:
             print("rank 0's thread under cProfile (the kernels' times above are then inflated):")
