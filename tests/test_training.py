@@ -387,6 +387,28 @@ def test_training_gradients_equal_the_array_program_bit_for_bit(objective, extra
         np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_scale_pos_weight_weights_positive_rows_once(compiled, monkeypatch):
+    """Training's gradients weight a positive row by scale_pos_weight once, by the compiled
+    loop and by the array program alike (the GPU's path: it had weighted them twice)."""
+    from dgboost.objectives import make_objective
+    from dgboost.objectives.classification import Logistic
+    from dgboost.params import TrainParams
+
+    if not compiled:
+        monkeypatch.setattr(Logistic, "_loop_kind", None)
+    weighted = make_objective(TrainParams.from_dict({"objective": "binary:logistic", "scale_pos_weight": 3.0}))
+    plain = make_objective(TrainParams.from_dict({"objective": "binary:logistic"}))
+    margins = np.array([[0.5], [-1.0], [2.0], [0.0]], dtype=np.float32)
+    label = np.array([1, 0, 1, 0], dtype=np.float32)
+    weight = np.array([1.0, 2.0, 0.5, 1.0], dtype=np.float32)
+    for w in (None, weight):
+        got = weighted.training_gradients(margins, label, w)
+        np.testing.assert_array_equal(got, weighted.gradients(margins, label, w))
+        expected = plain.gradients(margins, label, w) * np.where(label == 1, 3.0, 1.0).astype(np.float32)[:, None, None]
+        np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("layer", ["workqueue", "omp"])
 def test_trainings_in_threads_at_once_under_each_threading_layer(layer):
     """Three trainings of several threads each, from three threads of one process at once

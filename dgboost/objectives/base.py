@@ -91,11 +91,15 @@ class Objective:
             return self.gradients(margins, label, weight)
         from ..kernels import cpu
 
-        return cpu.pair_gradients(self._loop_kind, self._loop_input(margins[:, 0]), label, weight,
-                                  self._loop_parameter(), _MIN_HESSIAN)[:, None, :]
+        return cpu.pair_gradients(self._loop_kind, self._loop_input(margins[:, 0]), label,
+                                  self._loop_weight(label, weight), self._loop_parameter(), _MIN_HESSIAN)[:, None, :]
 
     #: loops.pair_gradients's kind of this objective, None for none.
     _loop_kind = None
+
+    def _loop_weight(self, label, weight):
+        """The rows' weights as the compiled loop takes them (``gradients`` makes its own)."""
+        return weight
 
     def _loop_input(self, margin):
         return margin

@@ -44,8 +44,8 @@ class Logistic(Objective):
     def gradients(self, margins, label, weight):
         return super().gradients(margins, label, self._positive_weighted(label, weight))
 
-    def training_gradients(self, margins, label, weight, epoch=0):
-        return super().training_gradients(margins, label, self._positive_weighted(label, weight), epoch)
+    def _loop_weight(self, label, weight):
+        return self._positive_weighted(label, weight)
 
     def _loop_input(self, margin):
         return np.exp(-margin)  # numpy's float32 exp, as _sigmoid
