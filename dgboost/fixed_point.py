@@ -46,6 +46,9 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     array of shape (k,), float64, on ``max_abs``'s device: powers of two.
     """
     xp = get_xp(max_abs)
+    if xp is not np:  # the same steps in one launch (a tree's first; its host time counts on shallow trees)
+        count = n_total.astype(STAT_DTYPE) if get_xp(n_total) is xp else STAT_DTYPE(n_total)
+        return _fused_scale()(max_abs, count, EXPONENT_DTYPE(headroom_bits))
     bound = max_abs.astype(STAT_DTYPE) * xp.maximum(xp.asarray(n_total, dtype=STAT_DTYPE), 1.0)
     # frexp: bound = m * 2**e with m in [0.5, 1), so bound < 2**e and
     # bound * 2**(headroom - e) < 2**headroom. The product's own rounding is
@@ -53,6 +56,25 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     _, exponent = xp.frexp(bound)
     exponent = xp.clip(headroom_bits - exponent.astype(INDEX_DTYPE) - 1, -1000, 1000)
     return xp.ldexp(xp.ones_like(bound), exponent.astype(EXPONENT_DTYPE))
+
+
+@functools.lru_cache(maxsize=1)
+def _fused_scale():
+    """power_of_two_scale's steps on a GPU: each exact (a product of two float64s, frexp, an
+    integer clip, ldexp), so the scale is the NumPy program's bit for bit."""
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "T max_abs, float64 n_total, int32 headroom_bits", "float64 scale",
+        """
+        const double count = (double)n_total;
+        const double bound = (double)max_abs * (count > 1.0 ? count : 1.0);
+        int exponent;
+        frexp(bound, &exponent);
+        long long shift = (long long)headroom_bits - exponent - 1;
+        shift = shift < -1000 ? -1000 : (shift > 1000 ? 1000 : shift);
+        scale = ldexp(1.0, (int)shift);
+        """, "dgboost_power_of_two_scale", options=("--fmad=false",))
 
 
 def to_fixed(values, scale):

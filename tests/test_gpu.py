@@ -241,6 +241,63 @@ def test_gradient_reductions_equal_their_twins(n_rows):
         assert np.isnan(cpu.gradient_bounds(gpair)[0])
 
 
+def test_fused_glue_equals_the_array_programs():
+    """The GPU's one-launch glue gives the bits of the array programs it replaced: logistic's
+    gradient pairs (saturated margins, weights, scale_pos_weight), the fixed-point scale (zero,
+    infinite and NaN bounds, a count on the device), leaf values added to margins, a split
+    table's columns, and joining a tree's levels."""
+    from dgboost.fixed_point import power_of_two_scale
+    from dgboost.objectives import make_objective
+    from dgboost.objectives.base import Objective
+    from dgboost.params import TrainParams
+    from dgboost.tree.split import SplitTable
+
+    rng = np.random.default_rng(5)
+    n = 100_003
+    margins = cp.asarray((4 * rng.standard_normal((n, 1))).astype(np.float32))
+    margins[:20] = cp.float32(100) * cp.asarray(rng.choice([-1, 1], (20, 1)).astype(np.float32))
+    label = cp.asarray(rng.integers(0, 2, n).astype(np.float32))
+    weight = cp.asarray(rng.random(n).astype(np.float32))
+    for extra in ({}, {"scale_pos_weight": 2.5}):
+        objective = make_objective(TrainParams.from_dict({"objective": "binary:logistic", **extra}))
+        for w in (None, weight):
+            got = objective.gradients(margins, label, w)
+            expected = Objective.gradients(objective, margins, label, objective._positive_weighted(label, w))
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            np.testing.assert_array_equal(got.get().view(np.uint32), expected.get().view(np.uint32))
+
+    bounds = np.array([0.0, 1e-30, 3.7, 2.0**60, np.inf, np.nan])
+    for n_total in (1, 12_345, 2**40):
+        expected = power_of_two_scale(bounds, n_total, 52)
+        np.testing.assert_array_equal(power_of_two_scale(cp.asarray(bounds), n_total, 52).get(), expected)
+        np.testing.assert_array_equal(power_of_two_scale(cp.asarray(bounds), cp.asarray([n_total]), 52).get(),
+                                      expected)
+
+    positions = rng.integers(0, 31, n).astype(np.int32)
+    leaf_value = rng.standard_normal(31).astype(np.float32)
+    host = rng.standard_normal((n, 3)).astype(np.float32)
+    device = cp.asarray(host)
+    cpu.add_leaf_values(host, 1, leaf_value, positions)
+    cuda.add_leaf_values(device, 1, cp.asarray(leaf_value), cp.asarray(positions))
+    np.testing.assert_array_equal(device.get(), host)
+
+    table = rng.integers(-1, 30, (9, len(kernels.SPLIT_TABLE_COLUMNS))).astype(np.int64)
+    on_host, on_device = SplitTable(table), SplitTable(cp.asarray(table))
+    for column in ("feature", "bin", "default_left"):
+        got, expected = getattr(on_device, column), getattr(on_host, column)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.get(), expected)
+
+    pieces = [rng.integers(0, 9, (k, 2)) for k in (1, 0, 2, 4)]
+    for cast in (np.int64, np.int32, bool):
+        arrays = [p.astype(cast) for p in pieces]
+        joined = backend.join([cp.asarray(a) for a in arrays])
+        assert joined.dtype == np.dtype(cast)
+        np.testing.assert_array_equal(joined.get(), np.concatenate(arrays))
+    mixed = backend.join([cp.zeros(2, np.int32), cp.ones(3, np.int64)])  # dtypes differ: cupy's concatenate
+    np.testing.assert_array_equal(mixed.get(), [0, 0, 1, 1, 1])
+
+
 @pytest.mark.parametrize("rules", RULES)
 def test_tree_record_equals_its_twin(rules):
     rng = np.random.default_rng(0)

@@ -307,7 +307,7 @@ def test_upper_bound_allocation_grows_the_same_trees(tmp_path, binary_data, monk
     if objective == "multi:softprob":
         params["num_class"] = 2
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "exact.json")
-    monkeypatch.setattr(Grower, "_next_level_parents", lambda self, valid, n_bins: int(valid.shape[0]))
+    monkeypatch.setattr(Grower, "_next_level_parents", lambda self, splits, n_bins: splits.n_nodes)
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "padded.json")
     assert (tmp_path / "exact.json").read_bytes() == (tmp_path / "padded.json").read_bytes()
 

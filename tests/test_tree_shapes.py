@@ -397,7 +397,7 @@ def test_every_row_is_put_at_the_leaf_routing_sends_it_to(case, device, monkeypa
 
     params = dict(LEAF_CASES[case])
     if params.pop("_upper_bound", False):
-        monkeypatch.setattr(Grower, "_next_level_parents", lambda self, valid, n_bins_total: int(valid.shape[0]))
+        monkeypatch.setattr(Grower, "_next_level_parents", lambda self, splits, n_bins_total: splits.n_nodes)
     if "_width" in params:
         monkeypatch.setitem(lossguide.SPECULATION, "cpu", params.pop("_width"))
     X, y = _data(np.random.default_rng(7), 3000)

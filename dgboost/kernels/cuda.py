@@ -672,8 +672,20 @@ def _page_table(addresses: tuple, starts: tuple, device: int):
 
 
 def add_leaf_values(margins, output, leaf_value, positions):
-    margins[:, output] += leaf_value[positions]
+    import cupy
+
+    _add_leaf_values()(_int32(positions), cupy.ascontiguousarray(leaf_value, dtype=LEAF_DTYPE), margins[:, output])
     return margins
+
+
+@functools.lru_cache(maxsize=1)
+def _add_leaf_values():
+    """One float32 addition a row, as ``margins[:, output] += leaf_value[positions]`` makes it,
+    in one launch with no row-sized temporary."""
+    import cupy
+
+    return cupy.ElementwiseKernel("int32 position, raw float32 leaf_value", "float32 margin",
+                                  "margin += leaf_value[position]", "dgboost_add_leaf_values")
 
 
 def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin, seg_end, split_feature, split_bin,

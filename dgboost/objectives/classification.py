@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._dtypes import GRADIENT_DTYPE, MARGIN_DTYPE, STAT_DTYPE
@@ -42,7 +44,11 @@ class Logistic(Objective):
     _loop_kind = 2
 
     def gradients(self, margins, label, weight):
-        return super().gradients(margins, label, self._positive_weighted(label, weight))
+        weight = self._positive_weighted(label, weight)
+        xp = get_xp(margins)
+        if xp is not np and all(a is None or a.dtype == GRADIENT_DTYPE for a in (margins, label, weight)):
+            return _fused_gradients(margins[:, 0], label, weight)
+        return super().gradients(margins, label, weight)
 
     def _loop_weight(self, label, weight):
         return self._positive_weighted(label, weight)
@@ -69,6 +75,36 @@ class Logistic(Objective):
 
     def eval_transform(self, margins):
         return _sigmoid(margins[:, 0])
+
+
+def _fused_gradients(margin, label, weight):
+    """Logistic's gradient pairs on a GPU, (n_rows, 1, 2) float32, in one launch: the array
+    program's float32 steps (sigmoid, p * (1 - p) floored at _MIN_HESSIAN, p - label, times
+    the weight), each rounded as cupy's own kernels round it, so the bits are theirs."""
+    import cupy
+
+    gpair = cupy.empty((margin.shape[0], 1, 2), dtype=GRADIENT_DTYPE)
+    if weight is None:
+        _logistic_kernel(False)(margin, label, _MIN_HESSIAN, gpair[:, 0, 0], gpair[:, 0, 1])
+    else:
+        _logistic_kernel(True)(margin, label, weight, _MIN_HESSIAN, gpair[:, 0, 0], gpair[:, 0, 1])
+    return gpair
+
+
+@functools.lru_cache(maxsize=2)
+def _logistic_kernel(weighted: bool):
+    import cupy
+
+    inputs = "float32 margin, float32 label, " + ("float32 weight, " if weighted else "") + "float32 min_hessian"
+    body = """
+        const float probability = 1.0f / (1.0f + exp(-margin));
+        const float spread = probability * (1.0f - probability);
+        gradient = probability - label;
+        hessian = isnan(spread) ? spread : (spread > min_hessian ? spread : min_hessian);
+        """ + ("gradient = gradient * weight; hessian = hessian * weight;" if weighted else "")
+    return cupy.ElementwiseKernel(inputs, "float32 gradient, float32 hessian", body,
+                                  "dgboost_logistic_gradients" + ("_weighted" if weighted else ""),
+                                  options=("--fmad=false",))
 
 
 class Softmax(Objective):

@@ -32,7 +32,7 @@ class DepthwiseGrower(Grower):
                 hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm) if streamed is None else streamed
                 streamed = None
                 splits = self._level_splits(frontier, hist, scales, tree_index, depth)
-                n_parents = self._next_level_parents(splits.valid, hist.shape[1])
+                n_parents = self._next_level_parents(splits, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
             levels.append(level)

@@ -35,7 +35,7 @@ import dataclasses
 import numpy as np
 
 from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
-from ..backend import asarray, get_xp
+from ..backend import asarray, get_xp, join
 from ..data.ellpack import EllpackMatrix
 from ..data.pages import PagedMatrix
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
@@ -329,13 +329,13 @@ class Grower(abc.ABC):
         """The places of ``ridx``: every row or the rows drawn; a tuple of each page's."""
         return tuple(int(rows.shape[0]) for rows in ridx) if isinstance(ridx, tuple) else int(ridx.shape[0])
 
-    def _next_level_parents(self, valid, n_bins_total: int) -> int:
-        """Slots for the next level's parents: exact on the host, else the upper bound."""
-        xp = get_xp(valid)
-        bound = int(valid.shape[0])
+    def _next_level_parents(self, splits: SplitTable, n_bins_total: int) -> int:
+        """Slots for the next level's parents: exact on the host, else the upper bound (which
+        reads nothing of the splits)."""
+        bound = splits.n_nodes
         bound_bytes = 2 * bound * n_bins_total * 2 * np.dtype(HIST_DTYPE).itemsize
-        if xp is np or bound_bytes > HISTOGRAM_BUDGET_BYTES:
-            return int(valid.sum())
+        if get_xp(splits.table) is np or bound_bytes > HISTOGRAM_BUDGET_BYTES:
+            return int(splits.valid.sum())
         return bound
 
     def _leaves_placed(self, left_child, ranges, ridx, positions):
@@ -349,8 +349,8 @@ class Grower(abc.ABC):
         ids = xp.arange(stops.shape[0], dtype=POSITION_DTYPE)
 
         def leaf_ranges(begins, ends):  # a splitting node's range emptied
-            begin = xp.concatenate(begins)
-            return begin, xp.where(stops, xp.concatenate(ends), begin)
+            begin = join(begins)
+            return begin, xp.where(stops, join(ends), begin)
 
         if isinstance(self.matrix, PagedMatrix):
             pages = [leaf_ranges([b[k] for b, _ in ranges], [e[k] for _, e in ranges]) for k in range(len(ridx))]
@@ -364,18 +364,13 @@ class Grower(abc.ABC):
         """The grown tree (``depth``: its depth, by default its number of levels less one);
         with ``drawn`` rows, every row's leaf found by routing it (``positions`` None); else,
         given the levels' ``ranges`` of ``ridx``, every row put at its leaf (_leaves_placed)."""
-        xp = get_xp(levels[0].node_sums)
-
-        def joined(arrays):  # one level (a lossguide tree, joined already): no copy
-            return arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
-
-        splits = SplitTable(joined([level.splits.table for level in levels]))
-        left_child = joined([level.left_child for level in levels])
+        splits = SplitTable(join([level.splits.table for level in levels]))
+        left_child = join([level.left_child for level in levels])
         if drawn is None and ranges is not None:
             positions = self._leaves_placed(left_child, ranges, ridx, positions)
-        bounds = None if levels[0].bounds is None else joined([level.bounds for level in levels])
-        record, leaf_value = tree_record(joined([level.node_sums for level in levels]),
-                                         joined([level.active for level in levels]), splits.table,
+        bounds = None if levels[0].bounds is None else join([level.bounds for level in levels])
+        record, leaf_value = tree_record(join([level.node_sums for level in levels]),
+                                         join([level.active for level in levels]), splits.table,
                                          left_child, scales, self.rules, self.eta, bounds)
         grown = GrownTree(splits, left_child, len(levels) - 1 if depth is None else depth, positions, leaf_value,
                           record)

@@ -34,7 +34,7 @@ from . import histogram, partition
 from .grower import Grower, GrownTree, Level, _Frontier
 from .split import SplitTable
 from .._dtypes import HIST_DTYPE, POSITION_DTYPE
-from ..backend import asarray, get_xp, to_numpy
+from ..backend import asarray, get_xp, join, to_numpy
 from ..kernels import next_frontier, place_rows
 
 #: Leaves split together a step when max_greedy_nodes is 1, the batch then cut to XGBoost's
@@ -198,11 +198,11 @@ class LossguideGrower(Grower):
         """The tree's steps as one level of every node id (``left_child`` by id), its splits
         those made."""
         xp = get_xp(left_child)
-        table = xp.concatenate([level.splits.table for level in levels])
+        table = xp.concatenate([level.splits.table for level in levels])  # a copy: its column 0 is set
         table[:, 0] = left_child >= 0
-        bounds = None if levels[0].bounds is None else xp.concatenate([level.bounds for level in levels])
-        return Level(0, xp.concatenate([level.node_sums for level in levels]),
-                     xp.concatenate([level.active for level in levels]), SplitTable(table), left_child, bounds)
+        bounds = None if levels[0].bounds is None else join([level.bounds for level in levels])
+        return Level(0, join([level.node_sums for level in levels]),
+                     join([level.active for level in levels]), SplitTable(table), left_child, bounds)
 
     def _level(self, frontier: _Frontier, splits: SplitTable) -> Level:
         """A step's nodes as a level of the record (their children are set when the tree is

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from ..backend import get_xp
 from ..kernels import SPLIT_TABLE_COLUMNS, Regularisation, evaluate_splits
@@ -55,17 +57,27 @@ class SplitTable:
     def valid(self):
         return self.table[:, 0] != 0
 
-    @functools.cached_property
+    @property
     def feature(self):
-        return self.table[:, 1].astype(POSITION_DTYPE)
+        return self._rule[0]
 
-    @functools.cached_property
+    @property
     def bin(self):
-        return self.table[:, 2].astype(POSITION_DTYPE)
+        return self._rule[1]
+
+    @property
+    def default_left(self):
+        return self._rule[2]
 
     @functools.cached_property
-    def default_left(self):
-        return self.table[:, 3] != 0
+    def _rule(self):
+        """(feature, bin, default_left): what partitioning and routing read, (n_nodes,) int32,
+        int32 and bool; on a GPU made in one launch (a level's partition needs all three)."""
+        xp = get_xp(self.table)
+        if xp is not np:
+            return _split_rule()(self.table[:, 1], self.table[:, 2], self.table[:, 3])
+        return (self.table[:, 1].astype(POSITION_DTYPE), self.table[:, 2].astype(POSITION_DTYPE),
+                self.table[:, 3] != 0)
 
     @functools.cached_property
     def gain(self):
@@ -78,6 +90,16 @@ class SplitTable:
     @property
     def right_sum(self):
         return self.table[:, 7:9]
+
+
+@functools.lru_cache(maxsize=1)
+def _split_rule():
+    import cupy
+
+    return cupy.ElementwiseKernel("int64 feature_in, int64 bin_in, int64 default_in",
+                                  "int32 feature, int32 bin, bool default_left",
+                                  "feature = (int)feature_in; bin = (int)bin_in; default_left = default_in != 0",
+                                  "dgboost_split_rule")
 
 
 def find_splits(hist, node_sums, active, feature_of_bin, bin_offsets, scales,
