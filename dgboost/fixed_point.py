@@ -47,7 +47,10 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
     """
     xp = get_xp(max_abs)
     if xp is not np:  # the same steps in one launch (a tree's first; its host time counts on shallow trees)
-        count = n_total.astype(STAT_DTYPE) if get_xp(n_total) is xp else STAT_DTYPE(n_total)
+        if get_xp(n_total) is xp:
+            count = n_total.astype(STAT_DTYPE)
+        else:
+            count = STAT_DTYPE(n_total) if np.ndim(n_total) == 0 else xp.asarray(n_total, dtype=STAT_DTYPE)
         return _fused_scale()(max_abs, count, EXPONENT_DTYPE(headroom_bits))
     bound = max_abs.astype(STAT_DTYPE) * xp.maximum(xp.asarray(n_total, dtype=STAT_DTYPE), 1.0)
     # frexp: bound = m * 2**e with m in [0.5, 1), so bound < 2**e and
@@ -61,7 +64,8 @@ def power_of_two_scale(max_abs, n_total: int, headroom_bits: int):
 @functools.lru_cache(maxsize=1)
 def _fused_scale():
     """power_of_two_scale's steps on a GPU: each exact (a product of two float64s, frexp, an
-    integer clip, ldexp), so the scale is the NumPy program's bit for bit."""
+    integer clip, ldexp), so the scale is the NumPy program's bit for bit, an infinite or NaN
+    bound's included."""
     import cupy
 
     return cupy.ElementwiseKernel(
@@ -69,8 +73,8 @@ def _fused_scale():
         """
         const double count = (double)n_total;
         const double bound = (double)max_abs * (count > 1.0 ? count : 1.0);
-        int exponent;
-        frexp(bound, &exponent);
+        int exponent = 0;  // NumPy's frexp of an infinite or NaN bound (CUDA leaves it unspecified)
+        if (isfinite(bound)) frexp(bound, &exponent);
         long long shift = (long long)headroom_bits - exponent - 1;
         shift = shift < -1000 ? -1000 : (shift > 1000 ? 1000 : shift);
         scale = ldexp(1.0, (int)shift);

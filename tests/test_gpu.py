@@ -265,6 +265,8 @@ def test_fused_glue_equals_the_array_programs():
             expected = Objective.gradients(objective, margins, label, objective._positive_weighted(label, w))
             assert got.dtype == expected.dtype and got.shape == expected.shape
             np.testing.assert_array_equal(got.get().view(np.uint32), expected.get().view(np.uint32))
+            trained = objective.training_gradients(margins, label, w)  # training's path: weighted once
+            np.testing.assert_array_equal(trained.get().view(np.uint32), got.get().view(np.uint32))
 
     bounds = np.array([0.0, 1e-30, 3.7, 2.0**60, np.inf, np.nan])
     for n_total in (1, 12_345, 2**40):
@@ -296,6 +298,11 @@ def test_fused_glue_equals_the_array_programs():
         np.testing.assert_array_equal(joined.get(), np.concatenate(arrays))
     mixed = backend.join([cp.zeros(2, np.int32), cp.ones(3, np.int64)])  # dtypes differ: cupy's concatenate
     np.testing.assert_array_equal(mixed.get(), [0, 0, 1, 1, 1])
+    wide = cp.arange(12).reshape(4, 3)
+    strided = backend.join([wide[:, :2], wide[:2, 1:]])  # pieces not C-contiguous: cupy's concatenate
+    np.testing.assert_array_equal(strided.get(), np.concatenate([wide.get()[:, :2], wide.get()[:2, 1:]]))
+    alone = cp.arange(5)
+    assert backend.join([alone]) is alone  # one piece: itself, no copy
 
 
 @pytest.mark.parametrize("rules", RULES)

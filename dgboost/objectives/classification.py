@@ -97,7 +97,7 @@ def _logistic_kernel(weighted: bool):
 
     inputs = "float32 margin, float32 label, " + ("float32 weight, " if weighted else "") + "float32 min_hessian"
     body = """
-        const float probability = 1.0f / (1.0f + exp(-margin));
+        const float probability = 1.0f / (1.0f + expf(-margin));
         const float spread = probability * (1.0f - probability);
         gradient = probability - label;
         hessian = isnan(spread) ? spread : (spread > min_hessian ? spread : min_hessian);
