@@ -81,6 +81,14 @@ class CallbackContainer:
             if callable(getattr(callback, "round_finished", None)):
                 callback.round_finished(model, epoch, last)
 
+    def cuts_agreed(self, cuts) -> None:
+        """Tell dgboost's own callbacks the cuts the ranks agreed (data.sketch.Cuts, before any
+        categorical features' own): what a Dask job's journal keeps, so that a restart bins its
+        shards with them rather than drawing and sketching the sample again."""
+        for callback in self.callbacks:
+            if callable(getattr(callback, "cuts_agreed", None)):
+                callback.cuts_agreed(cuts)
+
     def note(self, text: str) -> None:
         """Tell the callbacks that show progress how the job runs (e.g. that it is out of core):
         those with a ``note`` method (dgboost's own; XGBoost's callbacks have none)."""
@@ -142,6 +150,14 @@ class ProgressBar(TrainingCallback):
     def after_training(self, model):
         self.line.close()
         return model
+
+    def cuts_agreed(self, cuts) -> None:
+        """Tell dgboost's own callbacks the cuts the ranks agreed (data.sketch.Cuts, before any
+        categorical features' own): what a Dask job's journal keeps, so that a restart bins its
+        shards with them rather than drawing and sketching the sample again."""
+        for callback in self.callbacks:
+            if callable(getattr(callback, "cuts_agreed", None)):
+                callback.cuts_agreed(cuts)
 
     def note(self, text: str) -> None:
         self.line.note = text

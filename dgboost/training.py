@@ -95,9 +95,12 @@ class Resume:
     ``init_model`` is the model of the rounds already finished, with their best round, ranking
     state and metrics (``evals_result``); ``started`` the callbacks as they stood after the last
     of them, already started (their ``before_training`` is not run again, so early stopping and
-    checkpoints go on counting). The rounds that follow are those an uninterrupted run makes."""
+    checkpoints go on counting); ``cuts`` the cuts the interrupted run agreed, or None. The same
+    rows give the same cuts, so a restart bins its shards with them and draws no sample. The
+    rounds that follow are those an uninterrupted run makes."""
 
     started: tuple = ()
+    cuts: Cuts | None = None
 
 
 @dataclasses.dataclass
@@ -280,7 +283,11 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             raise ValueError("init_model's target statistics differ from these rows' (other rows, labels or seed): "
                              "its trees would read other statistics; continue it on the rows and seed it was "
                              "trained on, or train a new model")
-    cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
+    if resume is not None and resume.cuts is not None:
+        cuts = resume.cuts
+    else:
+        cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
+    agreed = cuts
     if categories is not None:
         if not categories.by_statistics:
             cuts = categories.cuts(cuts)
@@ -324,6 +331,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     if isinstance(matrix, PagedMatrix):
         container.note(matrix.summary())
+    container.cuts_agreed(agreed)
     booster = container.before_training(booster, started=() if resume is None else resume.started)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
     lookahead = _lookahead(xp)

@@ -268,6 +268,31 @@ def test_max_restarts_is_checked(client, data):
             dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2, max_restarts=bad)
 
 
+def test_a_resumed_run_bins_its_rows_with_the_cuts_it_is_given(data, monkeypatch):
+    """A restart's ranks take the first attempt's cuts from the journal (Resume.cuts): no sample is
+    drawn or sketched, and the model is the uninterrupted run's (the same rows give the same cuts)."""
+    from dgboost import training
+
+    X, y = data
+    agreed = []
+    agree_cuts = training.agree_cuts
+
+    def counted(*args, **kwargs):
+        agreed.append(agree_cuts(*args, **kwargs))
+        return agreed[-1]
+
+    monkeypatch.setattr(training, "agree_cuts", counted)
+    uninterrupted = dgboost.train(PARAMS, X, y, num_boost_round=8)
+    first = dgboost.train(PARAMS, X, y, num_boost_round=5)
+    assert len(agreed) == 2
+    boost = training.boost
+    monkeypatch.setattr(training, "boost", lambda *args, **kwargs: boost(
+        *args, **kwargs, resume=training.Resume((), agreed[0])))
+    resumed = dgboost.train(PARAMS, X, y, num_boost_round=3, init_model=first)
+    assert len(agreed) == 2  # no cuts agreed again
+    assert resumed.save_raw() == uninterrupted.save_raw()
+
+
 def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
     """A round is kept once every other rank finished the round after it: a peer that died in a
     round's collectives may have left the coordinator's sums half read (seen on two GPUs)."""
@@ -277,6 +302,7 @@ def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
     import cloudpickle
 
     from dgboost.dask._restart import Journal
+    from dgboost.data.sketch import Cuts
 
     X, y = data
     model = dgboost.train({"max_depth": 2}, X, y, num_boost_round=6)
@@ -290,6 +316,9 @@ def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
 
     journal = Journal(None)
     journal.begin("job", ranks=3)
+    cuts = Cuts(np.array([0.5, 1.5, -2.0], dtype=np.float32), np.array([0, 2, 3]))
+    journal.receive({"job": "job", "cuts": zlib.compress(pickle.dumps(cuts))})
+    journal.receive({"job": "late", "cuts": zlib.compress(pickle.dumps(Cuts(cuts.values[:1], np.array([0, 1]))))})
     journal.receive({"job": "job", "frame": zlib.compress(pickle.dumps(model[:0]))})
     for epoch in range(6):
         journal.receive(round_message("job", epoch, callbacks=callbacks(f"after {epoch}")))
@@ -302,6 +331,8 @@ def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
     resumed, resume = journal.resume()
     assert resumed.save_raw() != model.save_raw() and resumed.get_dump() == model[:3].get_dump()
     assert resumed.evals_result() == {"t": {"rmse": [0.0, 1.0, 2.0]}} and resume.started == ("after 2",)
+    np.testing.assert_array_equal(resume.cuts.values, cuts.values)  # the first attempt's, for the restart's shards
+    np.testing.assert_array_equal(resume.cuts.offsets, cuts.offsets)
     journal.begin("job-r1", ranks=2)  # a peer that vouches for nothing keeps what was held
     journal.receive(round_message("job-r1", 3))
     journal.begin(None)

@@ -5,10 +5,11 @@ its first rounds makes the model an uninterrupted run makes (the continuation te
 a job that loses a worker can resume on the workers left: the client re-shares the rows
 and trains on from the rounds already finished, with the callbacks as they stood.
 
-The coordinator (rank 0) sends each finished round to the client as a Dask event on
-``JOURNAL_TOPIC``: the round's trees, the model's best round and ranking state, the
-round's metrics, and the callbacks pickled after the round (early stopping's count, a
-checkpoint's last save). The client keeps them (``Journal``) and, when a worker is lost,
+The coordinator (rank 0) sends the job's agreed cuts once, then each finished round, to the
+client as Dask events on ``JOURNAL_TOPIC``: the round's trees, the model's best round and
+ranking state, the round's metrics, and the callbacks pickled after the round (early
+stopping's count, a checkpoint's last save). The same rows give the same cuts, so a restart
+bins its shards with the journal's and skips the sample and its sketch. The client keeps them (``Journal``) and, when a worker is lost,
 makes of them the next attempt's ``init_model`` and ``training.Resume``.
 
 On GPUs (``_job.peers_vouch``) a round the coordinator finished is kept only once every other
@@ -45,6 +46,8 @@ logger = logging.getLogger("dgboost")
 JOURNAL_TOPIC = "dgboost-journal"
 #: The most bytes of pickled callbacks (compressed) a round may send; beyond, the job cannot resume.
 MAX_CALLBACK_BYTES = 1 << 20
+#: The most bytes of pickled cuts (compressed) the journal takes; beyond, a restart agrees on them again.
+MAX_CUTS_BYTES = 8 << 20
 
 
 # ---- on the coordinator ----------------------------------------------------------------------
@@ -67,6 +70,13 @@ class JournalSender(TrainingCallback):
         self._last_callbacks: bytes | None = None  # as last sent: a round whose callbacks did not change sends none
         self._latest: dict = {}  # the round's metrics
         self._callbacks: bytes | None = None  # pickled after the round's after_iteration
+
+    def cuts_agreed(self, cuts) -> None:
+        """The job's cuts, once, before its frame (a restart bins its shards with them); not sent
+        past MAX_CUTS_BYTES compressed (a restart then agrees on them again)."""
+        blob = zlib.compress(pickle.dumps(cuts), 1)
+        if len(blob) <= MAX_CUTS_BYTES:
+            self._send({"cuts": blob})
 
     def before_training(self, model):
         self._sent = len(model.trees)
@@ -152,6 +162,7 @@ class Journal:
         self._first = 0 if init_model is None else init_model.num_boosted_rounds()  # the job's first round
         self._attempt: str | None = None  # the job name whose messages are taken
         self._frame: Booster | None = None
+        self._cuts = None  # the job's agreed cuts (data.sketch.Cuts), once its first attempt sent them
         self._rounds: list[bytes] = []  # each finished round's state, in order from the first
         self._callbacks: list[bytes | None] = []  # pickled after each round
         self._resumed_at: float | None = None  # when the current attempt was asked to resume
@@ -191,6 +202,10 @@ class Journal:
                 if self._frame is None:
                     self._frame = pickle.loads(zlib.decompress(message["frame"]))
                 return
+            if "cuts" in message:
+                if self._cuts is None:
+                    self._cuts = pickle.loads(zlib.decompress(message["cuts"]))
+                return
             if message["round"] != self._first + len(self._rounds):
                 return  # each attempt starts after the rounds kept, and the events keep their order
             # Without "callbacks": as after the round before (None, which cannot resume, if none).
@@ -216,7 +231,7 @@ class Journal:
         no round finished (the next attempt starts as the first did) or the callbacks
         could not be pickled (no attempt can go on where this one stood)."""
         with self._lock:  # copied here, unpickled outside: receive runs on the client's event loop
-            rounds, frame = list(self._rounds), self._frame
+            rounds, frame, cuts = list(self._rounds), self._frame, self._cuts
             callbacks = self._callbacks[-1] if self._callbacks else None
         if not rounds or frame is None:
             return None
@@ -238,7 +253,7 @@ class Journal:
         model.record_evals(evals_log)
         import cloudpickle
 
-        return model, Resume(tuple(cloudpickle.loads(zlib.decompress(callbacks))))
+        return model, Resume(tuple(cloudpickle.loads(zlib.decompress(callbacks))), cuts)
 
 
 class CannotResume(RuntimeError):
