@@ -151,14 +151,6 @@ class ProgressBar(TrainingCallback):
         self.line.close()
         return model
 
-    def cuts_agreed(self, cuts) -> None:
-        """Tell dgboost's own callbacks the cuts the ranks agreed (data.sketch.Cuts, before any
-        categorical features' own): what a Dask job's journal keeps, so that a restart bins its
-        shards with them rather than drawing and sketching the sample again."""
-        for callback in self.callbacks:
-            if callable(getattr(callback, "cuts_agreed", None)):
-                callback.cuts_agreed(cuts)
-
     def note(self, text: str) -> None:
         self.line.note = text
 
