@@ -331,7 +331,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     if isinstance(matrix, PagedMatrix):
         container.note(matrix.summary())
-    container.cuts_agreed(agreed)
+    if resume is None or resume.cuts is None:  # a restart's cuts are the journal's already
+        container.cuts_agreed(agreed)
     booster = container.before_training(booster, started=() if resume is None else resume.started)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
     lookahead = _lookahead(xp)

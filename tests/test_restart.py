@@ -152,10 +152,13 @@ def test_a_restart_takes_the_workers_there_are_then(cluster, client, data, tmp_p
     before = set(_pids(client))
     restart = _attempts._Attempts._restart
 
+    specs = []
+
     def once_one_joined(self, interrupted, restarts):
         cluster.scale(len(cluster.worker_spec) + 1)  # a worker joins while the job restarts
         client.wait_for_workers(len(before), timeout=120)
-        return restart(self, interrupted, restarts)
+        specs.append(restart(self, interrupted, restarts))
+        return specs[-1]
 
     monkeypatch.setattr(_attempts._Attempts, "_restart", once_one_joined)
     with caplog.at_level(logging.WARNING, logger="dgboost"):
@@ -164,6 +167,8 @@ def test_a_restart_takes_the_workers_there_are_then(cluster, client, data, tmp_p
     assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=10).save_raw()
     resumed_on = int(re.search(r"resuming on (\d+) workers", caplog.text)[1])
     assert resumed_on >= len(before) and set(_pids(client)) - before  # the newcomer, among them
+    cuts = specs[-1].resume.cuts  # the first attempt's, from its coordinator through the journal
+    assert cuts is not None and cuts.n_features == X.shape[1] and len(cuts.values) > X.shape[1]
 
 
 def _pids(client) -> dict:
@@ -317,8 +322,8 @@ def test_the_journal_keeps_the_rounds_every_peer_vouched_for(data):
     journal = Journal(None)
     journal.begin("job", ranks=3)
     cuts = Cuts(np.array([0.5, 1.5, -2.0], dtype=np.float32), np.array([0, 2, 3]))
-    journal.receive({"job": "job", "cuts": zlib.compress(pickle.dumps(cuts))})
     journal.receive({"job": "late", "cuts": zlib.compress(pickle.dumps(Cuts(cuts.values[:1], np.array([0, 1]))))})
+    journal.receive({"job": "job", "cuts": zlib.compress(pickle.dumps(cuts))})
     journal.receive({"job": "job", "frame": zlib.compress(pickle.dumps(model[:0]))})
     for epoch in range(6):
         journal.receive(round_message("job", epoch, callbacks=callbacks(f"after {epoch}")))

@@ -72,8 +72,9 @@ class JournalSender(TrainingCallback):
         self._callbacks: bytes | None = None  # pickled after the round's after_iteration
 
     def cuts_agreed(self, cuts) -> None:
-        """The job's cuts, once, before its frame (a restart bins its shards with them); not sent
-        past MAX_CUTS_BYTES compressed (a restart then agrees on them again)."""
+        """The job's cuts, before its frame, by its first attempt (a restart bins its shards
+        with them, and sends none); not past MAX_CUTS_BYTES compressed (a restart then agrees
+        on them again)."""
         blob = zlib.compress(pickle.dumps(cuts), 1)
         if len(blob) <= MAX_CUTS_BYTES:
             self._send({"cuts": blob})
