@@ -283,11 +283,9 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
             raise ValueError("init_model's target statistics differ from these rows' (other rows, labels or seed): "
                              "its trees would read other statistics; continue it on the rows and seed it was "
                              "trained on, or train a new model")
-    if resume is not None and resume.cuts is not None:
-        cuts = resume.cuts
-    else:
-        cuts = agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
-    agreed = cuts
+    given = None if resume is None else resume.cuts  # a restart's: its first attempt's, from the journal
+    agreed = given if given is not None else agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
+    cuts = agreed
     if categories is not None:
         if not categories.by_statistics:
             cuts = categories.cuts(cuts)
@@ -331,7 +329,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     if isinstance(matrix, PagedMatrix):
         container.note(matrix.summary())
-    if resume is None or resume.cuts is None:  # a restart's cuts are the journal's already
+    if given is None:  # the journal holds a restart's already
         container.cuts_agreed(agreed)
     booster = container.before_training(booster, started=() if resume is None else resume.started)
     epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
