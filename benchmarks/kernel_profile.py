@@ -20,7 +20,9 @@ timers on every rank, NCCL's collectives among the kernels (``nccl_allreduce``, 
 time includes waiting for the slowest rank to join), and each rank's table beside the
 others'. Rank 0's rounds are the wall.
 
-A profile, not a comparison: side_by_side.py is the benchmark.
+A profile, not a comparison: side_by_side.py is the benchmark. It times rounds queued as
+calls: a round replayed from a CUDA graph (dgboost/replay.py) calls no Python wrapper, so
+it turns ``dgboost.cuda-graphs`` off, here and on its Dask workers.
 
     python benchmarks/kernel_profile.py --dataset higgs --rows 10000000 --rounds 50 --depth 8
     python benchmarks/kernel_profile.py --device cpu --rows 200000 --rounds 100 --depth 6 --nthread 16
@@ -35,10 +37,13 @@ import argparse
 import collections
 import functools
 import json
+import os
 import pathlib
 import sys
 import time
 
+# Before dask reads its config (workers inherit it): rounds queued as calls, each call timed.
+os.environ["DASK_DGBOOST__CUDA_GRAPHS"] = "False"
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from datasets import TASKS, load  # noqa: E402

@@ -33,3 +33,11 @@ def host_page_bytes() -> int | None:
     if configured is None:
         return None
     return int(dask.utils.parse_bytes(configured) if isinstance(configured, str) else configured)
+
+
+def cuda_graphs() -> bool:
+    """Whether a GPU job's rounds may run from a CUDA graph, ``dgboost.cuda-graphs`` (default
+    True; dgboost/replay.py says which rounds can). False runs every round as queued calls."""
+    import dask
+
+    return bool(dask.config.get("dgboost.cuda-graphs", True))

@@ -8,6 +8,7 @@ with its own shard and a real Communicator; nothing below knows the difference.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -36,6 +37,7 @@ from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
 from .objectives.base import raise_for_first
 from .params import RANKING, TrainParams
+from . import replay
 from .reduce import global_count
 from .tree.sampling import RowSampler
 from .data.categories import (Categories, agree_counts, choose_combinations, known_codes,
@@ -327,36 +329,53 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
-    if isinstance(matrix, PagedMatrix):
-        container.note(matrix.summary())
-    if given is None:  # the journal holds a restart's already
-        container.cuts_agreed(agreed)
-    booster = container.before_training(booster, started=() if resume is None else resume.started)
-    epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
-    lookahead = _lookahead(xp)
-    in_flight, queued = collections.deque(), epochs.start
-    if not epochs or _agree(comm, container.before_iteration(booster, epochs.start, evals_log), may_stop):
+    with _replayed(work, xp):
+        if isinstance(matrix, PagedMatrix):
+            container.note(matrix.summary())
+        if given is None:  # the journal holds a restart's already
+            container.cuts_agreed(agreed)
+        booster = container.before_training(booster, started=() if resume is None else resume.started)
+        epochs = range(booster.num_boosted_rounds(), booster.num_boosted_rounds() + num_boost_round)
+        lookahead = _lookahead(xp)
+        in_flight, queued = collections.deque(), epochs.start
+        if not epochs or _agree(comm, container.before_iteration(booster, epochs.start, evals_log), may_stop):
+            return container.after_training(booster)
+        for epoch in epochs:
+            while queued <= epoch + lookahead and queued in epochs:
+                in_flight.append(work.start(queued))
+                queued += 1
+            finished = in_flight.popleft()
+            trees, metric_values = finished.finish()
+            for output, tree in enumerate(trees):
+                booster.append(Tree.from_record(tree, cuts), output)
+            if finished.state is not None:  # the objective's state after this round (ranking's position bias)
+                booster.position_bias = tuple(to_numpy(part).tolist() for part in finished.state)
+            for (name, metric_name), value in metric_values:
+                evals_log.setdefault(name, {}).setdefault(metric_name, []).append(value)
+            booster.record_evals(evals_log)
+            stop = _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop)
+            last = stop or epoch + 1 not in epochs or _agree(
+                comm, container.before_iteration(booster, epoch + 1, evals_log), may_stop)
+            container.round_finished(booster, epoch, last)
+            if last:
+                break
         return container.after_training(booster)
-    for epoch in epochs:
-        while queued <= epoch + lookahead and queued in epochs:
-            in_flight.append(work.start(queued))
-            queued += 1
-        finished = in_flight.popleft()
-        trees, metric_values = finished.finish()
-        for output, tree in enumerate(trees):
-            booster.append(Tree.from_record(tree, cuts), output)
-        if finished.state is not None:  # the objective's state after this round (ranking's position bias)
-            booster.position_bias = tuple(to_numpy(part).tolist() for part in finished.state)
-        for (name, metric_name), value in metric_values:
-            evals_log.setdefault(name, {}).setdefault(metric_name, []).append(value)
-        booster.record_evals(evals_log)
-        stop = _agree(comm, container.after_iteration(booster, epoch, evals_log), may_stop)
-        last = stop or epoch + 1 not in epochs or _agree(
-            comm, container.before_iteration(booster, epoch + 1, evals_log), may_stop)
-        container.round_finished(booster, epoch, last)
-        if last:
-            break
-    return container.after_training(booster)
+
+
+@contextlib.contextmanager
+def _replayed(work: "_RoundWork", xp):
+    """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py)."""
+    not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule)
+    if not_replayed is not None:
+        if xp is not np:
+            logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)
+        yield
+        return
+    work.graph = replay.RoundGraph(work.comm)
+    try:
+        yield
+    finally:
+        work.graph.close()
 
 
 @dataclasses.dataclass
@@ -375,9 +394,18 @@ class _RoundWork:
     comm: object
     margins: object  # (n_rows, n_outputs) float32: the training rows', updated in place
 
+    graph: replay.RoundGraph | None = None  # on a GPU, the rounds' CUDA graph (dgboost/replay.py)
+
     def start(self, epoch: int) -> "_Round":
         if self.schedule is not None:  # every rank asks it: the rate depends on the round alone
             self.grower.eta = self.schedule.rate(epoch)
+        queued = self._queue(epoch) if self.graph is None else self.graph.run(lambda: self._queue(epoch))
+        arrays, n_trees, names, objective_state = queued
+        return _Round(start_read(arrays), n_trees, names, objective_state)
+
+    def _queue(self, epoch: int) -> tuple:
+        """The round's work queued on the device: (the arrays to read, how many of them are trees'
+        records, the metrics' names and parts, the objective's state)."""
         objective, training = self.objective, self.training
         margins = self.margins
         gpair = objective.training_gradients(margins, training.label, training.weight, epoch)
@@ -400,7 +428,7 @@ class _RoundWork:
                 partial = metric.partial(state.data.label, predictions, state.data.weight, self.comm, state.data.group)
                 names.append(((state.name, metric.name), metric, len(partial)))
                 parts += partial
-        return _Round(start_read(records + parts), len(records), names, objective_state)
+        return records + parts, len(records), names, objective_state
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@ LAYERS = {
     2: {"kernels", "collective"},
     3: {"data", "datasets"},
     4: {"objectives", "metrics", "tree", "reduce"},
-    5: {"training", "callback", "booster", "interchange", "explain"},
+    5: {"training", "replay", "callback", "booster", "interchange", "explain"},
     6: {"cli", "dask", "sklearn", "jobs", "plotting", "__init__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}

@@ -19,7 +19,7 @@ behind a call still run, on what it left, and zeros (no split, an empty histogra
 no kernel out of its arrays, where the memory pool's leftovers might.
 
 Every wait is bounded. Initialisation runs in a helper thread joined with the
-timeout. Each collective records an event on the stream; a watchdog thread
+timeout. Each collective (or replayed round: dgboost/replay.py) records an event on the stream; a watchdog thread
 aborts the NCCL communicator when one is still pending after ``timeout``
 seconds, when NCCL reports an asynchronous error, or when any rank aborts the
 job through the host communicator. Abort makes NCCL's kernels return, so a
@@ -215,9 +215,25 @@ class NcclCommunicator:
                 raise CollectiveError(self._failure)
             stream = self._cupy.cuda.get_current_stream()
             call(stream.ptr)
-            event = self._cupy.cuda.Event(disable_timing=True)
-            event.record(stream)
-            self._pending.append((event, time.monotonic(), what))
+            if stream.ptr and stream.is_capturing():  # a round's graph: watched as a whole, each replay
+                return
+            self._watch_stream(stream, what)
+
+    def launch(self, what: str, launch) -> None:
+        """``launch(stream)`` on the current stream: a replayed round's graph, whose collectives
+        (captured in it) are watched as one, overdue after ``timeout`` seconds. It raises
+        CollectiveError, launching nothing, once the communicator has failed."""
+        with self._lock:
+            if self._failure is not None:
+                raise CollectiveError(self._failure)
+            stream = self._cupy.cuda.get_current_stream()
+            launch(stream)
+            self._watch_stream(stream, what)
+
+    def _watch_stream(self, stream, what: str) -> None:
+        event = self._cupy.cuda.Event(disable_timing=True)
+        event.record(stream)
+        self._pending.append((event, time.monotonic(), what))
 
     def _agree_unique_id(self):
         """Rank 0's new NCCL unique id, on every rank (through the host communicator)."""

@@ -33,6 +33,9 @@ class Objective:
     label_columns = 1
     #: The label columns are bounds (survival:aft's), whose upper may be inf.
     label_bounds = False
+    #: Its gradients on the device read nothing of the host and depend on the margins, labels
+    #: and weights alone (not the round): a GPU round of it may be replayed (dgboost/replay.py).
+    replayable = False
 
     def __init__(self, params: TrainParams):
         self.params = params
@@ -187,6 +190,10 @@ class MultiTarget(Objective):
     def prepare(self, data, rows, comm):
         super().prepare(data, rows, comm)
         self.single.prepare(data, rows, comm)
+
+    @property
+    def replayable(self) -> bool:
+        return self.single.replayable
 
     def check_labels(self, label, name):
         for target in range(label.shape[1]):

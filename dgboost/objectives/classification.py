@@ -16,6 +16,7 @@ from .base import (_F32, _MIN_HESSIAN, _MIN_PROBABILITY, Objective, _logit, rais
 
 class Logistic(Objective):
     """reg:logistic, binary:logistic and binary:logitraw: log loss on sigmoid(margin)."""
+    replayable = True  # see Objective.replayable
 
     def __init__(self, params: TrainParams):
         super().__init__(params)
@@ -109,6 +110,7 @@ def _logistic_kernel(weighted: bool):
 
 class Softmax(Objective):
     """multi:softmax (predicts the class) and multi:softprob (predicts probabilities)."""
+    replayable = True  # see Objective.replayable
 
     def __init__(self, params: TrainParams):
         super().__init__(params)
@@ -155,6 +157,7 @@ class Softmax(Objective):
 class Hinge(Objective):
     """binary:hinge: the hinge loss of labels 0/1 read as -1/+1; predicts the class (0 or 1).
     The intercept is XGBoost's: 1 where the weighted labels lean positive, else 0 (a margin)."""
+    replayable = True  # see Objective.replayable
 
     name = "binary:hinge"
     #: The hessian of a row past the margin (XGBoost's FLT_MIN, unweighted): never zero.

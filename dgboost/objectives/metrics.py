@@ -34,6 +34,9 @@ class Metric:
 
     name: str
     maximize = False
+    #: ``partial`` reads nothing of the host and copies nothing to the device: a GPU round
+    #: that computes it may be replayed (dgboost/replay.py).
+    replayable = False
 
     def __call__(self, label, predictions, weight, comm, group=None) -> float:
         return self.finish(to_numpy_many(self.partial(label, predictions, weight, comm, group)))
@@ -50,6 +53,8 @@ class Metric:
 
 class _WeightedMean(Metric):
     """sum(w * loss) / sum(w), with ``loss`` per row from ``_loss``."""
+
+    replayable = True
 
     def __init__(self, params: TrainParams):
         self.params = params
@@ -131,16 +136,21 @@ class PoissonNegLogLik(_WeightedMean):
 
     def __init__(self, params: TrainParams):
         super().__init__(params)
-        self._label_terms = (None, None)  # (label, lgamma(label + 1)): an eval set's labels do not change
+        # id(label) -> (label, lgamma(label + 1)): an eval set's labels do not change; made once
+        # each (a round of several eval sets reads the host for none of them).
+        self._label_terms = {}
+        self._terms = None  # the terms of the labels being evaluated
 
     def partial(self, label, predictions, weight, comm, group=None):
-        if self._label_terms[0] is not label:
-            self._label_terms = (label, _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
+        cached = self._label_terms.get(id(label))
+        if cached is None or cached[0] is not label:
+            cached = self._label_terms[id(label)] = (label, _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
+        self._terms = cached[1]
         return super().partial(label, predictions, weight, comm)
 
     def _loss(self, label, prediction, xp):
         p = xp.maximum(prediction, _EPS)
-        return self._label_terms[1] + p - label * xp.log(p)
+        return self._terms + p - label * xp.log(p)
 
 
 class AUC(Metric):
@@ -150,6 +160,7 @@ class AUC(Metric):
 
     name = "auc"
     maximize = True
+    replayable = True
 
     def __init__(self, params: TrainParams):
         self.params = params

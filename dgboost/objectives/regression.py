@@ -12,6 +12,7 @@ from .base import _F32, LogLink, Objective, raise_for_first, _weights_of
 
 
 class SquaredError(Objective):
+    replayable = True  # see Objective.replayable
     name = "reg:squarederror"
     _loop_kind = 0
 
@@ -27,6 +28,7 @@ class PseudoHuberError(Objective):
     0 instead, which overshoots when labels are large against delta (labels near
     140 give it 202); give base_score to reproduce XGBoost exactly.
     """
+    replayable = True  # see Objective.replayable
 
     name = "reg:pseudohubererror"
     _loop_kind = 1
@@ -46,6 +48,7 @@ class PseudoHuberError(Objective):
 
 class Poisson(LogLink):
     """count:poisson: log link; the hessian is damped by max_delta_step (0.7 by default)."""
+    replayable = True  # see Objective.replayable
 
     name = "count:poisson"
 
@@ -61,6 +64,7 @@ class Poisson(LogLink):
 
 class SquaredLogError(Objective):
     """reg:squaredlogerror: ``(log1p(margin) - log1p(label))**2 / 2``, the margin kept above -1."""
+    replayable = True  # see Objective.replayable
 
     name = "reg:squaredlogerror"
 
@@ -83,6 +87,7 @@ class SquaredLogError(Objective):
 
 class Gamma(LogLink):
     """reg:gamma: gamma deviance on exp(margin); labels > 0."""
+    replayable = True  # see Objective.replayable
 
     name = "reg:gamma"
 
@@ -96,6 +101,7 @@ class Gamma(LogLink):
 
 class Tweedie(LogLink):
     """reg:tweedie: Tweedie's log-likelihood of variance power ``tweedie_variance_power``."""
+    replayable = True  # see Objective.replayable
 
     name = "reg:tweedie"
 

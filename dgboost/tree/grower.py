@@ -51,6 +51,11 @@ from .split import SplitTable, find_splits
 HISTOGRAM_BUDGET_BYTES = 1 << 28
 
 
+def _children_bytes(n_parents: int, n_bins_total: int) -> int:
+    """The bytes of the histograms of ``n_parents``' children."""
+    return 2 * n_parents * n_bins_total * 2 * np.dtype(HIST_DTYPE).itemsize
+
+
 @dataclasses.dataclass(frozen=True)
 class Level:
     """One level of a tree being grown; arrays of length ``size`` on the device."""
@@ -125,7 +130,10 @@ class _Frontier:
         page's for a paged matrix); ``bounded``: with weight bounds (monotone constraints),
         none yet; ``sets``: the interaction sets, or None."""
         xp = get_xp(node_sums)
-        bounds = xp.array([[-np.inf, np.inf]], dtype=GAIN_DTYPE) if bounded else None
+        bounds = None
+        if bounded:  # filled on the device, not copied from the host (a captured round copies nothing)
+            bounds = xp.full((1, 2), -np.inf, dtype=GAIN_DTYPE)
+            bounds[:, 1] = np.inf
         zero = lambda: xp.zeros(1, dtype=POSITION_DTYPE)  # noqa: E731
         seg_begin = tuple(zero() for _ in root_end) if isinstance(root_end, tuple) else zero()
         return cls(0, node_sums, xp.ones(1, dtype=bool), seg_begin, root_end,
@@ -333,10 +341,15 @@ class Grower(abc.ABC):
         """Slots for the next level's parents: exact on the host, else the upper bound (which
         reads nothing of the splits)."""
         bound = splits.n_nodes
-        bound_bytes = 2 * bound * n_bins_total * 2 * np.dtype(HIST_DTYPE).itemsize
-        if get_xp(splits.table) is np or bound_bytes > HISTOGRAM_BUDGET_BYTES:
+        if get_xp(splits.table) is np or _children_bytes(bound, n_bins_total) > HISTOGRAM_BUDGET_BYTES:
             return int(splits.valid.sum())
         return bound
+
+    def reads_host(self) -> bool:
+        """Whether a depthwise tree on the device reads the host: where its deepest level's
+        upper bound is past HISTOGRAM_BUDGET_BYTES (``_next_level_parents``)."""
+        deepest_parents = 2 ** (self.max_depth - 1) if self.max_depth > 0 else 0
+        return _children_bytes(deepest_parents, int(self.matrix.host_bin_offsets[-1])) > HISTOGRAM_BUDGET_BYTES
 
     def _leaves_placed(self, left_child, ranges, ridx, positions):
         """``positions`` with each row at its leaf, from the tree's ``left_child`` by id (its

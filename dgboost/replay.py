@@ -1,0 +1,232 @@
+"""A GPU round captured once as a CUDA graph and replayed (``dgboost.cuda-graphs``).
+
+A depthwise or symmetric round on the GPU reads nothing of the host: its levels are
+allocated for the upper bound, its splits chosen and applied on the device, and its
+trees and metrics read once, after it (``training._RoundWork``). Its launches and
+their arguments are then the same every round, and issuing them, a few hundred
+kernel and copy calls from Python, took longer than the device took to run them
+(docs/performance.md). So the first round runs as usual, the second is captured
+(``cudaStreamBeginCapture``) and every round from it is one graph launch.
+
+What capture needs, and how it is met here:
+
+- Fixed memory. A graph writes the addresses it was captured with, so nothing else
+  may be handed them. Rounds run on a stream and a cupy memory pool of their own
+  (``_Lane``, one a device, held by one job at a time); the first round warms the
+  pool, so capture reuses its blocks, and after capture nothing else allocates
+  from it. The default pool's unused blocks are given back first, so the job's
+  peak memory is what it was. The lane outlives jobs: a kernel's cached constants made in a round
+  stay valid.
+- Fixed inputs. Kernel arguments are baked in. Rounds that differ (row or column
+  sampling, keyed by the round; a learning-rate schedule; categorical splits;
+  objectives and metrics that read the host or keep state) are not captured:
+  ``why_not`` says why, and those rounds run as before.
+- No host copies. A copy from host memory inside a capture would read a staging
+  buffer that cupy reuses; during capture cupy's page-locked allocator refuses
+  this thread (``_no_host_copies``), so such a copy fails the capture instead.
+- The collectives. NCCL calls capture and replay (NCCL >= 2.9); the communicator
+  launches a replayed round, watching it as a whole and refusing it once NCCL has
+  failed (``NcclCommunicator.launch``); its traffic is counted each replay.
+
+A capture that fails (a synchronisation or host copy nobody expected) is dropped
+before anything ran, and the job goes on uncaptured: every rank fails alike, since
+every rank runs the same code on the same shapes. Nothing of the model depends on
+capture: the graph replays the same kernels on the same memory, and the GPU tests
+hold captured models to uncaptured ones byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+
+from ._settings import cuda_graphs
+
+logger = logging.getLogger("dgboost")
+
+_captures = 0  # rounds captured in this process (tests)
+_replays = 0  # rounds run from a graph in this process (tests)
+
+
+def counts() -> tuple[int, int]:
+    """(captures, replays) made in this process: a debug counter the GPU tests read."""
+    return _captures, _replays
+
+
+def why_not(xp, grower, sampler, objective, metrics, schedule) -> str | None:
+    """Why rounds of this job cannot be captured, or None where they can."""
+    from .data.pages import PagedMatrix
+    from .tree.depthwise import DepthwiseGrower
+
+    if xp.__name__ != "cupy":
+        return "on the host"
+    if not cuda_graphs():
+        return "dgboost.cuda-graphs is False"
+    if not isinstance(grower, DepthwiseGrower) or isinstance(grower.matrix, PagedMatrix):
+        return "the growth policy reads the host between steps (lossguide, pages)"
+    if grower.reads_host():
+        return "a level's histograms exceed the grower's upper-bound budget"
+    if sampler.active or grower.columns.active:
+        return "row or column sampling draws differ each round"
+    if schedule is not None:
+        return "a learning-rate schedule changes eta each round"
+    if grower.categories is not None:
+        return "categorical splits"
+    if not objective.replayable:
+        return f"objective {objective.name!r} reads the host or keeps state between rounds"
+    for metric in metrics:
+        if not metric.replayable:
+            return f"metric {metric.name!r} reads the host"
+    return None
+
+
+class _HostCopy(RuntimeError):
+    """A copy from host memory was started inside a capture."""
+
+
+@contextlib.contextmanager
+def _no_host_copies(cupy):
+    """cupy copies host arrays to the device through page-locked staging buffers; refuse
+    them to this thread while it captures (other threads go on as before)."""
+    thread = threading.get_ident()
+    pool = cupy.get_default_pinned_memory_pool()
+
+    def allocate(size):
+        if threading.get_ident() == thread:
+            raise _HostCopy("a copy from host memory inside a captured round")
+        return pool.malloc(size)
+
+    cupy.cuda.set_pinned_memory_allocator(allocate)
+    try:
+        yield
+    finally:
+        cupy.cuda.set_pinned_memory_allocator(pool.malloc)
+
+
+@dataclasses.dataclass
+class _Lane:
+    """A device's stream and memory pool for captured rounds; one job holds it at a time."""
+
+    stream: object
+    pool: object
+    lock: threading.Lock
+
+
+_lanes: dict = {}
+_lanes_lock = threading.Lock()
+
+
+def _lane(cupy) -> _Lane:
+    device = cupy.cuda.Device().id
+    with _lanes_lock:
+        if device not in _lanes:
+            _lanes[device] = _Lane(cupy.cuda.Stream(non_blocking=True), cupy.cuda.MemoryPool(), threading.Lock())
+        return _lanes[device]
+
+
+def _release_cached(cupy) -> None:
+    """Give the device the blocks cupy's default pool holds unused (the set-up's temporaries),
+    which the rounds, in a pool of their own, cannot reuse: the job's peak memory stays what it
+    was with rounds queued as calls. Not where another allocator (RMM, say) is in use."""
+    pool = cupy.get_default_memory_pool()
+    if cupy.cuda.memory.get_allocator() == pool.malloc:
+        pool.free_all_blocks()
+
+
+class RoundGraph:
+    """A job's rounds, run through one CUDA graph once the second is captured.
+
+    ``run(queue)`` queues a round (``queue()`` makes its device arrays and returns what
+    the caller needs of them) and returns ``queue()``'s result: from the round itself,
+    then from the capture, whose arrays each replay overwrites in place. Work queued
+    on the caller's stream before ``run`` comes before the round, and work queued after
+    it comes after. ``close`` gives the lane back.
+    """
+
+    def __init__(self, comm):
+        import cupy
+
+        self._cupy = cupy
+        self._comm = comm
+        lane = _lane(cupy)
+        self._lane = lane if lane.lock.acquire(blocking=False) else None
+        self._graph = None
+        self._captured = None  # queue()'s result at capture
+        self._traffic = (0, 0)  # the collectives' calls and bytes a round
+        self._rounds = 0
+        self.failed: str | None = None if self._lane is not None else "another job holds this device's lane"
+
+    def run(self, queue):
+        if self._lane is None or self.failed is not None:
+            return queue()
+        cupy, stream = self._cupy, self._lane.stream
+        caller = cupy.cuda.get_current_stream()
+        stream.wait_event(caller.record())
+        self._rounds += 1
+        if self._rounds == 1:  # the first round warms the pool: capture allocates nothing new
+            _release_cached(cupy)
+            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
+                result = queue()
+        elif self._graph is None and not self._capture(queue):
+            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
+                result = queue()
+        else:
+            self._replay()
+            result = self._captured
+        caller.wait_event(stream.record())
+        return result
+
+    def _capture(self, queue) -> bool:
+        global _captures
+        cupy, stream, traffic = self._cupy, self._lane.stream, self._comm.traffic
+        before = (traffic.calls, traffic.bytes_sent)
+        try:
+            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc), _no_host_copies(cupy):
+                stream.begin_capture()
+                try:
+                    captured = queue()
+                finally:
+                    graph = stream.end_capture()
+        except Exception as error:  # noqa: BLE001 - any failure leaves the rounds uncaptured
+            self.failed = f"{type(error).__name__}: {error}"
+            logger.info("rank %d: rounds not captured as a CUDA graph (%s); they run uncaptured",
+                        self._comm.rank, self.failed)
+            traffic.calls, traffic.bytes_sent = before
+            return False
+        self._traffic = (traffic.calls - before[0], traffic.bytes_sent - before[1])
+        traffic.calls, traffic.bytes_sent = before
+        self._graph, self._captured = graph, captured
+        _captures += 1
+        return True
+
+    def _replay(self) -> None:
+        global _replays
+        stream, traffic = self._lane.stream, self._comm.traffic
+        launch = getattr(self._comm, "launch", None)  # NCCL's: watched, and refused once it failed
+        if launch is None:
+            self._graph.launch(stream)
+        else:
+            with stream:
+                launch("round (CUDA graph)", self._graph.launch)
+        traffic.calls += self._traffic[0]
+        traffic.bytes_sent += self._traffic[1]
+        _replays += 1
+
+    def close(self) -> None:
+        """Give the lane back once its stream's work is done (its pool's unused blocks freed);
+        the graph goes with this object. A stream that cannot finish (a failed device) keeps
+        the lane: later jobs on the device run uncaptured rather than on memory still in use."""
+        if self._lane is None:
+            return
+        lane, self._lane = self._lane, None
+        self._graph = self._captured = None
+        try:
+            lane.stream.synchronize()  # a dropped round may still be running on the pool's memory
+        except Exception:  # noqa: BLE001 - the device failed: the job's own error is the one to raise
+            logger.debug("rank %d: the rounds' stream did not finish; its lane stays held", self._comm.rank,
+                         exc_info=True)
+            return
+        lane.pool.free_all_blocks()
+        lane.lock.release()
