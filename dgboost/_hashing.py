@@ -34,7 +34,18 @@ def _splitmix64_int(x: int) -> int:
 
 def stream_key(seed: int, stream: int, round_index: int = 0) -> int:
     """A 64-bit key for one stream of one round, mixed on the host."""
-    return _splitmix64_int(_splitmix64_int(_splitmix64_int(seed) ^ stream) ^ round_index)
+    return tree_key(stream_base(seed, stream), round_index)
+
+
+def stream_base(seed: int, stream: int) -> int:
+    """What keys a stream's rounds: ``stream_key`` is ``tree_key(stream_base(seed, stream), round)``
+    (a kernel given the round on the device mixes the last step itself)."""
+    return _splitmix64_int(_splitmix64_int(seed) ^ stream)
+
+
+def tree_key(base: int, round_index: int) -> int:
+    """The key of round (or tree) ``round_index`` of the stream ``base`` keys."""
+    return _splitmix64_int(base ^ round_index)
 
 
 def sub_key(key: int, index: int) -> int:

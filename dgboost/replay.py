@@ -17,8 +17,10 @@ What capture needs, and how it is met here:
   from it. The default pool's unused blocks are given back first, so the job's
   peak memory is what it was. The lane outlives jobs: a kernel's cached constants made in a round
   stay valid.
-- Fixed inputs. Kernel arguments are baked in. Rounds that differ (row or column
-  sampling, keyed by the round; a learning-rate schedule; categorical splits;
+- Fixed inputs. Kernel arguments are baked in. Row sampling keys its draws by the
+  tree's index held on the device, which each draw advances (``RowSampler``), so a
+  sampled round replays too. Rounds that differ otherwise (GOSS's first rounds,
+  column sampling's host draws, a learning-rate schedule, categorical splits,
   objectives and metrics that read the host or keep state) are not captured:
   ``why_not`` says why, and those rounds run as before.
 - No host copies. A copy from host memory inside a capture would read a staging
@@ -68,8 +70,8 @@ def why_not(xp, grower, sampler, objective, metrics, schedule) -> str | None:
         return "the growth policy reads the host between steps (lossguide, pages)"
     if grower.reads_host():
         return "a level's histograms exceed the grower's upper-bound budget"
-    if sampler.active or grower.columns.active:
-        return "row or column sampling draws differ each round"
+    if sampler.method == "goss" or grower.columns.active:
+        return "GOSS's first rounds and column sampling's draws differ by round"
     if schedule is not None:
         return "a learning-rate schedule changes eta each round"
     if grower.categories is not None:

@@ -41,6 +41,11 @@ CASES = {
                             "count", True),
     "symmetric": ({"objective": "binary:logistic", "grow_policy": "symmetric", "max_depth": 5}, "binary", False),
     "depth 1": ({"objective": "binary:logistic", "max_depth": 1}, "binary", False),
+    # Row sampling: each replayed round draws its own trees' rows (the tree's index on the device).
+    "uniform rows, eval set": ({"objective": "binary:logistic", "max_depth": 6, "subsample": 0.7,
+                                "eval_metric": ["logloss"]}, "binary", True),
+    "gradient-based rows": ({"objective": "binary:logistic", "max_depth": 6, "subsample": 0.2,
+                             "sampling_method": "gradient_based"}, "binary", False),
 }
 
 
@@ -92,8 +97,8 @@ def test_early_stopping_drops_a_replayed_round_and_keeps_the_best():
 
 
 @pytest.mark.parametrize("params, reason", [
-    ({"subsample": 0.8}, "sampling"),
-    ({"colsample_bynode": 0.5}, "sampling"),
+    ({"sampling_method": "goss"}, "GOSS"),
+    ({"colsample_bynode": 0.5}, "column sampling"),
     ({"grow_policy": "lossguide", "max_leaves": 16, "max_depth": 0}, "growth policy"),
     ({"objective": "reg:absoluteerror"}, "reads the host"),
 ])

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import dgboost
+from dgboost._hashing import tree_key
 from dgboost.collective import LocalCommunicator
 from dgboost.data.inputs import RowSpans
-from dgboost.kernels import bucket_counts
+from dgboost.kernels import bucket_counts, cpu
 from dgboost.params import TrainParams
 from dgboost.tree.sampling import RowSampler
 
@@ -23,6 +24,27 @@ def _data(rng, n_rows=4000, n_features=6):
 
 def _sampler(n_rows, **params):
     return RowSampler(TrainParams.from_dict(params), n_rows, 1, RowSpans.contiguous(0, n_rows), LocalCommunicator())
+
+
+def test_a_tree_index_given_keys_the_draw_as_the_trees_key_does():
+    """sample_rows given the stream's base and the tree's index (as a GPU round holds it on the
+    device) draws what it draws given the tree's key: stream_key is tree_key of stream_base."""
+    from dgboost._hashing import STREAM_ROW_SUBSAMPLE, stream_base, stream_key
+
+    rng = np.random.default_rng(3)
+    gpair = np.stack([rng.standard_normal(5000), rng.uniform(0.1, 0.3, 5000)], axis=1).astype(np.float32)
+    index = np.arange(5000, dtype=np.int64) * 7
+    assert stream_key(11, STREAM_ROW_SUBSAMPLE, 23) == tree_key(stream_base(11, STREAM_ROW_SUBSAMPLE), 23)
+    base = stream_base(11, STREAM_ROW_SUBSAMPLE)
+    by_key = cpu.sample_rows(gpair, index, stream_key(11, STREAM_ROW_SUBSAMPLE, 23), cpu.UNIFORM, None, None, None,
+                             0.4, 1.0)
+    by_index = cpu.sample_rows(gpair, index, base, cpu.UNIFORM, None, None, None, 0.4, 1.0,
+                               tree_at=np.array([23], dtype=np.int64))
+    other = cpu.sample_rows(gpair, index, base, cpu.UNIFORM, None, None, None, 0.4, 1.0,
+                            tree_at=np.array([24], dtype=np.int64))
+    np.testing.assert_array_equal(by_index[1], by_key[1])
+    np.testing.assert_array_equal(by_index[0], by_key[0])
+    assert not np.array_equal(other[1], by_key[1])
 
 
 def test_bucket_counts_by_hand():
@@ -222,5 +244,11 @@ def test_sampling_kernels_equal_their_twins(kind):
     got = cuda.sample_rows(cp.asarray(gpair), cp.asarray(index), 12345, code, *device_arguments, 0.3, 2.5)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g.get(), e)
+    # Keyed by a tree index on the device (a replayed round's): the key of that tree.
+    keyed = cpu.sample_rows(gpair, index, tree_key(999, 41), code, *arguments, 0.3, 2.5)
+    got = cuda.sample_rows(cp.asarray(gpair), cp.asarray(index), 999, code, *device_arguments, 0.3, 2.5,
+                           tree_at=cp.array([41], dtype=np.int64))
+    for g, e in zip(got, keyed):
         np.testing.assert_array_equal(g.get(), e)
     assert 0 < expected[1].sum() <= n_rows and (expected[1].all() if kind == "zero" else not expected[1].all())

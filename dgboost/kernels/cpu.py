@@ -710,7 +710,7 @@ def sample_keys(gpair, kind, largest):
     return xp.rint(_magnitudes(gpair, kind) * scale).astype(INDEX_DTYPE)
 
 
-def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight):
+def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight, tree_at=None):
     """A tree's row sample: each row's draw ``u`` (``_hashing.uniform`` of its global index
     under ``key``) decides, and the pairs of the rows drawn are scaled.
 
@@ -724,20 +724,22 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
     ----------
     gpair : array of shape (n_rows, 2), float32                          # IN
     global_index : array of shape (n_rows,), int64                       # IN
-    key : int: the tree's stream key (_hashing.stream_key)
+    key : int: the tree's stream key (_hashing.stream_key); with ``tree_at``, the stream's base
+        (_hashing.stream_base), which the tree index it holds keys (_hashing.tree_key)
     kind : MVS, GOSS or UNIFORM
     keys : array of shape (n_rows,), int64 (sample_keys), or None for UNIFORM   # IN
     threshold, largest : arrays of shape (1,), int64 and float64, or None for UNIFORM   # IN
     rate, weight : float
+    tree_at : array of shape (1,), int64, the tree's index, or None      # IN
 
     Returns
     -------
     (pairs, drawn): (n_rows, 2) float32, zero where not drawn; (n_rows,) bool   # OUT
     """
-    from .._hashing import uniform
+    from .._hashing import tree_key, uniform
 
     xp = get_xp(gpair)
-    draws = uniform(global_index, key)
+    draws = uniform(global_index, key if tree_at is None else tree_key(key, int(tree_at[0])))
     zero = gpair.dtype.type(0)
     if kind == UNIFORM:
         keep = draws < rate

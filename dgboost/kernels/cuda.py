@@ -559,7 +559,7 @@ def sample_keys(gpair, kind, largest):
     return keys
 
 
-def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight):
+def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight, tree_at=None):
     import cupy
 
     gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
@@ -571,7 +571,8 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
             (_blocks(n),), (_BLOCK,),
             (gpair, cupy.ascontiguousarray(global_index, dtype=INDEX_DTYPE), np.int64(n), np.uint64(key),
              np.int32(kind), _optional(keys, INDEX_DTYPE), _optional(threshold, INDEX_DTYPE),
-             _optional(largest, GAIN_DTYPE), np.float64(rate), np.float64(weight), out, drawn))
+             _optional(largest, GAIN_DTYPE), np.float64(rate), np.float64(weight), out, drawn,
+             _optional(tree_at, INDEX_DTYPE)))
     return out, drawn
 
 

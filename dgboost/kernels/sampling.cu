@@ -45,26 +45,32 @@ extern "C" __global__ void sample_keys(const float* __restrict__ gpair, const i6
     keys[i] = (i64)rint(magnitude(reinterpret_cast<const float2*>(gpair)[i], kind) * scale);
 }
 
-// _hashing.uniform: splitmix64 of (global index + key), its top 53 bits scaled by 2**-53.
-__device__ __forceinline__ double uniform_draw(const i64 global_index, const u64 key) {
-    u64 z = (u64)global_index + key;
+// _hashing._splitmix64_int.
+__device__ __forceinline__ u64 splitmix64(u64 z) {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z = z ^ (z >> 31);
-    return (double)(z >> 11) * 1.1102230246251565e-16;  // 2**-53
+    return z ^ (z >> 31);
+}
+
+// _hashing.uniform: splitmix64 of (global index + key), its top 53 bits scaled by 2**-53.
+__device__ __forceinline__ double uniform_draw(const i64 global_index, const u64 key) {
+    return (double)(splitmix64((u64)global_index + key) >> 11) * 1.1102230246251565e-16;  // 2**-53
 }
 
 // One thread a row (twin: cpu.sample_rows): its draw, whether it is drawn, its pair scaled.
+// The tree's key is `key`, or where `tree_at` is given (a tree index on the device, which a
+// round replayed from a CUDA graph advances), stream_key's last mix of `key`, the stream's base.
 extern "C" __global__ void sample_rows(
     const float* __restrict__ gpair, const i64* __restrict__ global_index, const i64 n, const u64 key,
     const int kind, const i64* __restrict__ keys, const i64* __restrict__ threshold,
     const double* __restrict__ largest, const double rate, const double weight, float* __restrict__ out,
-    bool* __restrict__ drawn)
+    bool* __restrict__ drawn, const i64* __restrict__ tree_at)
 {
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const double u = uniform_draw(global_index[i], key);
+    const u64 tree_key = tree_at == nullptr ? key : splitmix64(key ^ (u64)tree_at[0]);
+    const double u = uniform_draw(global_index[i], tree_key);
     const float2 pair = reinterpret_cast<const float2*>(gpair)[i];
     bool keep;
     float g = pair.x, h = pair.y;

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._dtypes import GAIN_DTYPE, INDEX_DTYPE
 from .._hashing import (STREAM_COLUMNS_BY_LEVEL, STREAM_COLUMNS_BY_NODE, STREAM_COLUMNS_BY_TREE,
-                        STREAM_ROW_SUBSAMPLE, stream_key, sub_key, uniform)
+                        STREAM_ROW_SUBSAMPLE, stream_base, stream_key, sub_key, uniform)
 from ..backend import get_xp
 from ..data.inputs import RowSpans
 from ..kernels import bucket_counts, choose_bucket, sample_keys, sample_magnitude_max, sample_rows
@@ -54,6 +54,10 @@ class RowSampler:
       largest ``|g h|`` (all tied at the threshold), and from the others ``other_rate`` of
       all rows, their pairs multiplied by ``(1 - top_rate) / other_rate``; as LightGBM,
       from round ``1 / eta`` on.
+
+    On a GPU the tree's index the draws are keyed by is held on the device and advanced
+    there after each draw, so the launches of a round are the same every round and a
+    round replayed from a CUDA graph draws each tree's own sample (dgboost/replay.py).
     """
 
     def __init__(self, params, n_total: int, n_outputs: int, rows: RowSpans, comm):
@@ -67,6 +71,7 @@ class RowSampler:
         self.rows = rows
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
+        self._tree_at = None  # on a GPU, (1,) int64: the index of the tree drawn next, advanced on the device
         # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
         # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
         # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
@@ -89,19 +94,34 @@ class RowSampler:
         xp = get_xp(gpair)
         if self._global_index is None or get_xp(self._global_index) is not xp:
             self._global_index = self.rows.global_index(xp)
-        key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
+        drawn = self._draw(gpair, *self._key(xp, tree_index))
+        if self._tree_at is not None:
+            self._tree_at += 1  # in place, after the draw: the next tree's
+        return drawn
+
+    def _key(self, xp, tree_index: int) -> tuple:
+        """(key, tree_at) of sample_rows: the tree's key on the host; on a GPU the stream's base
+        and the tree's index on the device (set at the first draw, then advanced by each)."""
+        if xp is np:
+            return stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index), None
+        if self._tree_at is None:
+            self._tree_at = xp.full(1, tree_index, dtype=INDEX_DTYPE)
+        return stream_base(self.seed, STREAM_ROW_SUBSAMPLE), self._tree_at
+
+    def _draw(self, gpair, key: int, tree_at):
+        index = self._global_index
         if self.method == "uniform":
-            return sample_rows(gpair, self._global_index, key, UNIFORM, None, None, None, self.rate, 1.0)
+            return sample_rows(gpair, index, key, UNIFORM, None, None, None, self.rate, 1.0, tree_at)
         kind = MVS if self.method == "gradient_based" else GOSS
         largest = self.comm.allreduce(sample_magnitude_max(gpair, kind), "max")
         keys = sample_keys(gpair, kind, largest * self._key_room if kind == MVS else largest)
         if kind == MVS:
-            return sample_rows(gpair, self._global_index, key, MVS, keys, self._mvs_threshold(keys), largest, 1.0, 1.0)
+            return sample_rows(gpair, index, key, MVS, keys, self._mvs_threshold(keys), largest, 1.0, 1.0, tree_at)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
         top = self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
-        return sample_rows(gpair, self._global_index, key, GOSS, keys, top, largest,
-                           other_k / max(1, self.n_total - top_k), (self.n_total - top_k) / other_k)
+        return sample_rows(gpair, index, key, GOSS, keys, top, largest,
+                           other_k / max(1, self.n_total - top_k), (self.n_total - top_k) / other_k, tree_at)
 
     def _mvs_threshold(self, keys):
         """The largest integer ``mu >= 1`` whose expected sample, ``#(key >= mu) + sum(key < mu) /
