@@ -35,9 +35,17 @@ def host_page_bytes() -> int | None:
     return int(dask.utils.parse_bytes(configured) if isinstance(configured, str) else configured)
 
 
-def cuda_graphs() -> bool:
-    """Whether a GPU job's rounds may run from a CUDA graph, ``dgboost.cuda-graphs`` (default
-    True; dgboost/replay.py says which rounds can). False runs every round as queued calls."""
+def cuda_graphs() -> tuple[bool, bool]:
+    """Where a GPU job's rounds may run from a CUDA graph (dgboost/replay.py says which rounds
+    can): ``dgboost.cuda-graphs`` (default True), in jobs of one rank; and
+    ``dgboost.cuda-graphs-across-gpus`` (default False), also in jobs of several GPUs, their
+    NCCL calls captured with the round. A Dask job takes the client's settings."""
     import dask
 
-    return bool(dask.config.get("dgboost.cuda-graphs", True))
+    values = []
+    for key, default in (("dgboost.cuda-graphs", True), ("dgboost.cuda-graphs-across-gpus", False)):
+        value = dask.config.get(key, default)
+        if not isinstance(value, bool):
+            raise ValueError(f"dask config {key}={value!r} must be True or False")
+        values.append(value)
+    return values[0], values[0] and values[1]

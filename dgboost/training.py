@@ -38,6 +38,7 @@ from .objectives import Objective, make_objective
 from .objectives.base import raise_for_first
 from .params import RANKING, TrainParams
 from . import replay
+from ._settings import cuda_graphs
 from .reduce import global_count
 from .tree.sampling import RowSampler
 from .data.categories import (Categories, agree_counts, choose_combinations, known_codes,
@@ -248,22 +249,25 @@ class _Matrices:
 
 def boost(params: TrainParams, objective: Objective, training: Dataset, eval_sets: list[EvalSet], comm,
           *, num_boost_round: int, callbacks: Sequence[TrainingCallback], rows: RowSpans,
-          init_model: Booster | None = None, features: FeatureRules, resume: Resume | None = None) -> Booster:
+          init_model: Booster | None = None, features: FeatureRules, resume: Resume | None = None,
+          graphs: tuple[bool, bool] | None = None) -> Booster:
     """The boosting loop on one rank's rows (all of them in a single process).
 
     Every rank calls this with its shard; ``rows`` holds the global indices of
     the shard's rows. Every rank grows the same trees. The callbacks run on the
     coordinator (rank 0), which alone sees every metric (AUC is finished there),
     and its decision to stop reaches every rank. Rank 0's Booster is the model.
-    ``resume`` continues an interrupted run from its ``init_model`` (see Resume).
+    ``resume`` continues an interrupted run from its ``init_model`` (see Resume). ``graphs``:
+    where a GPU round may run from a CUDA graph (``_settings.cuda_graphs``, read here if None).
     """
+    graphs = cuda_graphs() if graphs is None else graphs
     with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
         return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-                      features, matrices, resume)
+                      features, matrices, resume, graphs)
 
 
 def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-           features, matrices: _Matrices, resume: Resume | None) -> Booster:
+           features, matrices: _Matrices, resume: Resume | None, graphs: tuple[bool, bool]) -> Booster:
     xp = training.xp
     n_total = global_count(training.n_rows, comm, xp)
     categories = agree_counts(resolve_categories(params, training.n_features, training.frame_categories,
@@ -329,7 +333,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
-    with _replayed(work, xp):
+    with _replayed(work, xp, graphs):
         if isinstance(matrix, PagedMatrix):
             container.note(matrix.summary())
         if given is None:  # the journal holds a restart's already
@@ -363,9 +367,10 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
 
 
 @contextlib.contextmanager
-def _replayed(work: "_RoundWork", xp):
+def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py)."""
-    not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule)
+    not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule,
+                                  work.comm, graphs)
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)

@@ -111,27 +111,33 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
                                cupy.asnumpy(expected.predict(cupy.asarray(X))), rtol=0, atol=1e-6)
 
 
-def test_ranks_replay_their_rounds_and_train_the_model_of_rounds_queued_as_calls(cuda_client, data, tmp_path):
-    """Every rank runs its rounds from one CUDA graph, its NCCL calls captured in it
-    (dgboost/replay.py), and the model is the one of a GPU whose rounds are queued as calls."""
+@pytest.mark.parametrize("across", [False, True], ids=["one-gpu-jobs", "across-gpus"])
+def test_ranks_replay_their_rounds_and_train_the_model_of_rounds_queued_as_calls(cuda_client, data, across,
+                                                                                 tmp_path):
+    """A job's ranks run their rounds from one CUDA graph (dgboost/replay.py): a job of one GPU
+    by default, one of several where the client says dgboost.cuda-graphs-across-gpus (NCCL's
+    calls captured with the round); the model is the one of a GPU whose rounds are queued as calls."""
     import cupy
     import dask
 
     from dgboost import replay
 
     X, y, weight = data
-    params = {"objective": "binary:logistic", "max_depth": 6, "eval_metric": ["logloss", "auc"], "device": "cuda"}
+    params = {"objective": "binary:logistic", "max_depth": 6, "subsample": 0.8, "eval_metric": ["logloss", "auc"],
+              "device": "cuda"}
     with dask.config.set({"dgboost.cuda-graphs": False}):
         X_gpu, y_gpu = cupy.asarray(X), cupy.asarray(y)
         expected = dgboost.train(params, X_gpu, y_gpu, num_boost_round=8, sample_weight=cupy.asarray(weight),
                                  evals=[(X_gpu, y_gpu, "train")])
     before = cuda_client.run(replay.counts)
     dX, dy = da.from_array(X, chunks=(5000, 12)), da.from_array(y, chunks=5000)
-    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=8, sample_weight=da.from_array(weight, 5000),
-                             evals=[(dX, dy, "train")])
+    with dask.config.set({"dgboost.cuda-graphs-across-gpus": across}):
+        got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=8,
+                                 sample_weight=da.from_array(weight, 5000), evals=[(dX, dy, "train")])
     after = cuda_client.run(replay.counts)
+    replayed = across or len(after) == 1
     assert {worker: (after[worker][0] - before[worker][0], after[worker][1] - before[worker][1])
-            for worker in after} == {worker: (1, 7) for worker in after}
+            for worker in after} == {worker: (1, 7) if replayed else (0, 0) for worker in after}
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
     assert got.evals_result() == expected.evals_result()
 

@@ -25,7 +25,9 @@ thread of the client, ``_service.TrainingJob``):
 Settings (dask.config): ``dgboost.timeout`` (default "300s"), the longest any
 one collective wait may take before the job is aborted; ``dgboost.keep-nccl``
 (default True): a GPU worker keeps its NCCL communicator for the next job over
-the same workers (``collective.nccl``); on the scheduler ``dgboost.jobs.orphan-grace``
+the same workers (``collective.nccl``); ``dgboost.cuda-graphs`` and
+``dgboost.cuda-graphs-across-gpus``: where GPU rounds replay a CUDA graph (``replay``),
+read on the client; on the scheduler ``dgboost.jobs.orphan-grace``
 and ``dgboost.jobs.keep`` (``_registry``).
 """
 
@@ -41,6 +43,7 @@ import dask
 import distributed
 import numpy as np
 
+from .._settings import cuda_graphs
 from ..backend import get_xp, to_numpy
 from ..booster import Booster
 from ..callback import on_terminal
@@ -182,6 +185,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     spec = JobSpec(ATTEMPT_PREFIX + job_id, (), timeout, options,
                    tuple((set_name, is_training) for _, _, set_name, is_training, _ in eval_specs), n_features,
                    client_draws_progress=bool(options.period) and on_terminal(), keep_nccl=keep_nccl,
+                   cuda_graphs=cuda_graphs(),
                    feature_weights=feature_weights, journal=max_restarts > 0)
     name = name or f"{options.params.objective}, {num_boost_round} rounds"
     job = TrainingJob(client, job_id, name, priority, options.num_boost_round, _has_job_table(client))

@@ -34,6 +34,7 @@ class JobSpec:
     n_features: int | None  # known to the client for arrays; checked on every rank
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
     keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
+    cuda_graphs: tuple = (True, False)  # the client's _settings.cuda_graphs: where rounds may replay a CUDA graph
     feature_weights: object = None  # (n_features,) numpy array: column sampling's weights, or None
     journal: bool = False  # rank 0 sends each finished round to the client (_restart.JournalSender)
     resume: Resume | None = None  # a restart's standing: options.init_model holds its finished rounds
@@ -133,7 +134,7 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
             features = FeatureRules.resolve(params, training.n_features, training.feature_names, job.feature_weights)
             booster = boost(params, objective, training, eval_sets, comm, num_boost_round=job.options.num_boost_round,
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
-                            features=features, resume=job.resume)
+                            features=features, resume=job.resume, graphs=job.cuda_graphs)
         clock.lap("boosting")
         return (booster, clock.seconds, notes.texts, _traffic(host, comm)) if rank == 0 else None
     except CollectiveError:

@@ -1,0 +1,108 @@
+"""Which GPU rounds may replay a CUDA graph (dgboost/replay.py): the rules, and the settings
+that switch it, decided without a GPU (the GPU's side is tests/test_replay.py)."""
+
+from types import SimpleNamespace
+
+import dask
+import numpy as np
+import pytest
+
+from dgboost import _settings
+from dgboost.collective import LocalCommunicator
+from dgboost.objectives import make_objective
+from dgboost.objectives.metrics import make_metric
+from dgboost.params import TrainParams
+from dgboost.replay import why_not
+from dgboost.tree.depthwise import DepthwiseGrower
+from dgboost.tree.lossguide import LossguideGrower
+from dgboost.tree.symmetric import SymmetricGrower
+
+CUPY = SimpleNamespace(__name__="cupy")  # only its name is asked
+
+
+def _grower(kind=DepthwiseGrower, max_depth=8, bins=28 * 256, columns=False, categories=None):
+    grower = kind.__new__(kind)  # the attributes the rules read, no matrix built
+    grower.matrix = SimpleNamespace(host_bin_offsets=np.array([0, bins]))
+    grower.max_depth, grower.categories = max_depth, categories
+    grower.columns = SimpleNamespace(active=columns)
+    return grower
+
+
+def _rules(**changed):
+    params = TrainParams.from_dict({"objective": "binary:logistic"})
+    rules = {"xp": CUPY, "grower": _grower(), "sampler": SimpleNamespace(method="uniform"),
+             "objective": make_objective(params), "metrics": [make_metric("logloss", params),
+                                                              make_metric("auc", params)],
+             "schedule": None, "comm": LocalCommunicator(), "graphs": (True, False)}
+    return why_not(**{**rules, **changed})
+
+
+TWO_RANKS = SimpleNamespace(world_size=2)
+
+
+@pytest.mark.parametrize("changed, reason", [
+    ({}, None),
+    ({"sampler": SimpleNamespace(method="gradient_based")}, None),  # keyed by the tree index on the device
+    ({"grower": _grower(SymmetricGrower)}, None),
+    ({"comm": TWO_RANKS, "graphs": (True, True)}, None),
+    ({"xp": np}, "on the host"),
+    ({"graphs": (False, False)}, "dgboost.cuda-graphs is False"),
+    ({"comm": TWO_RANKS}, "cuda-graphs-across-gpus is False"),
+    ({"grower": _grower(LossguideGrower)}, "growth policy"),
+    ({"grower": _grower(max_depth=12)}, "upper-bound budget"),  # 2**11 parents' children: 470 MB of histograms
+    ({"sampler": SimpleNamespace(method="goss")}, "GOSS"),
+    ({"grower": _grower(columns=True)}, "column sampling"),
+    ({"schedule": object()}, "learning-rate schedule"),
+    ({"grower": _grower(categories=object())}, "categorical"),
+    ({"objective": make_objective(TrainParams.from_dict({"objective": "reg:absoluteerror"}))},
+     "'reg:absoluteerror' reads the host"),
+    ({"objective": make_objective(TrainParams.from_dict({"objective": "rank:ndcg"}))}, "rank:ndcg"),
+    ({"metrics": [make_metric("cox-nloglik", TrainParams.from_dict({"objective": "survival:cox"}))]},
+     "'cox-nloglik' reads the host"),
+])
+def test_rounds_replay_only_where_every_launch_is_the_same_each_round(changed, reason):
+    got = _rules(**changed)
+    assert got is None if reason is None else reason in got, got
+
+
+def test_multi_target_objectives_replay_as_their_single_target_does():
+    several = make_objective(TrainParams.from_dict({"objective": "reg:squarederror", "num_target": 3}))
+    assert several.replayable and _rules(objective=several) is None
+    huber = make_objective(TrainParams.from_dict({"objective": "reg:pseudohubererror", "num_target": 2}))
+    assert huber.replayable
+
+
+def test_the_settings_and_their_bad_values():
+    assert _settings.cuda_graphs() == (True, False)
+    with dask.config.set({"dgboost.cuda-graphs-across-gpus": True}):
+        assert _settings.cuda_graphs() == (True, True)
+        with dask.config.set({"dgboost.cuda-graphs": False}):
+            assert _settings.cuda_graphs() == (False, False)  # off is off everywhere
+    with dask.config.set({"dgboost.cuda-graphs": "yes"}):
+        with pytest.raises(ValueError, match="dgboost.cuda-graphs='yes' must be True or False"):
+            _settings.cuda_graphs()
+
+
+def test_a_dask_job_takes_the_clients_settings(monkeypatch):
+    """The workers' own config is not the client's: the job spec carries the client's switches."""
+    from dgboost.dask import _job
+
+    captured = {}
+    real = _job.JobSpec
+
+    def spec(*args, **kwargs):
+        captured["graphs"] = kwargs.get("cuda_graphs")
+        raise RuntimeError("stop before any task")
+
+    import dgboost.dask as dgb_dask
+
+    monkeypatch.setattr(dgb_dask, "JobSpec", spec)
+    distributed = pytest.importorskip("distributed")
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(np.random.default_rng(0).standard_normal((200, 3)).astype(np.float32), chunks=(100, 3))
+    y = da.from_array(np.zeros(200, np.float32), chunks=100)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        with dask.config.set({"dgboost.cuda-graphs-across-gpus": True}), pytest.raises(RuntimeError, match="stop"):
+            dgb_dask.train(client, {"objective": "reg:squarederror"}, X, y, num_boost_round=1)
+    assert captured["graphs"] == (True, True)
+    assert real.__dataclass_fields__["cuda_graphs"].default == (True, False)
