@@ -28,7 +28,8 @@ What capture needs, and how it is met here:
   this thread (``_no_host_copies``), so such a copy fails the capture instead.
 - The collectives. Only where ``dgboost.cuda-graphs-across-gpus`` says so (default
   False): the GPU fault tests (a worker killed, a GPU broken mid-job) did not finish
-  within their time with rounds captured across two GPUs, a hang not yet understood.
+  within their time with rounds captured across two GPUs, when a failed job still
+  synchronised the lane (``close``); it no longer does, which has not yet run on a GPU.
   NCCL calls capture and replay (NCCL >= 2.9); the communicator
   launches a replayed round, watching it as a whole and refusing it once NCCL has
   failed (``NcclCommunicator.launch``); its traffic is counted each replay.
@@ -220,19 +221,26 @@ class RoundGraph:
         traffic.bytes_sent += self._traffic[1]
         _replays += 1
 
-    def close(self) -> None:
-        """Give the lane back once its stream's work is done (its pool's unused blocks freed);
-        the graph goes with this object. A stream that cannot finish (a failed device) keeps
-        the lane: later jobs on the device run uncaptured rather than on memory still in use."""
+    def close(self, failed: bool = False) -> None:
+        """Give the lane back; the graph goes with this object. Work queued after this on the
+        caller's stream comes after the lane's (an event: the host does not wait).
+
+        A job that ended well waits for its lane (a dropped round may still run on the pool's
+        memory) and frees the pool's unused blocks. A job that ``failed`` waits for nothing: a
+        round may be held in a collective for a peer that died, until the rank's NCCL
+        communicator is aborted, which its caller does after this returns. A stream that
+        cannot even record an event (a failed device) keeps the lane: later jobs on the device
+        run uncaptured rather than on memory still in use."""
         if self._lane is None:
             return
         lane, self._lane = self._lane, None
         self._graph = self._captured = None
         try:
-            lane.stream.synchronize()  # a dropped round may still be running on the pool's memory
+            self._cupy.cuda.get_current_stream().wait_event(lane.stream.record())
+            if not failed:
+                lane.stream.synchronize()
+                lane.pool.free_all_blocks()
         except Exception:  # noqa: BLE001 - the device failed: the job's own error is the one to raise
-            logger.debug("rank %d: the rounds' stream did not finish; its lane stays held", self._comm.rank,
-                         exc_info=True)
+            logger.debug("rank %d: the rounds' stream failed; its lane stays held", self._comm.rank, exc_info=True)
             return
-        lane.pool.free_all_blocks()
         lane.lock.release()

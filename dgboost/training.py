@@ -379,8 +379,10 @@ def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     work.graph = replay.RoundGraph(work.comm)
     try:
         yield
-    finally:
-        work.graph.close()
+    except BaseException:
+        work.graph.close(failed=True)  # waits for nothing: a round may wait on a dead peer until NCCL's abort
+        raise
+    work.graph.close()
 
 
 @dataclasses.dataclass

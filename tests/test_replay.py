@@ -135,3 +135,20 @@ def test_a_capture_that_fails_leaves_the_rounds_uncaptured_and_the_model_unchang
     # The lane was given back: the next job captures.
     _, _, captures, _ = _trained({"objective": "reg:squarederror", "max_depth": 3}, X, y, True)
     assert captures == 1
+
+
+def test_a_job_that_fails_mid_way_gives_the_lane_back_and_the_next_job_replays():
+    from dgboost.callback import TrainingCallback
+
+    class Boom(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            if epoch == 3:
+                raise RuntimeError("boom at round 3")
+            return False
+
+    X, y = _data("binary")
+    with pytest.raises(RuntimeError, match="boom at round 3"):
+        dgboost.train({"objective": "binary:logistic", "max_depth": 4, "device": "cuda"}, X, y, num_boost_round=10,
+                      callbacks=[Boom()])
+    _, _, captures, replays = _trained({"objective": "binary:logistic", "max_depth": 4}, X, y, True)
+    assert (captures, replays) == (1, ROUNDS - 1)

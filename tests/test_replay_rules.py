@@ -106,3 +106,50 @@ def test_a_dask_job_takes_the_clients_settings(monkeypatch):
             dgb_dask.train(client, {"objective": "reg:squarederror"}, X, y, num_boost_round=1)
     assert captured["graphs"] == (True, True)
     assert real.__dataclass_fields__["cuda_graphs"].default == (True, False)
+
+
+class _FakeGraph:
+    """Stands for replay.RoundGraph on the host: runs each round as queued, notes how it is closed."""
+
+    closed: list = []
+
+    def __init__(self, comm):
+        self.rounds = 0
+
+    def run(self, queue):
+        self.rounds += 1
+        return queue()
+
+    def close(self, failed=False):
+        _FakeGraph.closed.append((self.rounds, failed))
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_failed_job_gives_its_graph_back_without_waiting_on_the_device(monkeypatch, fails):
+    """The rounds' graph is closed once: after a job that ended well, waiting for its stream; after
+    one that failed (a peer lost mid-round), without waiting, since a round may hang in a
+    collective until the caller aborts NCCL. The job's own error is raised."""
+    import dgboost
+    from dgboost import replay
+    from dgboost.callback import TrainingCallback
+
+    class Boom(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            if fails and epoch == 3:
+                raise RuntimeError("boom at round 3")
+            return False
+
+    monkeypatch.setattr(replay, "why_not", lambda *args: None)
+    monkeypatch.setattr(replay, "RoundGraph", _FakeGraph)
+    monkeypatch.setattr(_FakeGraph, "closed", [])
+    X = np.random.default_rng(0).standard_normal((500, 4)).astype(np.float32)
+    y = X[:, 0] > 0
+    train = lambda: dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=6,  # noqa: E731
+                                  callbacks=[Boom()])
+    if fails:
+        with pytest.raises(RuntimeError, match="boom at round 3"):
+            train()
+        assert _FakeGraph.closed == [(4, True)]
+    else:
+        assert train().num_boosted_rounds() == 6
+        assert _FakeGraph.closed == [(6, False)]
