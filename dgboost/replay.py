@@ -59,9 +59,11 @@ def counts() -> tuple[int, int]:
     return _captures, _replays
 
 
-def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tuple[bool, bool]) -> str | None:
+def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tuple[bool, bool],
+            eval_matrices=()) -> str | None:
     """Why rounds of this job cannot be captured, or None where they can; ``graphs``: the
-    settings' (one rank, several ranks) switches (``_settings.cuda_graphs``)."""
+    settings' (one rank, several ranks) switches (``_settings.cuda_graphs``); ``eval_matrices``:
+    the eval sets' compressed matrices."""
     from .data.pages import PagedMatrix
     from .tree.depthwise import DepthwiseGrower
 
@@ -71,12 +73,18 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
         return "dgboost.cuda-graphs is False"
     if comm.world_size > 1 and not graphs[1]:
         return "a job of several GPUs and dgboost.cuda-graphs-across-gpus is False"
+    if xp.cuda.memory.get_allocator() != xp.get_default_memory_pool().malloc:
+        return "another allocator than cupy's default pool (RMM, say), which the rounds' own pool would bypass"
     if not isinstance(grower, DepthwiseGrower) or isinstance(grower.matrix, PagedMatrix):
         return "the growth policy reads the host between steps (lossguide, pages)"
+    if any(isinstance(matrix, PagedMatrix) for matrix in eval_matrices):
+        return "an eval set's matrix is paged (its pages are copied from the host)"
     if grower.reads_host():
         return "a level's histograms exceed the grower's upper-bound budget"
-    if sampler.method == "goss" or grower.columns.active:
-        return "GOSS's first rounds and column sampling's draws differ by round"
+    if sampler.method == "goss":
+        return "GOSS's first rounds take every row, the later ones a sample"
+    if grower.columns.active:
+        return "column sampling draws on the host each tree"
     if schedule is not None:
         return "a learning-rate schedule changes eta each round"
     if grower.categories is not None:
@@ -226,7 +234,8 @@ class RoundGraph:
         caller's stream comes after the lane's (an event: the host does not wait).
 
         A job that ended well waits for its lane (a dropped round may still run on the pool's
-        memory) and frees the pool's unused blocks. A job that ``failed`` waits for nothing: a
+        memory; a fault there is raised); ``trim`` frees the pool's unused blocks once the
+        job's arrays are gone. A job that ``failed`` waits for nothing: a
         round may be held in a collective for a peer that died, until the rank's NCCL
         communicator is aborted, which its caller does after this returns. A stream that
         cannot even record an event (a failed device) keeps the lane: later jobs on the device
@@ -239,8 +248,26 @@ class RoundGraph:
             self._cupy.cuda.get_current_stream().wait_event(lane.stream.record())
             if not failed:
                 lane.stream.synchronize()
-                lane.pool.free_all_blocks()
-        except Exception:  # noqa: BLE001 - the device failed: the job's own error is the one to raise
+        except Exception:  # a failed device: the lane stays held
+            if not failed:
+                raise  # a dropped round's fault, say: the job did not end well
             logger.debug("rank %d: the rounds' stream failed; its lane stays held", self._comm.rank, exc_info=True)
             return
         lane.lock.release()
+
+
+def trim(xp) -> None:
+    """Free the unused blocks of the lanes no job holds: what a job's rounds kept in their pool
+    (its sampler's row indices, a dropped round) once the job is gone. Called after a job that
+    ended well (``training.boost``); cudaFree waits for the device, which a failed job's round
+    might still hold in a collective until NCCL's abort."""
+    if xp.__name__ != "cupy":
+        return
+    with _lanes_lock:
+        lanes = list(_lanes.values())
+    for lane in lanes:
+        if lane.lock.acquire(blocking=False):
+            try:
+                lane.pool.free_all_blocks()
+            finally:
+                lane.lock.release()

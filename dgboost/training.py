@@ -262,8 +262,10 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     """
     graphs = cuda_graphs() if graphs is None else graphs
     with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
-        return _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
-                      features, matrices, resume, graphs)
+        booster = _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
+                         features, matrices, resume, graphs)
+    replay.trim(training.xp)  # the job's arrays are gone: its rounds' pool gives back what they kept
+    return booster
 
 
 def _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
@@ -370,7 +372,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
 def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py)."""
     not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule,
-                                  work.comm, graphs)
+                                  work.comm, graphs, [state.matrix for state in work.evals])
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)

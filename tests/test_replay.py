@@ -86,12 +86,15 @@ def test_early_stopping_drops_a_replayed_round_and_keeps_the_best():
     X_valid, y_valid = X[:3000] * 1.3, y[:3000]
     params = {"objective": "binary:logistic", "max_depth": 6, "eta": 0.8, "eval_metric": ["logloss"],
               "device": "cuda"}
-    models = []
+    models, replayed = [], []
     for graphs in (True, False):
+        before = replay.counts()[1]
         with dask.config.set({"dgboost.cuda-graphs": graphs}):
             booster = dgboost.train(params, X, y, num_boost_round=200, evals=[(X_valid, y_valid, "valid")],
                                     early_stopping_rounds=2)
         models.append((bytes(booster.save_raw("json")), booster.best_iteration))
+        replayed.append(replay.counts()[1] - before)
+    assert replayed[0] >= 3 and replayed[1] == 0  # the rounds replayed, then none
     assert models[0] == models[1]
     assert models[0][1] < 198  # it stopped early
 
@@ -147,8 +150,10 @@ def test_a_job_that_fails_mid_way_gives_the_lane_back_and_the_next_job_replays()
             return False
 
     X, y = _data("binary")
+    before = replay.counts()
     with pytest.raises(RuntimeError, match="boom at round 3"):
         dgboost.train({"objective": "binary:logistic", "max_depth": 4, "device": "cuda"}, X, y, num_boost_round=10,
                       callbacks=[Boom()])
+    assert replay.counts()[0] == before[0] + 1  # it had captured its rounds
     _, _, captures, replays = _trained({"objective": "binary:logistic", "max_depth": 4}, X, y, True)
     assert (captures, replays) == (1, ROUNDS - 1)

@@ -9,6 +9,7 @@ import pytest
 
 from dgboost import _settings
 from dgboost.collective import LocalCommunicator
+from dgboost.data.pages import PagedMatrix
 from dgboost.objectives import make_objective
 from dgboost.objectives.metrics import make_metric
 from dgboost.params import TrainParams
@@ -17,7 +18,14 @@ from dgboost.tree.depthwise import DepthwiseGrower
 from dgboost.tree.lossguide import LossguideGrower
 from dgboost.tree.symmetric import SymmetricGrower
 
-CUPY = SimpleNamespace(__name__="cupy")  # only its name is asked
+def _cupy(allocator="the default pool's"):
+    """What the rules ask of cupy: its name, and whether its allocator is the default pool's."""
+    pool = SimpleNamespace(malloc="the default pool's")
+    return SimpleNamespace(__name__="cupy", get_default_memory_pool=lambda: pool,
+                           cuda=SimpleNamespace(memory=SimpleNamespace(get_allocator=lambda: allocator)))
+
+
+CUPY = _cupy()
 
 
 def _grower(kind=DepthwiseGrower, max_depth=8, bins=28 * 256, columns=False, categories=None):
@@ -46,6 +54,8 @@ TWO_RANKS = SimpleNamespace(world_size=2)
     ({"grower": _grower(SymmetricGrower)}, None),
     ({"comm": TWO_RANKS, "graphs": (True, True)}, None),
     ({"xp": np}, "on the host"),
+    ({"xp": _cupy(allocator="rmm's")}, "another allocator"),
+    ({"eval_matrices": [PagedMatrix.__new__(PagedMatrix)]}, "eval set's matrix is paged"),
     ({"graphs": (False, False)}, "dgboost.cuda-graphs is False"),
     ({"comm": TWO_RANKS}, "cuda-graphs-across-gpus is False"),
     ({"grower": _grower(LossguideGrower)}, "growth policy"),

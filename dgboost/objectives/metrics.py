@@ -172,7 +172,7 @@ class AUC(Metric):
         scale = power_of_two_scale(max_weight, device_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
         weight_fixed = to_fixed(weight, scale)
         columns = [predictions[:, None]] if predictions.ndim == 1 else \
-            [predictions[:, [k]] for k in range(predictions.shape[1])]
+            [predictions[:, k:k + 1] for k in range(predictions.shape[1])]  # slices: no index array copied
         parts = []
         for k, score in enumerate(columns):
             positive = label == (1 if predictions.ndim == 1 else k)
