@@ -144,10 +144,8 @@ def _lane(cupy) -> _Lane:
 def _release_cached(cupy) -> None:
     """Give the device the blocks cupy's default pool holds unused (the set-up's temporaries),
     which the rounds, in a pool of their own, cannot reuse: the job's peak memory stays what it
-    was with rounds queued as calls. Not where another allocator (RMM, say) is in use."""
-    pool = cupy.get_default_memory_pool()
-    if cupy.cuda.memory.get_allocator() == pool.malloc:
-        pool.free_all_blocks()
+    was with rounds queued as calls. (``why_not`` admits no job under another allocator.)"""
+    cupy.get_default_memory_pool().free_all_blocks()
 
 
 class RoundGraph:
@@ -182,9 +180,9 @@ class RoundGraph:
         self._rounds += 1
         if self._rounds == 1:  # the first round warms the pool: capture allocates nothing new
             _release_cached(cupy)
-            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
-                result = queue()
-        elif self._graph is None and not self._capture(queue):
+        elif self._graph is None:
+            self._capture(queue)  # a failure leaves the graph None: this round runs uncaptured
+        if self._graph is None:
             with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
                 result = queue()
         else:
@@ -193,7 +191,8 @@ class RoundGraph:
         caller.wait_event(stream.record())
         return result
 
-    def _capture(self, queue) -> bool:
+    def _capture(self, queue) -> None:
+        """Capture ``queue()`` into the graph, or, where capture fails, leave it None and say why."""
         global _captures
         cupy, stream, traffic = self._cupy, self._lane.stream, self._comm.traffic
         before = (traffic.calls, traffic.bytes_sent)
@@ -209,12 +208,11 @@ class RoundGraph:
             logger.info("rank %d: rounds not captured as a CUDA graph (%s); they run uncaptured",
                         self._comm.rank, self.failed)
             traffic.calls, traffic.bytes_sent = before
-            return False
+            return
         self._traffic = (traffic.calls - before[0], traffic.bytes_sent - before[1])
         traffic.calls, traffic.bytes_sent = before
         self._graph, self._captured = graph, captured
         _captures += 1
-        return True
 
     def _replay(self) -> None:
         global _replays
