@@ -215,14 +215,19 @@ class RoundGraph:
         _captures += 1
 
     def _replay(self) -> None:
+        """One launch of the graph. NCCL's abort waits until every graph that captured the
+        communicator's calls is destroyed (NCCL >= 2.26), so nothing may hold the graph once
+        ``close`` drops it: a refused launch's traceback keeps the frames it went through,
+        and a frame given ``self._graph.launch`` would keep the graph, and the abort that
+        the failed job's rank runs next would wait for ever."""
         global _replays
         stream, traffic = self._lane.stream, self._comm.traffic
         launch = getattr(self._comm, "launch", None)  # NCCL's: watched, and refused once it failed
         if launch is None:
             self._graph.launch(stream)
-        else:
+        else:  # the graph is read through self, not passed: see _replay's docstring
             with stream:
-                launch("round (CUDA graph)", self._graph.launch)
+                launch("round (CUDA graph)", lambda on: self._graph.launch(on))
         traffic.calls += self._traffic[0]
         traffic.bytes_sent += self._traffic[1]
         _replays += 1

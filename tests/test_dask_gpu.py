@@ -358,7 +358,21 @@ class _FailOnce(TrainingCallback):
         return False
 
 
-def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, data, tmp_path):
+ACROSS = pytest.mark.parametrize("across", [False, True], ids=["rounds-as-calls", "rounds-captured"])
+
+
+def _capturing_across(client, across):
+    """dask.config for a fault test whose job's rounds replay NCCL's calls captured in a CUDA
+    graph (``across``): NCCL's abort then waits for the graph's destruction (dgboost/replay.py)."""
+    import dask
+
+    if across and len(client.scheduler_info()["workers"]) == 1:
+        pytest.skip("one GPU: no collective to capture")
+    return dask.config.set({"dgboost.cuda-graphs-across-gpus": across})
+
+
+@ACROSS
+def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, data, tmp_path, across):
     """Near the end of this module: it kills a worker (its nanny starts another). On one GPU a
     retryable error restarts the job; on more, the last GPU's worker is killed, the
     survivors' NCCL communicator is aborted and a new one made, and nothing hangs."""
@@ -371,8 +385,9 @@ def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, 
     pids = cuda_client.run(os.getpid)
     victim = pids[sorted(pids)[-1]] if len(pids) > 1 else None
     started = time.monotonic()
-    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=12,
-                             callbacks=[_FailOnce(5, tmp_path / "once", kill=victim)])
+    with _capturing_across(cuda_client, across):
+        got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=12,
+                                 callbacks=[_FailOnce(5, tmp_path / "once", kill=victim)])
     assert (tmp_path / "once").exists()
     assert _bytes(got, tmp_path, "restarted") == _bytes(expected, tmp_path, "expected")
     assert time.monotonic() - started < 180
@@ -402,7 +417,8 @@ class _BreakTheGpu(TrainingCallback):
         return False
 
 
-def test_a_worker_whose_gpu_broke_is_replaced_and_the_job_resumes(cuda_client, data, tmp_path):
+@ACROSS
+def test_a_worker_whose_gpu_broke_is_replaced_and_the_job_resumes(cuda_client, data, tmp_path, across):
     """Last: a rank's CUDA context broken mid-job (an illegal address, which every later call of
     its process repeats): the worker's process ends, its nanny starts a fresh one, and the job
     resumes to the uninterrupted model; the cluster then trains again."""
@@ -413,8 +429,9 @@ def test_a_worker_whose_gpu_broke_is_replaced_and_the_job_resumes(cuda_client, d
     params = {**PARAMS["binary"], "device": "cuda"}
     expected = dgboost.train(params, X, y, num_boost_round=10)
     before = cuda_client.run(os.getpid)
-    got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=10,
-                             callbacks=[_BreakTheGpu(4, tmp_path / "once")])
+    with _capturing_across(cuda_client, across):
+        got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=10,
+                                 callbacks=[_BreakTheGpu(4, tmp_path / "once")])
     assert (tmp_path / "once").exists()
     assert _bytes(got, tmp_path, "resumed") == _bytes(expected, tmp_path, "expected")
     cuda_client.wait_for_workers(len(before), timeout=120)

@@ -163,3 +163,48 @@ def test_a_failed_job_gives_its_graph_back_without_waiting_on_the_device(monkeyp
     else:
         assert train().num_boosted_rounds() == 6
         assert _FakeGraph.closed == [(6, False)]
+
+
+def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(monkeypatch):
+    """NCCL's abort waits until every CUDA graph that captured its calls is destroyed. A failed
+    job's rank closes its graph, then aborts NCCL while the job's error (a launch refused since a
+    peer died) is still being handled, its traceback's frames alive: none may hold the graph."""
+    import contextlib
+    import sys
+    import weakref
+
+    from dgboost import replay
+    from dgboost.collective.base import CollectiveError
+
+    class Stream(contextlib.nullcontext):
+        def record(self):
+            return "an event"
+
+        def wait_event(self, event):
+            pass
+
+    cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=0), Stream=lambda non_blocking: Stream(),
+                           MemoryPool=object, get_current_stream=Stream)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(replay, "_lanes", {})
+
+    class Failed:
+        """An NCCL communicator after its abort: it refuses every launch."""
+
+        rank, traffic = 0, SimpleNamespace(calls=0, bytes_sent=0)
+
+        def launch(self, what, launch):
+            raise CollectiveError("rank 1 died")
+
+    class Graph:
+        def launch(self, stream):
+            raise AssertionError("refused before it launches")
+
+    rounds = replay.RoundGraph(Failed())
+    rounds._graph = Graph()
+    graph = weakref.ref(rounds._graph)
+    with pytest.raises(CollectiveError) as refused:
+        rounds._replay()
+    rounds.close(failed=True)
+    assert refused.value.__traceback__.tb_next is not None  # the refusing frame is kept
+    assert graph() is None

@@ -46,6 +46,8 @@ logger = logging.getLogger("dgboost")
 
 #: Seconds between the watchdog's looks.
 _WATCH_SECONDS = 0.25
+#: Seconds a failed job's rank waits for ncclCommAbort to return (``_fail``).
+_ABORT_SECONDS = 10.0
 _UNIQUE_ID_BYTES = 128
 _TOKEN_BYTES = 16
 
@@ -279,11 +281,25 @@ class NcclCommunicator:
                 return
             self._failure = reason
         began = time.perf_counter()
-        try:
-            self._comm.abort()
-        except Exception:  # noqa: BLE001 - already torn down: nothing is left to stop
-            logger.debug("rank %d: NCCL abort after %s", self.rank, reason, exc_info=True)
-        logger.info("rank %d: NCCL aborted in %.3f s: %s", self.rank, time.perf_counter() - began, reason)
+
+        def abort():
+            try:
+                self._comm.abort()
+            except Exception:  # noqa: BLE001 - already torn down: nothing is left to stop
+                logger.debug("rank %d: NCCL abort after %s", self.rank, reason, exc_info=True)
+
+        # ncclCommAbort stops the kernels at once, then returns when every CUDA graph that
+        # captured its calls is destroyed (dgboost/replay.py): never, on a device whose
+        # context broke, whose graphs cannot be freed. That rank's process is restarted
+        # (dask/_job.py), so the wait is bounded and the abort left to finish on its own.
+        aborting = threading.Thread(target=abort, name=f"dgboost-nccl-abort-{self.rank}", daemon=True)
+        aborting.start()
+        aborting.join(_ABORT_SECONDS)
+        if aborting.is_alive():
+            logger.warning("rank %d: NCCL's abort did not return in %g s (a broken device?); left to finish: %s",
+                           self.rank, _ABORT_SECONDS, reason)
+        else:
+            logger.info("rank %d: NCCL aborted in %.3f s: %s", self.rank, time.perf_counter() - began, reason)
 
     def _watch(self) -> None:
         """Looks every _WATCH_SECONDS for a collective overdue or an NCCL error, and at once
