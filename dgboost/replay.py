@@ -26,17 +26,18 @@ What capture needs, and how it is met here:
 - No host copies. A copy from host memory inside a capture would read a staging
   buffer that cupy reuses; during capture cupy's page-locked allocator refuses
   this thread (``_no_host_copies``), so such a copy fails the capture instead.
-- The collectives. Only where ``dgboost.cuda-graphs-across-gpus`` says so (default
-  False): the GPU fault tests (a worker killed, a GPU broken mid-job) did not finish
-  within their time with rounds captured across two GPUs, when a failed job still
-  synchronised the lane (``close``); it no longer does, which has not yet run on a GPU.
-  NCCL calls capture and replay (NCCL >= 2.9); the communicator
+- The collectives, only where ``dgboost.cuda-graphs-across-gpus`` says so (default
+  False: docs/performance.md says why). NCCL calls capture and replay (NCCL >= 2.9); the communicator
   launches a replayed round, watching it as a whole and refusing it once NCCL has
-  failed (``NcclCommunicator.launch``); its traffic is counted each replay.
+  failed (``NcclCommunicator.launch``); its traffic is counted each replay. NCCL's
+  abort returns only once every graph that captured its calls is destroyed, so a
+  failed job's graph is dropped before it (``close``) and nothing else may hold it.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
-before anything ran, and the job goes on uncaptured: every rank fails alike, since
-every rank runs the same code on the same shapes. Nothing of the model depends on
+before anything ran, and the job goes on uncaptured. The ranks of a job run their
+rounds all captured or all as calls, since a captured round replays none of the
+host's messages: they show whether they can before the first round and whether
+they did after the second (``why_not_anywhere``). Nothing of the model depends on
 capture: the graph replays the same kernels on the same memory, and the GPU tests
 hold captured models to uncaptured ones byte for byte.
 """
@@ -47,6 +48,8 @@ import contextlib
 import dataclasses
 import logging
 import threading
+
+import numpy as np
 
 logger = logging.getLogger("dgboost")
 
@@ -95,6 +98,26 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
         if not metric.replayable:
             return f"metric {metric.name!r} reads the host"
     return None
+
+
+def why_not_anywhere(xp, comm, graphs: tuple[bool, bool], reason: str | None) -> str | None:
+    """This rank's ``reason`` (``why_not``'s) or, where a peer's rounds cannot be captured, that.
+
+    The ranks of a job run their rounds all captured or all as calls: a captured round replays
+    its collectives and none of the host's messages, which a peer running its round as calls
+    would wait for. Some reasons are a rank's own (its shard paged, its allocator), so where
+    the job's settings let it capture across GPUs, the ranks show theirs (one host gather)
+    before the first round, and again once each has tried to capture (``RoundGraph``)."""
+    if xp.__name__ != "cupy" or not all(graphs) or comm.world_size == 1:
+        return reason  # the same on every rank, as the settings and the device are
+    missing = _ranks_without(comm, reason is None)
+    return reason if reason is not None or not missing else f"rank(s) {missing} cannot capture their rounds"
+
+
+def _ranks_without(comm, ready: bool) -> list[int]:
+    """The ranks that are not ``ready``, where each rank says whether it is (a host gather)."""
+    shown = comm.allgather(np.array([ready], dtype=np.uint8))  # a host array: through the host
+    return [rank for rank, theirs in enumerate(shown) if not theirs[0]]
 
 
 class _HostCopy(RuntimeError):
@@ -172,16 +195,23 @@ class RoundGraph:
         self.failed: str | None = None if self._lane is not None else "another job holds this device's lane"
 
     def run(self, queue):
+        global _captures
+        self._rounds += 1
         if self._lane is None or self.failed is not None:
+            if self._rounds == 2:
+                self._agree(captured=False)
             return queue()
         cupy, stream = self._cupy, self._lane.stream
         caller = cupy.cuda.get_current_stream()
         stream.wait_event(caller.record())
-        self._rounds += 1
         if self._rounds == 1:  # the first round warms the pool: capture allocates nothing new
             _release_cached(cupy)
         elif self._graph is None:
             self._capture(queue)  # a failure leaves the graph None: this round runs uncaptured
+            if self._agree(captured=self._graph is not None):
+                _captures += int(self._graph is not None)
+            else:  # a peer runs its rounds as calls: so does this rank
+                self._graph = self._captured = None
         if self._graph is None:
             with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
                 result = queue()
@@ -191,9 +221,19 @@ class RoundGraph:
         caller.wait_event(stream.record())
         return result
 
+    def _agree(self, captured: bool) -> bool:
+        """Whether every rank captured its second round (see ``why_not_anywhere``)."""
+        if self._comm.world_size == 1:
+            return captured
+        missing = _ranks_without(self._comm, captured)
+        if missing and self.failed is None:
+            self.failed = f"rank(s) {missing} did not capture their rounds"
+            logger.info("rank %d: rounds not captured as a CUDA graph (%s); they run uncaptured",
+                        self._comm.rank, self.failed)
+        return not missing
+
     def _capture(self, queue) -> None:
         """Capture ``queue()`` into the graph, or, where capture fails, leave it None and say why."""
-        global _captures
         cupy, stream, traffic = self._cupy, self._lane.stream, self._comm.traffic
         before = (traffic.calls, traffic.bytes_sent)
         try:
@@ -212,7 +252,6 @@ class RoundGraph:
         self._traffic = (traffic.calls - before[0], traffic.bytes_sent - before[1])
         traffic.calls, traffic.bytes_sent = before
         self._graph, self._captured = graph, captured
-        _captures += 1
 
     def _replay(self) -> None:
         """One launch of the graph. NCCL's abort waits until every graph that captured the

@@ -373,6 +373,7 @@ def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py)."""
     not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule,
                                   work.comm, graphs, [state.matrix for state in work.evals])
+    not_replayed = replay.why_not_anywhere(xp, work.comm, graphs, not_replayed)
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)

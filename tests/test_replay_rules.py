@@ -1,6 +1,7 @@
 """Which GPU rounds may replay a CUDA graph (dgboost/replay.py): the rules, and the settings
 that switch it, decided without a GPU (the GPU's side is tests/test_replay.py)."""
 
+import contextlib
 from types import SimpleNamespace
 
 import dask
@@ -165,43 +166,139 @@ def test_a_failed_job_gives_its_graph_back_without_waiting_on_the_device(monkeyp
         assert _FakeGraph.closed == [(6, False)]
 
 
-def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(monkeypatch):
+class _Stream(contextlib.nullcontext):
+    """A cupy stream of the host: it records nothing, and captures a _Graph."""
+
+    def record(self):
+        return "an event"
+
+    def wait_event(self, event):
+        pass
+
+    def begin_capture(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def end_capture(self):
+        return _Graph()
+
+
+class _Graph:
+    launched = 0
+
+    def launch(self, stream):
+        _Graph.launched += 1
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """What RoundGraph asks of cupy, on the host; the lanes its own."""
+    import sys
+
+    from dgboost import replay
+
+    pool = SimpleNamespace(malloc=None, free_all_blocks=lambda: None)
+    cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=0), Stream=lambda non_blocking: _Stream(),
+                           MemoryPool=lambda: pool, get_current_stream=_Stream,
+                           using_allocator=lambda malloc: contextlib.nullcontext(),
+                           set_pinned_memory_allocator=lambda allocate: None)
+    cupy = SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool,
+                           get_default_pinned_memory_pool=lambda: pool)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(replay, "_lanes", {})
+    monkeypatch.setattr(_Graph, "launched", 0)
+    return cupy
+
+
+class _Ranks:
+    """Rank 0 of a two-rank job whose peer shows ``peer`` when the ranks agree (a host gather)."""
+
+    rank, world_size = 0, 2
+
+    def __init__(self, peer: bool):
+        self.peer, self.gathers = peer, []
+        self.traffic = SimpleNamespace(calls=0, bytes_sent=0)
+
+    def allgather(self, array):
+        assert isinstance(array, np.ndarray)  # through the host
+        self.gathers.append(bool(array[0]))
+        return [array, np.array([self.peer], dtype=np.uint8)]
+
+
+@pytest.mark.parametrize("peer", [True, False])
+def test_the_ranks_run_their_rounds_all_captured_or_all_as_calls(fake_cupy, peer):
+    """A captured round replays no host message: where the peer could not capture its second
+    round, this rank drops its graph and runs every round as calls, as the peer does."""
+    from dgboost import replay
+
+    ranks = _Ranks(peer)
+    rounds, queued = replay.RoundGraph(ranks), []
+    for epoch in range(5):
+        rounds.run(lambda: queued.append(epoch))
+    rounds.close()
+    assert ranks.gathers == [True]  # once, at the second round's capture
+    if peer:  # the second round queued in the capture, and every round from it replayed
+        assert queued == [0, 1] and _Graph.launched == 4 and rounds.failed is None
+    else:  # the second round queued in the capture, dropped, and queued again as calls
+        assert queued == [0, 1, 1, 2, 3, 4] and _Graph.launched == 0
+        assert rounds.failed == "rank(s) [1] did not capture their rounds"
+
+
+def test_a_rank_that_cannot_capture_still_shows_it_at_the_second_round(fake_cupy):
+    from dgboost import replay
+
+    ranks = _Ranks(peer=True)
+    held = replay._lane(fake_cupy)
+    held.lock.acquire()  # another job holds the device's lane
+    rounds = replay.RoundGraph(ranks)
+    for _ in range(3):
+        rounds.run(lambda: None)
+    assert ranks.gathers == [False] and _Graph.launched == 0
+
+
+@pytest.mark.parametrize("reason, peer, gathers, expected", [
+    (None, True, [True], None),
+    (None, False, [True], "rank(s) [1] cannot capture their rounds"),
+    ("its shard is paged", True, [False], "its shard is paged"),
+])
+def test_the_ranks_show_whether_they_can_capture_before_the_first_round(reason, peer, gathers, expected):
+    from dgboost.replay import why_not_anywhere
+
+    ranks = _Ranks(peer)
+    assert why_not_anywhere(CUPY, ranks, (True, True), reason) == expected
+    assert ranks.gathers == gathers
+
+
+@pytest.mark.parametrize("xp, comm, graphs", [(np, _Ranks(True), (True, True)), (CUPY, LocalCommunicator(), (True, True)),
+                                              (CUPY, _Ranks(True), (True, False))])
+def test_no_gather_where_every_rank_knows_the_answer(xp, comm, graphs):
+    from dgboost.replay import why_not_anywhere
+
+    assert why_not_anywhere(xp, comm, graphs, "the same everywhere") == "the same everywhere"
+    assert getattr(comm, "gathers", []) == []
+
+
+def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(fake_cupy):
     """NCCL's abort waits until every CUDA graph that captured its calls is destroyed. A failed
     job's rank closes its graph, then aborts NCCL while the job's error (a launch refused since a
     peer died) is still being handled, its traceback's frames alive: none may hold the graph."""
-    import contextlib
-    import sys
     import weakref
 
     from dgboost import replay
     from dgboost.collective.base import CollectiveError
 
-    class Stream(contextlib.nullcontext):
-        def record(self):
-            return "an event"
-
-        def wait_event(self, event):
-            pass
-
-    cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=0), Stream=lambda non_blocking: Stream(),
-                           MemoryPool=object, get_current_stream=Stream)
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=cuda))
-    monkeypatch.setattr(replay, "_lanes", {})
-
     class Failed:
         """An NCCL communicator after its abort: it refuses every launch."""
 
-        rank, traffic = 0, SimpleNamespace(calls=0, bytes_sent=0)
+        rank, world_size, traffic = 0, 2, SimpleNamespace(calls=0, bytes_sent=0)
 
         def launch(self, what, launch):
             raise CollectiveError("rank 1 died")
 
-    class Graph:
-        def launch(self, stream):
-            raise AssertionError("refused before it launches")
-
     rounds = replay.RoundGraph(Failed())
-    rounds._graph = Graph()
+    rounds._graph = _Graph()
     graph = weakref.ref(rounds._graph)
     with pytest.raises(CollectiveError) as refused:
         rounds._replay()
