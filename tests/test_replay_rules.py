@@ -305,3 +305,39 @@ def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(fake_
     rounds.close(failed=True)
     assert refused.value.__traceback__.tb_next is not None  # the refusing frame is kept
     assert graph() is None
+
+
+@pytest.mark.parametrize("metric", ["auc", "aucpr"])
+def test_auc_asks_the_host_for_the_ranks_rows_in_its_first_round_only(metric):
+    """A captured round replays its device collectives and none of the host's messages, so a
+    replayable metric may send host messages in its first round only (uncaptured on every
+    rank): AUC gathers each eval set's rows per rank once, then gathers scores knowing them."""
+
+    class Mirror:
+        """Two ranks, the peer's rows the same as this one's; notes each host gather."""
+
+        rank, world_size = 0, 2
+
+        def __init__(self):
+            self.host_gathers, self.rows_given = 0, []
+
+        def allreduce(self, array, op="sum"):
+            return array if op == "max" else array * 2
+
+        def allgather(self, array, rows=None):
+            if rows is None:
+                self.host_gathers += 1
+            else:
+                self.rows_given.append(rows)
+            return [array, array]
+
+    params = TrainParams.from_dict({"objective": "binary:logistic"})
+    auc, comm = make_metric(metric, params), Mirror()
+    label = (np.arange(50) % 3 == 0).astype(np.float32)
+    other = np.ones(20, dtype=np.float32)  # another eval set
+    for _ in range(3):
+        parts = auc.partial(label, np.linspace(0, 1, 50, dtype=np.float32), None, comm)
+        auc.partial(other, np.linspace(0, 1, 20, dtype=np.float32), None, comm)
+    assert comm.host_gathers == 2  # once an eval set
+    assert comm.rows_given == [[50, 50]] * 3 + [[20, 20]] * 3 + [[50, 50]] * 3 + [[20, 20]] * 3 + [[50, 50]] * 3 + [[20, 20]] * 3
+    assert 0 < auc.finish(parts) < 1

@@ -64,8 +64,10 @@ class Communicator(Protocol):
     def broadcast(self, array, root: int = 0):
         """``root``'s ``array`` on every rank (others pass an array of the same shape)."""
 
-    def allgather(self, array) -> list:
-        """Every rank's ``array``, in rank order; first dimensions may differ."""
+    def allgather(self, array, rows: list[int] | None = None) -> list:
+        """Every rank's ``array``, in rank order; first dimensions may differ. ``rows``: every
+        rank's first dimension, where the caller knows them (a device gather then asks the
+        host nothing, so a round replayed from a CUDA graph sends no host message)."""
 
     def abort(self, reason: str) -> None:
         """Tear the group down so that no rank waits forever on a failed peer."""

@@ -177,7 +177,7 @@ class DaskCommunicator:
         parts = self._exchange(array, "broadcast", senders=[root], receivers=None)
         return asarray(get_xp(array), parts[0]) if self.rank != root else array
 
-    def allgather(self, array) -> list:
+    def allgather(self, array, rows=None) -> list:  # each part carries its own shape
         parts = self._exchange(array, "allgather", senders=range(self.world_size), receivers=None)
         xp = get_xp(array)
         return [array if rank == self.rank else asarray(xp, part) for rank, part in enumerate(parts)]

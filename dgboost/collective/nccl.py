@@ -159,12 +159,16 @@ class NcclCommunicator:
             send.data.ptr, out.data.ptr, send.size, self._type(send), root, stream))
         return out
 
-    def allgather(self, array) -> list:
+    def allgather(self, array, rows=None) -> list:
         if isinstance(array, np.ndarray):
             return self.host.allgather(array)
         # First dimensions may differ: every rank learns them on the host (they are
-        # known there, no device read), then gathers blocks padded to the longest.
-        rows = [int(r[0]) for r in self.host.allgather(np.array([array.shape[0]], dtype=np.int64))]
+        # known there, no device read), unless the caller knows them, then gathers
+        # blocks padded to the longest.
+        if rows is None:
+            rows = [int(r[0]) for r in self.host.allgather(np.array([array.shape[0]], dtype=np.int64))]
+        elif len(rows) != self.world_size or rows[self.rank] != array.shape[0]:
+            raise ValueError(f"rows={rows} must be every rank's first dimension; this rank's is {array.shape[0]}")
         longest = max(rows)
         block = self._cupy.zeros((longest,) + array.shape[1:], dtype=array.dtype)
         block[:array.shape[0]] = array

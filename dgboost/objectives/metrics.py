@@ -164,9 +164,17 @@ class AUC(Metric):
 
     def __init__(self, params: TrainParams):
         self.params = params
+        # Each eval set's rows on every rank, gathered on the host once: a later round's
+        # gathers of its scores then send no host message (a replayed round sends none).
+        self._rows = {}
 
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
+        cached = self._rows.get(id(label))
+        if cached is None or cached[0] is not label:
+            shown = comm.allgather(np.array([label.shape[0]], dtype=np.int64))
+            cached = self._rows[id(label)] = (label, [int(rows[0]) for rows in shown])
+        rows = cached[1]
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         max_weight = comm.allreduce(column_reduce(weight, "max").reshape(1) if weight.size else xp.zeros(1), "max")
         scale = power_of_two_scale(max_weight, device_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
@@ -177,7 +185,7 @@ class AUC(Metric):
         for k, score in enumerate(columns):
             positive = label == (1 if predictions.ndim == 1 else k)
             parts += _sorted_weights(score[:, 0], xp.where(positive, weight_fixed, 0),
-                                     xp.where(positive, 0, weight_fixed), comm)
+                                     xp.where(positive, 0, weight_fixed), comm, rows)
         return parts
 
     def finish(self, parts):
@@ -193,13 +201,14 @@ class AUC(Metric):
         return float(np.sum(areas[present] * class_weights[present]) / class_weights[present].sum())
 
 
-def _sorted_weights(score, positive_weight, negative_weight, comm) -> list:
+def _sorted_weights(score, positive_weight, negative_weight, comm, rows) -> list:
     """Every rank's (score, positive weight, negative weight) rows, gathered on the
-    coordinator (as float64, int64, int64), each rank's sorted by score; [] elsewhere."""
+    coordinator (as float64, int64, int64), each rank's sorted by score; [] elsewhere.
+    ``rows``: every rank's count of them."""
     xp = get_xp(score)
     order = xp.argsort(score)
     columns = (score[order].astype(STAT_DTYPE), positive_weight[order], negative_weight[order])
-    gathered = [comm.allgather(column) for column in columns]
+    gathered = [comm.allgather(column, rows) for column in columns]
     if comm.rank != 0:
         return []
     return [xp.concatenate(part) for part in gathered]
