@@ -24,7 +24,8 @@ aborts the NCCL communicator when one is still pending after ``timeout``
 seconds, when NCCL reports an asynchronous error, or when any rank aborts the
 job through the host communicator. Abort makes NCCL's kernels return, so a
 rank blocked in a device synchronisation wakes; its next collective raises
-CollectiveError.
+CollectiveError. The failing rank waits for its kernels to return, not for
+NCCL's teardown after them, which goes on in a thread of its own (``_fail``).
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ logger = logging.getLogger("dgboost")
 
 #: Seconds between the watchdog's looks.
 _WATCH_SECONDS = 0.25
-#: Seconds a failed job's rank waits for ncclCommAbort to return (``_fail``).
+#: Seconds a failed job's rank waits, at most, for NCCL's kernels to return after abort (``_fail``).
 _ABORT_SECONDS = 10.0
+#: Seconds between ``_fail``'s looks at the kernels' events.
+_ABORT_LOOK_SECONDS = 0.002
 _UNIQUE_ID_BYTES = 128
 _TOKEN_BYTES = 16
 
@@ -292,18 +295,36 @@ class NcclCommunicator:
             except Exception:  # noqa: BLE001 - already torn down: nothing is left to stop
                 logger.debug("rank %d: NCCL abort after %s", self.rank, reason, exc_info=True)
 
-        # ncclCommAbort stops the kernels at once, then returns when every CUDA graph that
-        # captured its calls is destroyed (dgboost/replay.py): never, on a device whose
-        # context broke, whose graphs cannot be freed. That rank's process is restarted
-        # (dask/_job.py), so the wait is bounded and the abort left to finish on its own.
+        # ncclCommAbort makes the kernels return at once, then tears NCCL down: half a second
+        # with a dead peer, and, since NCCL 2.26, not before every CUDA graph that captured its
+        # calls is destroyed (dgboost/replay.py): never, on a device whose context broke. What
+        # the rank waits for is its kernels (the watched events done), bounded; the teardown
+        # goes on in the abort's thread, and the rank's task ends (a restart starts) meanwhile.
         aborting = threading.Thread(target=abort, name=f"dgboost-nccl-abort-{self.rank}", daemon=True)
         aborting.start()
-        aborting.join(_ABORT_SECONDS)
-        if aborting.is_alive():
-            logger.warning("rank %d: NCCL's abort did not return in %g s (a broken device?); left to finish: %s",
-                           self.rank, _ABORT_SECONDS, reason)
+        deadline = time.monotonic() + _ABORT_SECONDS
+        while aborting.is_alive() and not self._kernels_returned() and time.monotonic() < deadline:
+            aborting.join(_ABORT_LOOK_SECONDS)
+        took = time.perf_counter() - began
+        if not aborting.is_alive():
+            logger.info("rank %d: NCCL aborted in %.3f s: %s", self.rank, took, reason)
+        elif self._kernels_returned():
+            logger.info("rank %d: NCCL's kernels returned in %.3f s; its abort goes on in the background: %s",
+                        self.rank, took, reason)
         else:
-            logger.info("rank %d: NCCL aborted in %.3f s: %s", self.rank, time.perf_counter() - began, reason)
+            logger.warning("rank %d: NCCL's kernels did not return in %g s after its abort (a broken device?): %s",
+                           self.rank, _ABORT_SECONDS, reason)
+
+    def _kernels_returned(self) -> bool:
+        """Whether every watched collective (or replayed round) is done: after an abort, NCCL's
+        kernels have returned. A device that cannot say (a broken context) has none running."""
+        with self._lock:
+            try:
+                while self._pending and self._pending[0][0].done:
+                    self._pending.popleft()
+            except Exception:  # noqa: BLE001 - a failed device: nothing of it will run
+                return True
+            return not self._pending
 
     def _watch(self) -> None:
         """Looks every _WATCH_SECONDS for a collective overdue or an NCCL error, and at once
