@@ -4,6 +4,7 @@ stops every rank through NCCL's abort, and the GPUs train again afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -361,14 +362,23 @@ class _FailOnce(TrainingCallback):
 ACROSS = pytest.mark.parametrize("across", [False, True], ids=["rounds-as-calls", "rounds-captured"])
 
 
+@contextlib.contextmanager
 def _capturing_across(client, across):
-    """dask.config for a fault test whose job's rounds replay NCCL's calls captured in a CUDA
-    graph (``across``): NCCL's abort then waits for the graph's destruction (dgboost/replay.py)."""
+    """A fault test's job whose rounds replay NCCL's calls captured in a CUDA graph (``across``;
+    NCCL's abort then waits for the graph's destruction: dgboost/replay.py): a worker that lived
+    through it captured rounds."""
     import dask
+
+    from dgboost import replay
 
     if across and len(client.scheduler_info()["workers"]) == 1:
         pytest.skip("one GPU: no collective to capture")
-    return dask.config.set({"dgboost.cuda-graphs-across-gpus": across})
+    before = client.run(replay.counts)
+    with dask.config.set({"dgboost.cuda-graphs-across-gpus": across}):
+        yield
+    if across:
+        after = client.run(replay.counts)
+        assert any(after[w][0] > before[w][0] for w in before.keys() & after.keys())
 
 
 @ACROSS

@@ -120,7 +120,9 @@ class NcclCommunicator:
             self._token = hashlib.blake2b(unique_id.tobytes(), digest_size=_TOKEN_BYTES).digest()
         self._pending: collections.deque = collections.deque()
         self.traffic = Traffic()  # the device collectives' (host arrays go through host, counted there)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held through each call: NCCL's enqueue may block in it
+        self._calling: tuple | None = None  # (began, what) of the call being made, under _lock
+        self._failing = threading.Lock()  # for _failure, set once, never held through a call
         self._failure: str | None = None
         self._closed = threading.Event()
         self._woken = threading.Event()  # the job aborted or this communicator closed: the watchdog looks now
@@ -223,7 +225,11 @@ class NcclCommunicator:
             if self._failure is not None:
                 raise CollectiveError(self._failure)
             stream = self._cupy.cuda.get_current_stream()
-            call(stream.ptr)
+            self._calling = (time.monotonic(), what)
+            try:
+                call(stream.ptr)
+            finally:
+                self._calling = None
             if stream.ptr and stream.is_capturing():  # a round's graph: watched as a whole, each replay
                 return
             self._watch_stream(stream, what)
@@ -236,7 +242,11 @@ class NcclCommunicator:
             if self._failure is not None:
                 raise CollectiveError(self._failure)
             stream = self._cupy.cuda.get_current_stream()
-            launch(stream)
+            self._calling = (time.monotonic(), what)
+            try:
+                launch(stream)
+            finally:
+                self._calling = None
             self._watch_stream(stream, what)
 
     def _watch_stream(self, stream, what: str) -> None:
@@ -282,8 +292,9 @@ class NcclCommunicator:
         raise CollectiveError(reason)
 
     def _fail(self, reason: str) -> None:
-        """Abort NCCL once (kernels in flight return), and make every later call raise."""
-        with self._lock:
+        """Abort NCCL once (kernels in flight return), and make every later call raise. It
+        takes no lock a call holds: a call blocked in NCCL returns only after the abort."""
+        with self._failing:
             if self._failure is not None:
                 return
             self._failure = reason
@@ -316,15 +327,27 @@ class NcclCommunicator:
                            self.rank, _ABORT_SECONDS, reason)
 
     def _kernels_returned(self) -> bool:
-        """Whether every watched collective (or replayed round) is done: after an abort, NCCL's
-        kernels have returned. A device that cannot say (a broken context) has none running."""
-        with self._lock:
-            try:
-                while self._pending and self._pending[0][0].done:
-                    self._pending.popleft()
-            except Exception:  # noqa: BLE001 - a failed device: nothing of it will run
-                return True
-            return not self._pending
+        """Whether no call is being made and every watched collective (or replayed round) is
+        done: after an abort, NCCL's kernels have returned. A device that cannot say (a broken
+        context) has none running."""
+        try:
+            return self._running(_ABORT_LOOK_SECONDS) is None
+        except Exception:  # noqa: BLE001 - a failed device: nothing of it will run
+            return True
+
+    def _running(self, wait: float) -> tuple | None:
+        """The oldest collective this rank has not seen finish, as (began, what), or None: a call
+        being made (NCCL's enqueue, or a graph's launch, can block while a peer is gone; the
+        call holds the lock, waited for at most ``wait`` seconds) or a watched event not done.
+        Raises what a failed device's event query raises."""
+        if not self._lock.acquire(timeout=wait):
+            return self._calling or (time.monotonic(), "call")  # ended just now, or still in NCCL
+        try:
+            while self._pending and self._pending[0][0].done:
+                self._pending.popleft()
+            return self._pending[0][1:] if self._pending else None
+        finally:
+            self._lock.release()
 
     def _watch(self) -> None:
         """Looks every _WATCH_SECONDS for a collective overdue or an NCCL error, and at once
@@ -347,12 +370,13 @@ class NcclCommunicator:
                 return
 
     def _overdue(self) -> str | None:
-        with self._lock:
-            while self._pending and self._pending[0][0].done:
-                self._pending.popleft()
-            if not self._pending:
-                return None
-            _, started, what = self._pending[0]
+        try:
+            running = self._running(_WATCH_SECONDS)
+        except Exception as error:  # noqa: BLE001 - the device failed: abort, as for a dead peer
+            return f"rank {self.rank}: its device failed: {type(error).__name__}: {error}"
+        if running is None:
+            return None
+        started, what = running
         if time.monotonic() - started > self.timeout:
             return (f"rank {self.rank} ({self.host.addresses[self.rank]}): an NCCL {what} did not finish "
                     f"in {self.timeout:g} s; a peer died or hung")
