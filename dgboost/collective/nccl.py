@@ -149,7 +149,7 @@ class NcclCommunicator:
         n = self.world_size
         self.traffic.add(2 * (n - 1) / n * send.nbytes)  # a ring's reduce-scatter and all-gather
         self._enqueue("allreduce", lambda stream: self._comm.allReduce(
-            send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops[op], stream))
+            send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops[op], stream.ptr))
         return out
 
     def broadcast(self, array, root: int = 0):
@@ -161,7 +161,7 @@ class NcclCommunicator:
         out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
         self.traffic.add(send.nbytes)  # a ring: every rank but the last passes it on
         self._enqueue("broadcast", lambda stream: self._comm.broadcast(
-            send.data.ptr, out.data.ptr, send.size, self._type(send), root, stream))
+            send.data.ptr, out.data.ptr, send.size, self._type(send), root, stream.ptr))
         return out
 
     def allgather(self, array, rows=None) -> list:
@@ -180,7 +180,7 @@ class NcclCommunicator:
         out = self._cupy.zeros((self.world_size,) + block.shape, dtype=array.dtype)
         self.traffic.add((self.world_size - 1) * block.nbytes)  # a ring: each block passed on n - 1 times
         self._enqueue("allgather", lambda stream: self._comm.allGather(
-            block.data.ptr, out.data.ptr, block.size, self._type(block), stream))
+            block.data.ptr, out.data.ptr, block.size, self._type(block), stream.ptr))
         return [out[rank, :n] for rank, n in enumerate(rows)]
 
     def abort(self, reason: str) -> None:
@@ -221,13 +221,15 @@ class NcclCommunicator:
         return self._types[dtype]
 
     def _enqueue(self, what: str, call) -> None:
+        """``call(stream)`` on the current stream under the lock, refused once NCCL has failed;
+        watched (overdue after ``timeout`` seconds) unless captured into a round's graph."""
         with self._lock:
             if self._failure is not None:
                 raise CollectiveError(self._failure)
             stream = self._cupy.cuda.get_current_stream()
             self._calling = (time.monotonic(), what)
             try:
-                call(stream.ptr)
+                call(stream)
             finally:
                 self._calling = None
             if stream.ptr and stream.is_capturing():  # a round's graph: watched as a whole, each replay
@@ -238,16 +240,7 @@ class NcclCommunicator:
         """``launch(stream)`` on the current stream: a replayed round's graph, whose collectives
         (captured in it) are watched as one, overdue after ``timeout`` seconds. It raises
         CollectiveError, launching nothing, once the communicator has failed."""
-        with self._lock:
-            if self._failure is not None:
-                raise CollectiveError(self._failure)
-            stream = self._cupy.cuda.get_current_stream()
-            self._calling = (time.monotonic(), what)
-            try:
-                launch(stream)
-            finally:
-                self._calling = None
-            self._watch_stream(stream, what)
+        self._enqueue(what, launch)
 
     def _watch_stream(self, stream, what: str) -> None:
         event = self._cupy.cuda.Event(disable_timing=True)

@@ -51,6 +51,15 @@ class Metric:
         raise NotImplementedError
 
 
+def _per_eval_set(cache: dict, label, make):
+    """``make()`` for the eval set whose labels are ``label``, made once (an eval set's labels do
+    not change): ``cache`` maps id(label) to (label, value), the label kept so its id is not reused."""
+    cached = cache.get(id(label))
+    if cached is None or cached[0] is not label:
+        cached = cache[id(label)] = (label, make())
+    return cached[1]
+
+
 class _WeightedMean(Metric):
     """sum(w * loss) / sum(w), with ``loss`` per row from ``_loss``."""
 
@@ -142,10 +151,8 @@ class PoissonNegLogLik(_WeightedMean):
         self._terms = None  # the terms of the labels being evaluated
 
     def partial(self, label, predictions, weight, comm, group=None):
-        cached = self._label_terms.get(id(label))
-        if cached is None or cached[0] is not label:
-            cached = self._label_terms[id(label)] = (label, _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
-        self._terms = cached[1]
+        self._terms = _per_eval_set(self._label_terms, label,
+                                    lambda: _log_factorial(label.astype(STAT_DTYPE), get_xp(label)))
         return super().partial(label, predictions, weight, comm)
 
     def _loss(self, label, prediction, xp):
@@ -170,11 +177,8 @@ class AUC(Metric):
 
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
-        cached = self._rows.get(id(label))
-        if cached is None or cached[0] is not label:
-            shown = comm.allgather(np.array([label.shape[0]], dtype=np.int64))
-            cached = self._rows[id(label)] = (label, [int(rows[0]) for rows in shown])
-        rows = cached[1]
+        rows = _per_eval_set(self._rows, label, lambda: [
+            int(shown[0]) for shown in comm.allgather(np.array([label.shape[0]], dtype=np.int64))])
         weight = xp.ones(label.shape[0], STAT_DTYPE) if weight is None else weight.astype(STAT_DTYPE)
         max_weight = comm.allreduce(column_reduce(weight, "max").reshape(1) if weight.size else xp.zeros(1), "max")
         scale = power_of_two_scale(max_weight, device_count(label.shape[0], comm, xp), SUM_HEADROOM_BITS)
@@ -421,10 +425,7 @@ class RankingMetric(Metric):
 
     def partial(self, label, predictions, weight, comm, group=None):
         xp = get_xp(predictions)
-        cached = self._layouts.get(id(label))
-        if cached is None or cached[0] is not label:
-            cached = self._layouts[id(label)] = (label, QueryLayout(group, label))
-        layout = cached[1]
+        layout = _per_eval_set(self._layouts, label, lambda: QueryLayout(group, label))
         order = group_order(predictions.astype(np.float32), layout.group_of_row)
         top_k = self.k if self.k is not None else max(layout.longest, 1)
         scores = rank_scores(layout.ptr, self.kind, order, layout.ideal, label, top_k, self.exp_gain, self.minus,
