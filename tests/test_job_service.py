@@ -126,6 +126,25 @@ def test_cancelling_a_running_and_a_queued_job(client, data):
     assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2  # workers free
 
 
+def test_cancelling_a_job_of_one_worker_stops_its_rank(data):
+    """A job of one worker calls no collective an abort would interrupt: its rank looks for the
+    abort before each round, so a cancel frees the worker within a round, not after the rounds
+    left (100 s here)."""
+    _, _, dX, dy = data
+    with dgboost.dask.local_cluster("cpu", 1, threads_per_worker=1, silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2000, callbacks=[Slow(0.05)])
+        wait_for(lambda: (job.progress()["rounds_done"] or 0) >= 2, "two rounds")
+        began = time.monotonic()
+        job.cancel()
+        with pytest.raises(dgboost.dask.JobCancelled):
+            job.result(timeout=60)
+        assert time.monotonic() - began < 5
+        no_task_left(client, timeout=5)
+        again = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2)  # its worker is free
+        assert again.result(timeout=20).num_boosted_rounds() == 2
+
+
 def test_a_cancelled_job_keeps_its_workers_until_its_ranks_stop(cluster, client, data, another_client):
     _, _, dX, dy = data
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])

@@ -124,7 +124,9 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
         else:  # as they stood after the last finished round
             own = list(job.resume.started)
         notes = _Notes()
-        callbacks = own + [_RoundEvents(job.name), notes]
+        # A job of one worker has no collective that an abort (a cancel, the client's stop) would
+        # interrupt: its rank looks for one before each round.
+        callbacks = ([_StopAtAbort(host)] if host.world_size == 1 else []) + own + [_RoundEvents(job.name), notes]
         if job.journal and rank == 0:
             callbacks.append(JournalSender(job.name, own))  # last: it sends what the others did
         elif peers_vouch(job):
@@ -162,6 +164,24 @@ ATTEMPT_PREFIX = "dgboost-train-"
 def rank_key(attempt: str, rank: int) -> str:
     """The Dask key of an attempt's task of rank ``rank``."""
     return f"{attempt}-{rank}"
+
+
+class _StopAtAbort(TrainingCallback):
+    """Raises the job's abort (``DaskCommunicator.aborted``) before a round: a rank that calls
+    no collective a round would otherwise train on to its last round after a cancel, its
+    worker held all the while."""
+
+    every_rank = True
+    never_stops = True
+
+    def __init__(self, host):
+        self.host = host
+
+    def before_iteration(self, model, epoch, evals_log):
+        reason = self.host.aborted()
+        if reason is not None:
+            raise CollectiveError(reason)
+        return False
 
 
 class _RoundEvents(TrainingCallback):
