@@ -39,10 +39,9 @@ def cuda_client(request):
     if _gpu_count() < n:
         pytest.skip(f"needs {n} GPUs, found {_gpu_count()}")
     # The fault tests below end workers' processes (a broken GPU its peers' too, seen on H200s),
-    # twice within seconds. The
-    # cluster closes a worker's nanny for good where no worker of its name is back
-    # distributed.deploy.lost-worker-timeout (15 s) after it left, so a worker that died again
-    # meanwhile, and was restarting then, would be lost with the rest of the module's GPUs.
+    # twice within seconds. The cluster closes a worker's nanny for good where no worker of its
+    # name is back distributed.deploy.lost-worker-timeout (15 s) after it left, so a worker that
+    # died again meanwhile, and was restarting then, would be lost to the module's later tests.
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}), \
             dgboost.dask.local_cluster("cuda", n, silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
