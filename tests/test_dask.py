@@ -450,6 +450,54 @@ def test_host_communicator_collectives(client3):
         assert gathered == [[0.0], [1.0, 1.0], [2.0, 2.0, 2.0]] and dtype == np.float32
 
 
+def _sliced_allreduces(job, rank, addresses):
+    from dgboost.collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job, rank, addresses, 30.0)
+    try:
+        floats, ints = _sliced_inputs(rank)
+        return ([comm.allreduce(floats), comm.allreduce(floats, "max"), comm.allreduce(ints, "min")],
+                (comm.traffic.calls, comm.traffic.bytes_sent))
+    finally:
+        comm.close()
+
+
+def _sliced_inputs(rank):
+    """Big enough to go in slices (host.SLICED_BYTES), of a shape no slice edge keeps whole, and
+    float sums whose bits depend on the order of the ranks."""
+    rng = np.random.default_rng(rank)
+    floats = rng.standard_normal((4001, 3)) * 10.0 ** rng.integers(-8, 9, (4001, 3))
+    return floats, rng.integers(-2**40, 2**40, 9001)
+
+
+def test_a_big_allreduce_among_three_goes_in_slices_with_the_bits_of_one_step(client3):
+    """Among three ranks or more a big all-reduce is a reduce-scatter and an all-gather: each
+    rank sends 2 (n - 1) / n of the array rather than n - 1 copies, and every element is
+    reduced in rank order, as the one-step all-reduce does: the same bits."""
+    import functools
+
+    from dgboost.collective.host import SLICED_BYTES, CollectivePlugin
+
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])
+    futures = [client3.submit(_sliced_allreduces, "sliced-job", rank, workers, workers=[w], pure=False)
+               for rank, w in enumerate(workers)]
+    inputs = [_sliced_inputs(rank) for rank in range(3)]
+    floats, ints = [f for f, _ in inputs], [i for _, i in inputs]
+    assert min(floats[0].nbytes, ints[0].nbytes) >= SLICED_BYTES
+    expected = [functools.reduce(np.add, floats), functools.reduce(np.maximum, floats),
+                functools.reduce(np.minimum, ints)]
+    assert not np.array_equal(expected[0], floats[2] + floats[1] + floats[0])  # the order shows in the bits
+    for rank, (results, traffic) in enumerate(client3.gather(futures)):
+        for got, want in zip(results, expected):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes()
+        # Each of the three: the two other slices, then its slice's sum to both peers
+        slices = [np.array_split(np.arange(a.size), 3)[rank].size * a.itemsize for a in (floats[0], ints[0])]
+        sent = 2 * (floats[0].nbytes - slices[0] + 2 * slices[0]) + (ints[0].nbytes - slices[1] + 2 * slices[1])
+        assert traffic == (3, sent)
+
+
 class _ProfilerSeen(TrainingCallback):
     """On rank 0: whether its worker's statistical profiler ran, each round (a Dask event)."""
 

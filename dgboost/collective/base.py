@@ -36,8 +36,8 @@ class Traffic:
         self.calls = 0
         self.bytes_sent = 0
 
-    def add(self, bytes_sent: float) -> None:
-        self.calls += 1
+    def add(self, bytes_sent: float, calls: int = 1) -> None:
+        self.calls += calls
         self.bytes_sent += int(bytes_sent)
 
 

@@ -37,6 +37,10 @@ _DELIVER = "dgboost_collective_deliver"
 #: The worker handler that aborts a job's waits (the client and the cluster's job table send it).
 ABORT_OP = "dgboost_collective_abort"
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+#: Bytes from which an all-reduce among three ranks or more goes as a reduce-scatter and an
+#: all-gather (each rank sends 2 (n - 1) / n of the array, not n - 1 copies of it, in two
+#: exchanges instead of one): a level's histograms do, a round's few scalars do not.
+SLICED_BYTES = 1 << 16
 #: Jobs whose late messages are dropped rather than filed (a bounded memory of them).
 _FORGOTTEN_JOBS = 256
 #: Seconds an abort message may take to reach a peer (best effort: the peer may be dead).
@@ -167,9 +171,25 @@ class DaskCommunicator:
     def allreduce(self, array, op: ReduceOp = "sum"):
         if op not in _REDUCE:
             raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
+        if self.world_size > 2 and array.nbytes >= SLICED_BYTES:
+            return self._allreduce_sliced(array, op)
         parts = self._exchange(array, "allreduce", senders=range(self.world_size), receivers=None)
         # Every rank reduces the same arrays in rank order: the same bits everywhere.
         return asarray(get_xp(array), functools.reduce(_REDUCE[op], parts))
+
+    def _allreduce_sliced(self, array, op: ReduceOp):
+        """A reduce-scatter, then an all-gather: rank r reduces slice r of every rank's array in
+        rank order (the bits of the one-step all-reduce, where every rank reduces them all) and
+        sends the others its sum. One collective in the traffic count."""
+        flat = to_numpy(array).reshape(-1)
+        sizes = [flat.size // self.world_size + (rank < flat.size % self.world_size) for rank in range(self.world_size)]
+        edges = np.cumsum([0, *sizes])  # as np.array_split cuts it
+        mine = self._exchange(flat, "allreduce (its slices)", senders=range(self.world_size), receivers=None,
+                              slice_for=lambda rank: flat[edges[rank]:edges[rank + 1]])
+        reduced = functools.reduce(_REDUCE[op], mine)
+        sums = self._exchange(reduced, "allreduce (their sums)", senders=range(self.world_size), receivers=None,
+                              counted=False)
+        return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape))
 
     def broadcast(self, array, root: int = 0):
         if not 0 <= root < self.world_size:
@@ -212,8 +232,10 @@ class DaskCommunicator:
         """Forget this job's mailbox on this worker."""
         self._mailbox.forget(self.job)
 
-    def _exchange(self, array, what: str, *, senders, receivers) -> list:
-        """One collective step: ``senders`` send ``array`` to ``receivers`` (None: all ranks).
+    def _exchange(self, array, what: str, *, senders, receivers, slice_for=None, counted: bool = True) -> list:
+        """One collective step: ``senders`` send ``array`` to ``receivers`` (None: all ranks),
+        or each receiver ``slice_for(receiver)`` (a numpy array); ``counted``: a collective of
+        its own in the traffic count (else the bytes join the last one's).
 
         Returns the arrays this rank received, in sender order (its own included
         as a numpy array), or [] when it receives nothing.
@@ -227,11 +249,14 @@ class DaskCommunicator:
         receivers = list(range(self.world_size)) if receivers is None else list(receivers)
         host = to_numpy(array) if self.rank in senders else None
         targets = [r for r in receivers if r != self.rank] if self.rank in senders else []
-        self.traffic.add(host.nbytes * len(targets) if targets else 0)
+        sent = {target: host if slice_for is None else slice_for(target) for target in targets}
+        self.traffic.add(sum(part.nbytes for part in sent.values()), calls=int(counted))
         if targets:
-            self._send(targets, call, host, what)
+            self._send(sent, call, what)
         if self.rank not in receivers:
             return []
+        if slice_for is not None and self.rank in senders:
+            host = slice_for(self.rank)
         deadline = time.monotonic() + self.timeout
         parts = []
         for source in senders:
@@ -249,12 +274,14 @@ class DaskCommunicator:
             parts.append(part)
         return parts
 
-    def _send(self, targets, call: int, host: np.ndarray, what: str) -> None:
-        payload = to_serialize(host)
+    def _send(self, sent: dict, call: int, what: str) -> None:
+        """Each target rank its array (``sent``: {target: numpy array})."""
+        payloads = {target: to_serialize(part) for target, part in sent.items()}
+        targets = list(sent)
 
         async def send_all():
             await asyncio.gather(*(self._worker.rpc(self.addresses[target]).dgboost_collective_deliver(
-                job=self.job, call=call, source=self.rank, data=payload) for target in targets))
+                job=self.job, call=call, source=self.rank, data=payload) for target, payload in payloads.items()))
 
         try:
             self._run(send_all(), self.timeout)
