@@ -456,8 +456,9 @@ def _sliced_allreduces(job, rank, addresses):
     comm = DaskCommunicator(job, rank, addresses, 30.0)
     try:
         floats, ints = _sliced_inputs(rank)
-        return ([comm.allreduce(floats), comm.allreduce(floats, "max"), comm.allreduce(ints, "min")],
-                (comm.traffic.calls, comm.traffic.bytes_sent))
+        results = [comm.allreduce(floats), comm.allreduce(floats, "max"), comm.allreduce(ints, "min")]
+        reduced = [comm.reduce(floats, root=1), comm.reduce(ints[:4], root=1)]  # in slices; in one step
+        return results, reduced, (comm.traffic.calls, comm.traffic.bytes_sent)
     finally:
         comm.close()
 
@@ -473,7 +474,8 @@ def _sliced_inputs(rank):
 def test_a_big_allreduce_among_three_goes_in_slices_with_the_bits_of_one_step(client3):
     """Among three ranks or more a big all-reduce is a reduce-scatter and an all-gather: each
     rank sends 2 (n - 1) / n of the array rather than n - 1 copies, and every element is
-    reduced in rank order, as the one-step all-reduce does: the same bits."""
+    reduced in rank order, as the one-step all-reduce does: the same bits. A reduce (the
+    histograms, which the coordinator alone reads) gathers the slices' sums to its root."""
     import functools
 
     from dgboost.collective.host import SLICED_BYTES, CollectivePlugin
@@ -488,14 +490,19 @@ def test_a_big_allreduce_among_three_goes_in_slices_with_the_bits_of_one_step(cl
     expected = [functools.reduce(np.add, floats), functools.reduce(np.maximum, floats),
                 functools.reduce(np.minimum, ints)]
     assert not np.array_equal(expected[0], floats[2] + floats[1] + floats[0])  # the order shows in the bits
-    for rank, (results, traffic) in enumerate(client3.gather(futures)):
+    for rank, (results, reduced, traffic) in enumerate(client3.gather(futures)):
         for got, want in zip(results, expected):
             assert got.shape == want.shape and got.dtype == want.dtype
             assert got.tobytes() == want.tobytes()
-        # Each of the three: the two other slices, then its slice's sum to both peers
+        if rank == 1:  # reduce: the sums on root alone, the all-reduce's bits
+            assert reduced[0].tobytes() == expected[0].tobytes()
+            assert reduced[1].tolist() == functools.reduce(np.add, [i[:4] for i in ints]).tolist()
+        # Each of the three: the two other slices, then its slice's sum to both peers (to root
+        # alone in reduce, root keeping its own); a small reduce, its array to root
         slices = [np.array_split(np.arange(a.size), 3)[rank].size * a.itemsize for a in (floats[0], ints[0])]
         sent = 2 * (floats[0].nbytes - slices[0] + 2 * slices[0]) + (ints[0].nbytes - slices[1] + 2 * slices[1])
-        assert traffic == (3, sent)
+        sent += floats[0].nbytes - slices[0] + (slices[0] if rank != 1 else 0) + (32 if rank != 1 else 0)
+        assert traffic == (5, sent)
 
 
 class _ProfilerSeen(TrainingCallback):

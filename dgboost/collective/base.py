@@ -61,6 +61,11 @@ class Communicator(Protocol):
     def allreduce(self, array, op: ReduceOp = "sum"):
         """The element-wise reduction of ``array`` over all ranks, on every rank."""
 
+    def reduce(self, array, root: int = 0):
+        """The element-wise sum of ``array`` over all ranks, on ``root``; on the other ranks an
+        array of its shape and dtype whose values mean nothing. For what one rank alone reads
+        (the coordinator's histograms): fewer bytes than ``allreduce``, the same sums on root."""
+
     def broadcast(self, array, root: int = 0):
         """``root``'s ``array`` on every rank (others pass an array of the same shape)."""
 

@@ -19,6 +19,11 @@ class LocalCommunicator:
             raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
         return array
 
+    def reduce(self, array, root: int = 0):
+        if root != 0:
+            raise ValueError(f"root={root} does not exist in a world of one rank")
+        return array
+
     def broadcast(self, array, root: int = 0):
         if root != 0:
             raise ValueError(f"root={root} does not exist in a world of one rank")

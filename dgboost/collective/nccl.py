@@ -152,6 +152,15 @@ class NcclCommunicator:
             send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops[op], stream.ptr))
         return out
 
+    def reduce(self, array, root: int = 0):
+        """As ``allreduce`` for now (every rank gets the sum; ncclReduce would send half the
+        bytes, but has not run on a GPU here yet)."""
+        if isinstance(array, np.ndarray):
+            return self.host.reduce(array, root)
+        if not 0 <= root < self.world_size:
+            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        return self.allreduce(array)
+
     def broadcast(self, array, root: int = 0):
         if isinstance(array, np.ndarray):
             return self.host.broadcast(array, root)

@@ -144,10 +144,12 @@ class _Frontier:
         return int(self.active.shape[0])
 
     def histograms(self, matrix, gpair, scales, ridx, comm):
-        """Every node's histogram, summed over all ranks: (size, n_bins_total, 2) int64."""
+        """Every node's histogram, summed over all ranks on the coordinator, which alone
+        evaluates splits (``split.coordinated``; the other ranks' hold values that mean
+        nothing, in their shape): (size, n_bins_total, 2) int64."""
         if self.parent_hist is None:
-            return comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
-        built = comm.allreduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
+            return comm.reduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
+        built = comm.reduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
     def streamed_children(self, matrix: PagedMatrix, level: Level, hist, slot_of_rank, n_split, ridx, gpair, scales,
@@ -155,7 +157,7 @@ class _Frontier:
         """For a paged matrix: this level's partition, the next level's ranges and its
         histograms, in one pass over the pages (``partition.apply_level``, ``children`` and
         ``histograms`` would read each page twice). Returns (the new ridx, the next level,
-        its histograms summed over all ranks)."""
+        its histograms summed over all ranks on the coordinator)."""
         moved, pages, built = [], [], None
         for (start, page), rows, begin, end in zip(matrix.pages(), ridx, self.seg_begin, self.seg_end):
             rows, n_left = partition.apply_level(page, rows, begin, end, level.splits, level.left_child)
@@ -169,7 +171,7 @@ class _Frontier:
             pages.append(ranges)
         # Its histograms are built (returned): it keeps no parents' level, which goes the sooner.
         children = self._next_of_pages(pages, None, None, bounds, paths)
-        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.allreduce(built),
+        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.reduce(built),
                                                           children.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows,

@@ -134,8 +134,8 @@ class LossguideGrower(Grower):
             table = xp.take(pools.table, step.slots_by_range, axis=0)  # the leaves' split rows, by range order
             n_left = self._partition(step, table, ridx)
             child = self._children(step, table, frontiers, split, n_left, scales)
-            hist_built = self.comm.allreduce(histogram.build(self.matrix, gpair, scales, ridx[step.first:step.stop],
-                                                             child.build_begin, child.build_end))
+            hist_built = self.comm.reduce(histogram.build(self.matrix, gpair, scales, ridx[step.first:step.stop],
+                                                          child.build_begin, child.build_end))  # the coordinator's
             hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
             child_depths = np.repeat([leaf.depth + 1 for leaf in split], 2)
             splits = self._splits(child, hist, scales, tree_index, child_depths,
