@@ -172,39 +172,33 @@ class DaskCommunicator:
         if op not in _REDUCE:
             raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
         if self.world_size > 2 and array.nbytes >= SLICED_BYTES:
-            return self._allreduce_sliced(array, op)
+            return self._sliced(array, op, "allreduce", receivers=None)
         parts = self._exchange(array, "allreduce", senders=range(self.world_size), receivers=None)
         # Every rank reduces the same arrays in rank order: the same bits everywhere.
         return asarray(get_xp(array), functools.reduce(_REDUCE[op], parts))
 
-    def _allreduce_sliced(self, array, op: ReduceOp):
-        """A reduce-scatter, then an all-gather: rank r reduces slice r of every rank's array in
-        rank order (the bits of the one-step all-reduce, where every rank reduces them all) and
-        sends the others its sum. One collective in the traffic count."""
-        flat = to_numpy(array).reshape(-1)
-        mine = self._exchange(flat, "allreduce (its slices)", senders=range(self.world_size), receivers=None,
-                              slice_for=self._slicer(flat))
-        reduced = functools.reduce(_REDUCE[op], mine)
-        sums = self._exchange(reduced, "allreduce (their sums)", senders=range(self.world_size), receivers=None,
-                              counted=False)
-        return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape))
-
     def reduce(self, array, root: int = 0):
         """The sum on ``root``, in rank order (``allreduce``'s bits). Among three ranks or more a
-        big array goes as a reduce-scatter and a gather of the slices' sums to root: each rank
-        sends about one array, root (n - 1) / n of one, where a gather would bring root n - 1."""
+        big array goes sliced: each rank sends about one array, root (n - 1) / n of one, where
+        a gather would bring root n - 1."""
         if not 0 <= root < self.world_size:
             raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
-        n = self.world_size
-        if n > 2 and array.nbytes >= SLICED_BYTES:
-            flat = to_numpy(array).reshape(-1)
-            mine = self._exchange(flat, "reduce (its slices)", senders=range(n), receivers=None,
-                                  slice_for=self._slicer(flat))
-            sums = self._exchange(functools.reduce(np.add, mine), "reduce (their sums)", senders=range(n),
-                                  receivers=[root], counted=False)
-            return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape)) if sums else array
-        parts = self._exchange(array, "reduce", senders=range(n), receivers=[root])
+        if self.world_size > 2 and array.nbytes >= SLICED_BYTES:
+            return self._sliced(array, "sum", "reduce", receivers=[root])
+        parts = self._exchange(array, "reduce", senders=range(self.world_size), receivers=[root])
         return asarray(get_xp(array), functools.reduce(np.add, parts)) if parts else array
+
+    def _sliced(self, array, op: ReduceOp, what: str, receivers):
+        """A reduce-scatter, then each slice's sum to ``receivers`` (None: every rank): rank r
+        reduces slice r of every rank's array in rank order, so the sums have the bits of the
+        one-step exchange, where a rank reduces whole arrays. One collective in the traffic
+        count. A rank that receives nothing gets ``array`` back."""
+        flat = to_numpy(array).reshape(-1)
+        mine = self._exchange(flat, f"{what} (its slices)", senders=range(self.world_size), receivers=None,
+                              slice_for=self._slicer(flat))
+        sums = self._exchange(functools.reduce(_REDUCE[op], mine), f"{what} (their sums)",
+                              senders=range(self.world_size), receivers=receivers, counted=False)
+        return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape)) if sums else array
 
     def _slicer(self, flat: np.ndarray):
         """Rank r's slice of ``flat`` (a function of r): as np.array_split cuts it in world_size."""

@@ -53,8 +53,8 @@ POOL_SLOTS = 64
 class _Leaf:
     """A leaf of the tree being grown: where its rows lie in ``ridx`` (on this rank), its slot
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
-    nothing; its best split row) and its place in the step
-    that made it (``start``: that step's first id; ``place``: its slot there)."""
+    nothing; its best split row) and its place in the step that made it (``start``: that
+    step's first id; ``place``: its slot there)."""
 
     begin: int
     end: int
