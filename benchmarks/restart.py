@@ -148,7 +148,7 @@ def _blocks_on(client, X, worker: str) -> list[int]:
     """The indices of X's blocks (dask_scaling._block's) whose only copy is on ``worker``."""
     held = client.who_has(X)
     keys = [key for row in X.__dask_keys__() for key in row]
-    return [i for i, key in enumerate(keys) if list(held.get(key, held.get(str(key), ()))) == [worker]]
+    return [i for i, key in enumerate(keys) if list(held.get(key, ())) == [worker]]
 
 
 def _make_again(client, args, blocks: list[int]) -> float:

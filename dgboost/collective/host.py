@@ -171,34 +171,33 @@ class DaskCommunicator:
     def allreduce(self, array, op: ReduceOp = "sum"):
         if op not in _REDUCE:
             raise ValueError(f"op={op!r} must be 'sum', 'max' or 'min'")
-        if self.world_size > 2 and array.nbytes >= SLICED_BYTES:
-            return self._sliced(array, op, "allreduce", receivers=None)
-        parts = self._exchange(array, "allreduce", senders=range(self.world_size), receivers=None)
-        # Every rank reduces the same arrays in rank order: the same bits everywhere.
-        return asarray(get_xp(array), functools.reduce(_REDUCE[op], parts))
+        return self._reduced(array, op, "allreduce", receivers=None)
 
     def reduce(self, array, root: int = 0):
-        """The sum on ``root``, in rank order (``allreduce``'s bits). Among three ranks or more a
-        big array goes sliced: each rank sends about one array, root (n - 1) / n of one, where
-        a gather would bring root n - 1."""
+        """The sum on ``root``, ``allreduce``'s bits; sliced, each rank sends about one array,
+        root (n - 1) / n of one, where a gather would bring root n - 1."""
         if not 0 <= root < self.world_size:
             raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
-        if self.world_size > 2 and array.nbytes >= SLICED_BYTES:
-            return self._sliced(array, "sum", "reduce", receivers=[root])
-        parts = self._exchange(array, "reduce", senders=range(self.world_size), receivers=[root])
-        return asarray(get_xp(array), functools.reduce(np.add, parts)) if parts else array
+        return self._reduced(array, "sum", "reduce", receivers=[root])
 
-    def _sliced(self, array, op: ReduceOp, what: str, receivers):
-        """A reduce-scatter, then each slice's sum to ``receivers`` (None: every rank): rank r
-        reduces slice r of every rank's array in rank order, so the sums have the bits of the
-        one-step exchange, where a rank reduces whole arrays. One collective in the traffic
-        count. A rank that receives nothing gets ``array`` back."""
-        flat = to_numpy(array).reshape(-1)
-        mine = self._exchange(flat, f"{what} (its slices)", senders=range(self.world_size), receivers=None,
-                              slice_for=self._slicer(flat))
-        sums = self._exchange(functools.reduce(_REDUCE[op], mine), f"{what} (their sums)",
-                              senders=range(self.world_size), receivers=receivers, counted=False)
-        return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape)) if sums else array
+    def _reduced(self, array, op: ReduceOp, what: str, receivers):
+        """Every rank's ``array`` reduced in rank order on ``receivers`` (None: every rank; the
+        same bits everywhere); a rank that receives nothing gets ``array`` back.
+
+        Among three ranks or more an array of ``SLICED_BYTES`` goes as a reduce-scatter (rank r
+        reduces slice r of every rank's array, in rank order) and each slice's sum to the
+        receivers; else every rank sends its whole array to them. One collective in the
+        traffic count either way."""
+        n = self.world_size
+        if n > 2 and array.nbytes >= SLICED_BYTES:
+            flat = to_numpy(array).reshape(-1)
+            mine = self._exchange(flat, f"{what} (its slices)", senders=range(n), receivers=None,
+                                  slice_for=self._slicer(flat))
+            sums = self._exchange(functools.reduce(_REDUCE[op], mine), f"{what} (their sums)", senders=range(n),
+                                  receivers=receivers, counted=False)
+            return asarray(get_xp(array), np.concatenate(sums).reshape(array.shape)) if sums else array
+        parts = self._exchange(array, what, senders=range(n), receivers=receivers)
+        return asarray(get_xp(array), functools.reduce(_REDUCE[op], parts)) if parts else array
 
     def _slicer(self, flat: np.ndarray):
         """Rank r's slice of ``flat`` (a function of r): as np.array_split cuts it in world_size."""
