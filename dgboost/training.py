@@ -352,6 +352,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
                 queued += 1
             finished = in_flight.popleft()
             trees, metric_values = finished.finish()
+            comm.check()  # a round a failure cut short is not read as trees
             for output, tree in enumerate(trees):
                 booster.append(Tree.from_record(tree, cuts), output)
             if finished.state is not None:  # the objective's state after this round (ranking's position bias)
@@ -499,8 +500,11 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     device = lambda a: asarray(xp, a)  # noqa: E731
     offsets = device(cuts.offsets) if cuts else xp.empty(n_features + 1, dtype=BIN_OFFSET_DTYPE)
     offsets = to_numpy(comm.broadcast(offsets))
+    comm.check()
     values = device(cuts.values) if cuts else xp.empty(int(offsets[-1]), dtype=CUT_DTYPE)
-    return Cuts(to_numpy(comm.broadcast(values)), offsets)
+    values = to_numpy(comm.broadcast(values))
+    comm.check()
+    return Cuts(values, offsets)
 
 
 def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):

@@ -405,6 +405,44 @@ def _lone_rank(job, addresses, timeout):
         comm.close()
 
 
+def _checked_after_abort(job, rank, addresses, folder):
+    import pathlib
+
+    from dgboost.collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job, rank, addresses, 30.0)
+    try:
+        comm.check()  # a group that has not failed
+        (pathlib.Path(folder) / f"checked-{rank}").touch()
+        if rank == 1:  # once every rank has checked
+            while len(list(pathlib.Path(folder).glob("checked-*"))) < len(addresses):
+                time.sleep(0.01)
+            comm.abort("rank 1 gave up")
+        else:
+            while comm.aborted() is None:
+                time.sleep(0.01)
+        with pytest.raises(CollectiveError, match="rank 1 gave up") as raised:
+            comm.check()
+        return str(raised.value)
+    finally:
+        comm.close()
+
+
+def test_check_raises_on_every_rank_once_one_aborted(client3, tmp_path):
+    """``check`` (called after reading a collective's results on the host) raises the abort's
+    reason on every rank, the aborting one included; before it, it raises nothing."""
+    from dgboost.collective.host import CollectivePlugin
+    from dgboost.collective.local import LocalCommunicator
+
+    LocalCommunicator().check()
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])
+    futures = [client3.submit(_checked_after_abort, "checked-job", rank, workers, str(tmp_path), workers=[w],
+                              pure=False) for rank, w in enumerate(workers)]
+    for message in client3.gather(futures):
+        assert "aborted dgboost job checked-job: rank 1 gave up" in message
+
+
 def test_a_collective_wait_is_bounded_and_names_the_peer(client3):
     from dgboost.collective.host import CollectivePlugin
 

@@ -313,6 +313,42 @@ def test_the_next_job_over_the_same_gpus_reuses_the_nccl_communicator(cuda_clien
         assert made() == before + len(cuda_client.scheduler_info()["workers"])
 
 
+def _nccl_sums(job, rank, addresses):
+    import cupy
+
+    from dgboost.collective.host import DaskCommunicator
+    from dgboost.collective.nccl import NcclCommunicator
+
+    comm = NcclCommunicator(DaskCommunicator(job, rank, addresses, 60.0), 60.0, keep=False)
+    try:
+        x = cupy.arange(5, dtype=cupy.int64) * (rank + 1) - 2**40
+        root = comm.world_size - 1
+        reduced, summed = comm.reduce(x, root=root), comm.allreduce(x)
+        return cupy.asnumpy(reduced), cupy.asnumpy(summed), (comm.traffic.calls, comm.traffic.bytes_sent)
+    finally:
+        comm.close()
+
+
+def test_nccl_reduce_sums_on_its_root_alone(cuda_client):
+    """The coordinator's histograms go to it alone (ncclReduce): the root gets the exact sums
+    the all-reduce gives every rank, and every other rank sends its whole array once."""
+    from dgboost.collective.host import CollectivePlugin
+
+    workers = sorted(cuda_client.scheduler_info()["workers"])
+    n = len(workers)
+    if n < 2:
+        pytest.skip("one GPU: a one-rank job needs no NCCL")
+    cuda_client.register_plugin(CollectivePlugin())
+    futures = [cuda_client.submit(_nccl_sums, "nccl-sums-job", rank, workers, workers=[w], pure=False)
+               for rank, w in enumerate(workers)]
+    expected = np.arange(5, dtype=np.int64) * (n * (n + 1) // 2) - n * 2**40
+    for rank, (reduced, summed, traffic) in enumerate(cuda_client.gather(futures)):
+        np.testing.assert_array_equal(summed, expected)
+        if rank == n - 1:
+            np.testing.assert_array_equal(reduced, expected)
+        assert traffic == (2, (40 if rank != n - 1 else 0) + 2 * (n - 1) / n * 40)
+
+
 def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, data, tmp_path):
     """The job service on GPU workers: a second and a third job wait their turn while the first
     runs; the first, cancelled mid-training (its NCCL ranks aborted), ends within seconds; the

@@ -40,8 +40,8 @@ class _Nccl:
 
 def _communicator(nccl_comm, pending: int):
     comm = nccl.NcclCommunicator.__new__(nccl.NcclCommunicator)  # no cupy: the fields _fail reads
-    comm.host, comm._comm, comm._lock, comm._failure = SimpleNamespace(rank=1, addresses=["a", "b"]), nccl_comm, \
-        threading.Lock(), None
+    host = SimpleNamespace(rank=1, addresses=["a", "b"], aborted=lambda: None)
+    comm.host, comm._comm, comm._lock, comm._failure = host, nccl_comm, threading.Lock(), None
     comm._failing, comm._calling, comm.timeout = threading.Lock(), None, 0.2
     stream = SimpleNamespace(ptr=0, is_capturing=lambda: False)
     comm._cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: stream,
@@ -55,12 +55,15 @@ def _communicator(nccl_comm, pending: int):
 @pytest.mark.parametrize("pending", [0, 2])
 def test_a_failing_rank_waits_for_its_kernels_not_for_nccls_teardown(pending):
     comm = _communicator(_Nccl(teardown=1.5), pending)
+    comm.check()  # nothing has failed
     began = time.monotonic()
     comm._fail("rank 0 died")
     assert time.monotonic() - began < 0.75  # the teardown's 1.5 s go on in the background
     assert comm._kernels_returned() and not comm._comm.torn_down.is_set()
     with pytest.raises(CollectiveError, match="rank 0 died"):
         comm.launch("round", lambda stream: None)  # refused from then on
+    with pytest.raises(CollectiveError, match="rank 0 died"):
+        comm.check()  # what the aborted kernels left is not to be read
     assert comm._comm.torn_down.wait(5)
 
 

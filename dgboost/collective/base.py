@@ -77,4 +77,9 @@ class Communicator(Protocol):
     def abort(self, reason: str) -> None:
         """Tear the group down so that no rank waits forever on a failed peer."""
 
+    def check(self) -> None:
+        """Raise CollectiveError if the group has failed. A device collective that a failure cut
+        short leaves meaningless values (NCCL's kernels return early at an abort), which a host
+        read would take for data before the next call raises: check after reading one."""
+
     traffic: Traffic  # this rank's collectives so far

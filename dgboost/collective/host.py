@@ -238,6 +238,11 @@ class DaskCommunicator:
         """Why the job was aborted, or None while it runs."""
         return self._mailbox.aborted(self.job)
 
+    def check(self) -> None:
+        aborted = self.aborted()
+        if aborted is not None:
+            raise CollectiveError(aborted)
+
     def wake_at_abort(self, event: threading.Event) -> None:
         """Set ``event`` when the job is aborted, by any rank or the client."""
         self._mailbox.wake_at_abort(self.job, event)

@@ -153,13 +153,16 @@ class NcclCommunicator:
         return out
 
     def reduce(self, array, root: int = 0):
-        """As ``allreduce`` for now (every rank gets the sum; ncclReduce would send half the
-        bytes, but has not run on a GPU here yet)."""
         if isinstance(array, np.ndarray):
             return self.host.reduce(array, root)
         if not 0 <= root < self.world_size:
             raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
-        return self.allreduce(array)
+        send = self._cupy.ascontiguousarray(array)
+        out = self._cupy.zeros_like(send)  # what an aborted call leaves; off root, what it always leaves
+        self.traffic.add(send.nbytes if self.rank != root else 0)  # a chain into root: each other rank sends it all
+        self._enqueue("reduce", lambda stream: self._comm.reduce(
+            send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops["sum"], root, stream.ptr))
+        return out
 
     def broadcast(self, array, root: int = 0):
         if isinstance(array, np.ndarray):
@@ -195,6 +198,13 @@ class NcclCommunicator:
     def abort(self, reason: str) -> None:
         self.host.abort(reason)
         self._fail(reason)
+
+    def check(self) -> None:
+        """Raises once NCCL has failed (set before its abort makes the kernels return, so a
+        round that ended early is caught) or the job was aborted."""
+        failure = self._failure or self.host.aborted()
+        if failure is not None:
+            raise CollectiveError(failure)
 
     def close(self) -> None:
         """Stop the watchdog; keep the NCCL communicator for the next job, or free it.

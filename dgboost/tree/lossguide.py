@@ -116,7 +116,9 @@ class LossguideGrower(Grower):
         pools.hist[slot], pools.table[slot] = hist[0], splits.table[0]
         levels = [self._level(root, splits)]
         leaves = {0: _Leaf(0, n_places, 0, slot, 0, 0)}
-        heap = self._candidates({0: leaves[0]}, to_numpy(splits.table))
+        table = to_numpy(splits.table)
+        self.comm.check()  # what a failure cut short is not read as splits
+        heap = self._candidates({0: leaves[0]}, table)
         frontiers = {0: root}  # each step's frontier: its nodes' sums, bounds and paths
         left_child = [-1]  # by node id, on the host until the tree is grown
         depth = 0
@@ -143,6 +145,7 @@ class LossguideGrower(Grower):
                                   slots=np.repeat(left_ids, 2) + np.tile([0, 1], n))
             pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
             table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
+            self.comm.check()
             level = self._level(child, splits)
             made = {}
             for k, leaf in enumerate(split):
