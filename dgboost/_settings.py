@@ -38,12 +38,12 @@ def host_page_bytes() -> int | None:
 def cuda_graphs() -> tuple[bool, bool]:
     """Where a GPU job's rounds may run from a CUDA graph (dgboost/replay.py says which rounds
     can): ``dgboost.cuda-graphs`` (default True), in jobs of one rank; and
-    ``dgboost.cuda-graphs-across-gpus`` (default False), also in jobs of several GPUs, their
+    ``dgboost.cuda-graphs-across-gpus`` (default True), also in jobs of several GPUs, their
     NCCL calls captured with the round. A Dask job takes the client's settings."""
     import dask
 
     values = []
-    for key, default in (("dgboost.cuda-graphs", True), ("dgboost.cuda-graphs-across-gpus", False)):
+    for key, default in (("dgboost.cuda-graphs", True), ("dgboost.cuda-graphs-across-gpus", True)):
         value = dask.config.get(key, default)
         if not isinstance(value, bool):
             raise ValueError(f"dask config {key}={value!r} must be True or False")

@@ -26,8 +26,8 @@ What capture needs, and how it is met here:
 - No host copies. A copy from host memory inside a capture would read a staging
   buffer that cupy reuses; during capture cupy's page-locked allocator refuses
   this thread (``_no_host_copies``), so such a copy fails the capture instead.
-- The collectives, only where ``dgboost.cuda-graphs-across-gpus`` says so (default
-  False: docs/performance.md says why). NCCL calls capture and replay (NCCL >= 2.9); the communicator
+- The collectives, unless ``dgboost.cuda-graphs-across-gpus`` is False (default
+  True since tests/test_dask_gpu.py passed whole with it on, faults included). NCCL calls capture and replay (NCCL >= 2.9); the communicator
   launches a replayed round, watching it as a whole and refusing it once NCCL has
   failed (``NcclCommunicator.launch``); its traffic is counted each replay. NCCL's
   abort returns only once every graph that captured its calls is destroyed, so a

@@ -122,7 +122,7 @@ def test_model_is_byte_identical_to_one_gpu(cuda_client, data, kind, chunks_on, 
 def test_ranks_replay_their_rounds_and_train_the_model_of_rounds_queued_as_calls(cuda_client, data, across,
                                                                                  tmp_path):
     """A job's ranks run their rounds from one CUDA graph (dgboost/replay.py): a job of one GPU
-    by default, one of several where the client says dgboost.cuda-graphs-across-gpus (NCCL's
+    always, one of several unless the client turns dgboost.cuda-graphs-across-gpus off (NCCL's
     calls captured with the round); the model is the one of a GPU whose rounds are queued as calls."""
     import cupy
 

@@ -42,7 +42,7 @@ def _rules(**changed):
     rules = {"xp": CUPY, "grower": _grower(), "sampler": SimpleNamespace(method="uniform"),
              "objective": make_objective(params), "metrics": [make_metric("logloss", params),
                                                               make_metric("auc", params)],
-             "schedule": None, "comm": LocalCommunicator(), "graphs": (True, False)}
+             "schedule": None, "comm": LocalCommunicator(), "graphs": (True, True)}
     return why_not(**{**rules, **changed})
 
 
@@ -53,12 +53,12 @@ TWO_RANKS = SimpleNamespace(world_size=2)
     ({}, None),
     ({"sampler": SimpleNamespace(method="gradient_based")}, None),  # keyed by the tree index on the device
     ({"grower": _grower(SymmetricGrower)}, None),
-    ({"comm": TWO_RANKS, "graphs": (True, True)}, None),
+    ({"comm": TWO_RANKS}, None),
     ({"xp": np}, "on the host"),
     ({"xp": _cupy(allocator="rmm's")}, "another allocator"),
     ({"eval_matrices": [PagedMatrix.__new__(PagedMatrix)]}, "eval set's matrix is paged"),
     ({"graphs": (False, False)}, "dgboost.cuda-graphs is False"),
-    ({"comm": TWO_RANKS}, "cuda-graphs-across-gpus is False"),
+    ({"comm": TWO_RANKS, "graphs": (True, False)}, "cuda-graphs-across-gpus is False"),
     ({"grower": _grower(LossguideGrower)}, "growth policy"),
     ({"grower": _grower(max_depth=12)}, "upper-bound budget"),  # 2**11 parents' children: 470 MB of histograms
     ({"sampler": SimpleNamespace(method="goss")}, "GOSS"),
@@ -84,11 +84,11 @@ def test_multi_target_objectives_replay_as_their_single_target_does():
 
 
 def test_the_settings_and_their_bad_values():
-    assert _settings.cuda_graphs() == (True, False)
-    with dask.config.set({"dgboost.cuda-graphs-across-gpus": True}):
-        assert _settings.cuda_graphs() == (True, True)
-        with dask.config.set({"dgboost.cuda-graphs": False}):
-            assert _settings.cuda_graphs() == (False, False)  # off is off everywhere
+    assert _settings.cuda_graphs() == (True, True)
+    with dask.config.set({"dgboost.cuda-graphs-across-gpus": False}):
+        assert _settings.cuda_graphs() == (True, False)
+    with dask.config.set({"dgboost.cuda-graphs": False}):
+        assert _settings.cuda_graphs() == (False, False)  # off is off everywhere
     with dask.config.set({"dgboost.cuda-graphs": "yes"}):
         with pytest.raises(ValueError, match="dgboost.cuda-graphs='yes' must be True or False"):
             _settings.cuda_graphs()
@@ -113,10 +113,10 @@ def test_a_dask_job_takes_the_clients_settings(monkeypatch):
     X = da.from_array(np.random.default_rng(0).standard_normal((200, 3)).astype(np.float32), chunks=(100, 3))
     y = da.from_array(np.zeros(200, np.float32), chunks=100)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
-        with dask.config.set({"dgboost.cuda-graphs-across-gpus": True}), pytest.raises(RuntimeError, match="stop"):
+        with dask.config.set({"dgboost.cuda-graphs-across-gpus": False}), pytest.raises(RuntimeError, match="stop"):
             dgb_dask.train(client, {"objective": "reg:squarederror"}, X, y, num_boost_round=1)
-    assert captured["graphs"] == (True, True)
-    assert real.__dataclass_fields__["cuda_graphs"].default == (True, False)
+    assert captured["graphs"] == (True, False)
+    assert real.__dataclass_fields__["cuda_graphs"].default == (True, True)
 
 
 class _FakeGraph:

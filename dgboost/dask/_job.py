@@ -34,7 +34,7 @@ class JobSpec:
     n_features: int | None  # known to the client for arrays; checked on every rank
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
     keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
-    cuda_graphs: tuple = (True, False)  # the client's _settings.cuda_graphs: where rounds may replay a CUDA graph
+    cuda_graphs: tuple = (True, True)  # the client's _settings.cuda_graphs: where rounds may replay a CUDA graph
     feature_weights: object = None  # (n_features,) numpy array: column sampling's weights, or None
     journal: bool = False  # rank 0 sends each finished round to the client (_restart.JournalSender)
     resume: Resume | None = None  # a restart's standing: options.init_model holds its finished rounds
