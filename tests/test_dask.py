@@ -443,6 +443,23 @@ def test_check_raises_on_every_rank_once_one_aborted(client3, tmp_path):
         assert "aborted dgboost job checked-job: rank 1 gave up" in message
 
 
+def test_a_ranks_error_after_its_group_failed_is_reported_as_the_groups_failure():
+    """A rank whose own error comes after its group failed (garbage an aborted NCCL call left,
+    read on the host, seen on four GPUs) raises the group's CollectiveError, so the job reports
+    the first rank's error and may restart; before any failure its error is its own."""
+    from types import SimpleNamespace
+
+    from dgboost.collective.local import LocalCommunicator
+    from dgboost.dask._job import _group_failure
+
+    assert _group_failure(LocalCommunicator()) is None
+
+    def failed():
+        raise CollectiveError("rank 0 aborted dgboost job j: CUDARuntimeError")
+
+    assert str(_group_failure(SimpleNamespace(check=failed))) == "rank 0 aborted dgboost job j: CUDARuntimeError"
+
+
 def test_a_collective_wait_is_bounded_and_names_the_peer(client3):
     from dgboost.collective.host import CollectivePlugin
 

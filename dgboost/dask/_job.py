@@ -144,6 +144,9 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
         raise  # another rank failed first, or a wait timed out (the peers were told)
     except BaseException as error:
         failed = True
+        group_failure = _group_failure(comm)
+        if group_failure is not None:
+            raise group_failure from error
         comm.abort(f"{type(error).__name__}: {error}")
         raise
     finally:
@@ -153,6 +156,17 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
             host.close()
         if failed and on_gpu:
             _restart_if_device_broken(rank)
+
+
+def _group_failure(comm) -> CollectiveError | None:
+    """The group's failure where it failed before this rank's own error, which then follows from
+    it (values an aborted collective left, read on the host: an index out of bounds, say) and
+    must not be reported as the job's cause, nor stop a restart as a bug's error would."""
+    try:
+        comm.check()
+    except CollectiveError as failure:
+        return failure
+    return None
 
 
 #: The Dask event topic of training progress: one event a round, from the coordinator.
