@@ -351,8 +351,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
                 in_flight.append(work.start(queued))
                 queued += 1
             finished = in_flight.popleft()
-            trees, metric_values = finished.finish()
-            comm.check()  # a round a failure cut short is not read as trees
+            trees, metric_values = finished.finish(comm)
             for output, tree in enumerate(trees):
                 booster.append(Tree.from_record(tree, cuts), output)
             if finished.state is not None:  # the objective's state after this round (ranking's position bias)
@@ -451,8 +450,9 @@ class _Round:
     metrics: list  # ((eval name, metric name), Metric, number of its parts), in read order
     state: object = None  # the objective's state after the round (Objective.state), or None
 
-    def finish(self):
+    def finish(self, comm):
         host = self.read.result()
+        comm.check()  # a round a failure cut short is not read as trees or metric values
         trees, rest = host[:self.n_trees], iter(host[self.n_trees:])
         values = [(key, metric.finish([next(rest) for _ in range(n_parts)]))
                   for key, metric, n_parts in self.metrics]

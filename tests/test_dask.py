@@ -10,6 +10,7 @@ import re
 import signal
 import threading
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -415,12 +416,10 @@ def _checked_after_abort(job, rank, addresses, folder):
         comm.check()  # a group that has not failed
         (pathlib.Path(folder) / f"checked-{rank}").touch()
         if rank == 1:  # once every rank has checked
-            while len(list(pathlib.Path(folder).glob("checked-*"))) < len(addresses):
-                time.sleep(0.01)
+            wait_for(lambda: len(list(pathlib.Path(folder).glob("checked-*"))) == len(addresses), "every rank's check")
             comm.abort("rank 1 gave up")
         else:
-            while comm.aborted() is None:
-                time.sleep(0.01)
+            wait_for(lambda: comm.aborted() is not None, "rank 1's abort")
         with pytest.raises(CollectiveError, match="rank 1 gave up") as raised:
             comm.check()
         return str(raised.value)
@@ -437,10 +436,11 @@ def test_check_raises_on_every_rank_once_one_aborted(client3, tmp_path):
     LocalCommunicator().check()
     client3.register_plugin(CollectivePlugin())
     workers = sorted(client3.scheduler_info()["workers"])
-    futures = [client3.submit(_checked_after_abort, "checked-job", rank, workers, str(tmp_path), workers=[w],
+    job = f"checked-job-{uuid.uuid4().hex}"
+    futures = [client3.submit(_checked_after_abort, job, rank, workers, str(tmp_path), workers=[w],
                               pure=False) for rank, w in enumerate(workers)]
     for message in client3.gather(futures):
-        assert "aborted dgboost job checked-job: rank 1 gave up" in message
+        assert f"aborted dgboost job {job}: rank 1 gave up" in message
 
 
 def test_a_ranks_error_after_its_group_failed_is_reported_as_the_groups_failure():
@@ -452,12 +452,15 @@ def test_a_ranks_error_after_its_group_failed_is_reported_as_the_groups_failure(
     from dgboost.collective.local import LocalCommunicator
     from dgboost.dask._job import _group_failure
 
-    assert _group_failure(LocalCommunicator()) is None
+    garbage = IndexError("index -2147483648 is out of bounds for axis 0 with size 12")
+    assert _group_failure(LocalCommunicator(), garbage) is None
 
     def failed():
         raise CollectiveError("rank 0 aborted dgboost job j: CUDARuntimeError")
 
-    assert str(_group_failure(SimpleNamespace(check=failed))) == "rank 0 aborted dgboost job j: CUDARuntimeError"
+    group = SimpleNamespace(check=failed)
+    assert str(_group_failure(group, garbage)) == "rank 0 aborted dgboost job j: CUDARuntimeError"
+    assert _group_failure(group, ConnectionResetError("peer")) is None  # retryable: kept, the job restarts
 
 
 def test_a_collective_wait_is_bounded_and_names_the_peer(client3):

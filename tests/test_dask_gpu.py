@@ -346,7 +346,7 @@ def test_nccl_reduce_sums_on_its_root_alone(cuda_client):
         np.testing.assert_array_equal(summed, expected)
         if rank == n - 1:
             np.testing.assert_array_equal(reduced, expected)
-        assert traffic == (2, (40 if rank != n - 1 else 0) + 2 * (n - 1) / n * 40)
+        assert traffic == (2, (40 if rank != n - 1 else 0) + int(2 * (n - 1) / n * 40))
 
 
 def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, data, tmp_path):

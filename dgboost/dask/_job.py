@@ -16,7 +16,7 @@ from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, Resume, boost, device_module, to_device
 from ..tree.constraints import FeatureRules
-from ._restart import JournalSender, RoundsDone
+from ._restart import JournalSender, RoundsDone, retryable
 from ._shards import concat_bundles
 
 logger = logging.getLogger("dgboost")
@@ -144,7 +144,7 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
         raise  # another rank failed first, or a wait timed out (the peers were told)
     except BaseException as error:
         failed = True
-        group_failure = _group_failure(comm)
+        group_failure = _group_failure(comm, error)
         if group_failure is not None:
             raise group_failure from error
         comm.abort(f"{type(error).__name__}: {error}")
@@ -158,10 +158,14 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
             _restart_if_device_broken(rank)
 
 
-def _group_failure(comm) -> CollectiveError | None:
-    """The group's failure where it failed before this rank's own error, which then follows from
+def _group_failure(comm, error: BaseException) -> CollectiveError | None:
+    """The group's failure where it failed before this rank's ``error``, which then follows from
     it (values an aborted collective left, read on the host: an index out of bounds, say) and
-    must not be reported as the job's cause, nor stop a restart as a bug's error would."""
+    must not be reported as the job's cause, nor stop a restart as a bug's error would. A
+    retryable error (NCCL's, a lost connection: maybe this rank's own watchdog failed the group
+    for it) is kept: it already lets the job restart, and it names its rank."""
+    if retryable(error):
+        return None
     try:
         comm.check()
     except CollectiveError as failure:
