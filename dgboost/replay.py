@@ -27,11 +27,12 @@ What capture needs, and how it is met here:
   buffer that cupy reuses; during capture cupy's page-locked allocator refuses
   this thread (``_no_host_copies``), so such a copy fails the capture instead.
 - The collectives, unless ``dgboost.cuda-graphs-across-gpus`` is False (default
-  True since tests/test_dask_gpu.py passed whole with it on, faults included). NCCL calls capture and replay (NCCL >= 2.9); the communicator
-  launches a replayed round, watching it as a whole and refusing it once NCCL has
-  failed (``NcclCommunicator.launch``); its traffic is counted each replay. NCCL's
-  abort returns only once every graph that captured its calls is destroyed, so a
-  failed job's graph is dropped before it (``close``) and nothing else may hold it.
+  True since tests/test_dask_gpu.py passed whole with it on, faults included). NCCL
+  calls capture and replay (NCCL >= 2.9); the communicator launches a replayed round,
+  watching it as a whole and refusing it once NCCL has failed
+  (``NcclCommunicator.launch``); its traffic is counted each replay. NCCL's abort
+  returns only once every graph that captured its calls is destroyed, so a failed
+  job's graph is dropped before it (``close``) and nothing else may hold it.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
 before anything ran, and the job goes on uncaptured. The ranks of a job run their
