@@ -463,6 +463,40 @@ def test_a_ranks_error_after_its_group_failed_is_reported_as_the_groups_failure(
     assert _group_failure(group, ConnectionResetError("peer")) is None  # retryable: kept, the job restarts
 
 
+class _GarbageAfterAbort(TrainingCallback):
+    """After round 1 on every rank: rank 1 aborts the job (as its own failure would); rank 0 waits
+    for the abort and then fails as a garbage read would, with an IndexError of its own."""
+
+    every_rank = never_stops = True
+
+    def after_iteration(self, model, epoch, evals_log):
+        from distributed import get_client, get_worker
+
+        from dgboost.collective.host import PLUGIN_NAME
+
+        if epoch != 1:
+            return False
+        worker = get_worker()
+        job, rank = worker.get_current_task().rsplit("-", 1)  # the task's key: the attempt, then the rank
+        if rank == "1":
+            get_client().run(lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].abort(job, "rank 1 gave up"))
+        elif rank == "0":
+            wait_for(lambda: worker.plugins[PLUGIN_NAME].aborted(job) is not None, "rank 1's abort")
+            raise IndexError("index -2147483648 is out of bounds for axis 0 with size 12")
+        return False
+
+
+def test_a_ranks_error_after_the_job_was_aborted_is_not_taken_for_its_cause(client3, data):
+    """A rank that fails after its job was aborted (reading what an aborted collective left, as
+    seen on four GPUs) raises the abort, not its own error, so the job reports the abort's cause
+    (before, rank 0's IndexError, taken for a bug)."""
+    X, y, _ = data
+    with pytest.raises(RuntimeError, match="CollectiveError: rank 1 gave up") as raised:
+        dgboost.dask.train(client3, {"max_depth": 2}, da.from_array(X, chunks=500), da.from_array(y, chunks=500),
+                           num_boost_round=4, callbacks=[_GarbageAfterAbort()])
+    assert "IndexError" not in str(raised.value)
+
+
 def test_a_collective_wait_is_bounded_and_names_the_peer(client3):
     from dgboost.collective.host import CollectivePlugin
 
