@@ -215,9 +215,9 @@ class ClientLines(logging.Handler):
 
 
 def _wire_kib_a_round(lines) -> float | None:
-    """The KiB a round dgboost's client logs of rank 0's collectives (the bytes it sent, at
+    """The KiB a round dgboost's client logs of its collectives (the bytes every rank sent, at
     verbosity 2); None without such a line (one worker)."""
-    found = [re.search(r"rank 0's collectives: .* ([\d.]+) KiB a round", line) for _, line in lines]
+    found = [re.search(r"the collectives: .* ([\d.]+) KiB a round \(rank 0", line) for _, line in lines]
     return next((float(f[1]) for f in found if f), None)
 
 
@@ -395,7 +395,7 @@ def _table(results) -> str:
     lines = [f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth "
              f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}"
              f"{median}", "",
-             "| workers | dgboost.dask | speed-up | AUC | rank 0 sent a round | xgboost.dask | speed-up | AUC | "
+             "| workers | dgboost.dask | speed-up | AUC | the ranks sent a round | xgboost.dask | speed-up | AUC | "
              "dgboost / xgboost |",
              "|---|---|---|---|---|---|---|---|---|"]
     base = {s: results["runs"][0].get(s, {}).get("train_s") for s in ("dgboost", "xgboost")}

@@ -200,9 +200,7 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             booster, phases, notes, traffic = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
             if traffic["calls"] and len(job.addresses) > 1:
-                rounds = max(1, job.options.num_boost_round)
-                logger.info("dgboost.dask: rank 0's collectives: %d calls, %.2f MiB sent, %.1f KiB a round",
-                            traffic["calls"], traffic["bytes_sent"] / 2**20, traffic["bytes_sent"] / 1024 / rounds)
+                _log_traffic(job, traffic, client.gather([t for t in tasks[1:] if t.status == "finished"]))
             for note in notes:
                 logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
                                job.name, note)
@@ -239,6 +237,17 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                 raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
                                    noticed, job.addresses[rank], error)
             _raise_first(job, first)
+
+
+def _log_traffic(job: JobSpec, traffic: dict, others: list[dict]) -> None:
+    """The collectives' calls (rank 0's) and the bytes every rank sent: the wire's share of a
+    round (rank 0, the root of the histograms' reduce, sends few of them)."""
+    rounds = max(1, job.options.num_boost_round)
+    sent = traffic["bytes_sent"] + sum(other["bytes_sent"] for other in others)
+    ranks = "" if len(others) == len(job.addresses) - 1 else f" ({1 + len(others)} of {len(job.addresses)} ranks)"
+    logger.info("dgboost.dask: the collectives: %d calls; the ranks sent %.2f MiB%s, %.1f KiB a round (rank 0 "
+                "%.1f KiB)", traffic["calls"], sent / 2**20, ranks, sent / 1024 / rounds,
+                traffic["bytes_sent"] / 1024 / rounds)
 
 
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:

@@ -47,7 +47,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
 
     Rank 0 returns (the Booster; seconds of each of its phases; its notes of how the job ran,
-    e.g. out of core; its collectives' traffic, ``_traffic``), the other ranks None.
+    e.g. out of core; its collectives' traffic, ``_traffic``), the other ranks their traffic.
     """
     from distributed import get_worker
 
@@ -138,7 +138,7 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
                             features=features, resume=job.resume, graphs=job.cuda_graphs)
         clock.lap("boosting")
-        return (booster, clock.seconds, notes.texts, _traffic(host, comm)) if rank == 0 else None
+        return (booster, clock.seconds, notes.texts, _traffic(host, comm)) if rank == 0 else _traffic(host, comm)
     except CollectiveError:
         failed = True
         raise  # another rank failed first, or a wait timed out (the peers were told)
