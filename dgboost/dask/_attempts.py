@@ -13,7 +13,7 @@ from ..booster import Booster
 from ..callback import ProgressLine
 from ..collective import CollectiveError, PeerUnreachable
 from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, train_rank
-from ._placing import _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
+from ._placing import _CANCELLED, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
 
@@ -199,8 +199,8 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             settle(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
             booster, phases, notes, traffic = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
-            if traffic["calls"] and len(job.addresses) > 1:
-                _log_traffic(job, traffic, client.gather([t for t in tasks[1:] if t.status == "finished"]))
+            if traffic["calls"] and len(job.addresses) > 1 and logger.isEnabledFor(logging.INFO):
+                _log_traffic(job, traffic, _held_results(tasks[1:]))
             for note in notes:
                 logger.warning("dgboost.dask job %s: rank 0 runs %s (the workers' logs tell each rank's pages)",
                                job.name, note)
@@ -237,6 +237,18 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                 raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
                                    noticed, job.addresses[rank], error)
             _raise_first(job, first)
+
+
+def _held_results(tasks) -> list:
+    """The results of those ``tasks`` that finished and still hold them, each fetched with a
+    short wait: one whose worker left since would be recomputed (its key is still wanted), and
+    is never waited for. For a log line, so best effort."""
+    held = []
+    for task in tasks:
+        if task.status == "finished":
+            with contextlib.suppress(Exception, *_CANCELLED):  # timed out, lost, cancelled meanwhile
+                held.append(task.result(timeout=_POLL_SECONDS))
+    return held
 
 
 def _log_traffic(job: JobSpec, traffic: dict, others: list[dict]) -> None:
