@@ -33,7 +33,6 @@ from .tree.constraints import FeatureRules
 from .tree.grower import Grower
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
-from .kernels import warming
 from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
 from .objectives.base import raise_for_first
@@ -262,8 +261,6 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     where a GPU round may run from a CUDA graph (``_settings.cuda_graphs``, read here if None).
     """
     graphs = cuda_graphs() if graphs is None else graphs
-    if training.xp is np:
-        warming.start()  # a cold numba cache: other processes compile the loops beside this one
     with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
         booster = _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
                          features, matrices, resume, graphs)

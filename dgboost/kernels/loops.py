@@ -38,11 +38,6 @@ from .drivers import Driver
 #: ``range`` where this module runs as plain Python; numba.prange once compiled.
 prange = range
 
-#: Every compiled loop by "module:qualname", and the loops in the order this process first
-#: asked for their machine code (kernels/warming.py's helpers and their table read them).
-LOOPS: dict = {}
-FIRST_USED: list[str] = []
-
 
 def compiled(function=None, *, inline: bool = True):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
@@ -53,13 +48,10 @@ def compiled(function=None, *, inline: bool = True):
     if function is None:
         return functools.partial(compiled, inline=inline)
 
-    key = f"{function.__module__}:{function.__qualname__}"
-
     @functools.lru_cache(maxsize=None)
     def machine_code():
         import numba
 
-        FIRST_USED.append(key)
         return numba.njit(cache=True, nogil=True, error_model="numpy", inline="always" if inline else "never")(_bound(function))
 
     @functools.wraps(function)
@@ -67,7 +59,6 @@ def compiled(function=None, *, inline: bool = True):
         return machine_code()(*args)
 
     call.machine_code = machine_code
-    LOOPS[key] = call
     return call
 
 
