@@ -41,6 +41,12 @@ class Traffic:
         self.bytes_sent += int(bytes_sent)
 
 
+def check_root(root: int, world_size: int) -> None:
+    """Refuse a ``root`` that is no rank of a job of ``world_size`` ranks."""
+    if not 0 <= root < world_size:
+        raise ValueError(f"root={root} is not a rank of this {world_size}-rank job")
+
+
 @runtime_checkable
 class Communicator(Protocol):
     """Collectives over ``world_size`` ranks; rank 0 is the coordinator.

@@ -28,7 +28,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.protocol import to_serialize
 
 from ..backend import asarray, get_xp, to_numpy
-from .base import CollectiveError, PeerUnreachable, ReduceOp, Traffic
+from .base import CollectiveError, PeerUnreachable, ReduceOp, Traffic, check_root
 
 logger = logging.getLogger("dgboost")
 
@@ -176,8 +176,7 @@ class DaskCommunicator:
     def reduce(self, array, root: int = 0):
         """The sum on ``root``, ``allreduce``'s bits; sliced, each rank sends about one array,
         root (n - 1) / n of one, where a gather would bring root n - 1."""
-        if not 0 <= root < self.world_size:
-            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        check_root(root, self.world_size)
         return self._reduced(array, "sum", "reduce", receivers=[root])
 
     def _reduced(self, array, op: ReduceOp, what: str, receivers):
@@ -206,8 +205,7 @@ class DaskCommunicator:
         return lambda rank: flat[edges[rank]:edges[rank + 1]]
 
     def broadcast(self, array, root: int = 0):
-        if not 0 <= root < self.world_size:
-            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        check_root(root, self.world_size)
         parts = self._exchange(array, "broadcast", senders=[root], receivers=None)
         return asarray(get_xp(array), parts[0]) if self.rank != root else array
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ReduceOp, Traffic
+from .base import ReduceOp, Traffic, check_root
 
 
 class LocalCommunicator:
@@ -20,13 +20,11 @@ class LocalCommunicator:
         return array
 
     def reduce(self, array, root: int = 0):
-        if root != 0:
-            raise ValueError(f"root={root} does not exist in a world of one rank")
+        check_root(root, 1)
         return array
 
     def broadcast(self, array, root: int = 0):
-        if root != 0:
-            raise ValueError(f"root={root} does not exist in a world of one rank")
+        check_root(root, 1)
         return array
 
     def allgather(self, array, rows=None) -> list:

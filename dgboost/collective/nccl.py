@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from .base import CollectiveError, ReduceOp, Traffic
+from .base import CollectiveError, ReduceOp, Traffic, check_root
 
 logger = logging.getLogger("dgboost")
 
@@ -155,8 +155,7 @@ class NcclCommunicator:
     def reduce(self, array, root: int = 0):
         if isinstance(array, np.ndarray):
             return self.host.reduce(array, root)
-        if not 0 <= root < self.world_size:
-            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        check_root(root, self.world_size)
         send = self._cupy.ascontiguousarray(array)
         out = self._cupy.zeros_like(send)  # what an aborted call leaves; off root, what it always leaves
         self.traffic.add(send.nbytes if self.rank != root else 0)  # a chain into root: each other rank sends it all
@@ -167,8 +166,7 @@ class NcclCommunicator:
     def broadcast(self, array, root: int = 0):
         if isinstance(array, np.ndarray):
             return self.host.broadcast(array, root)
-        if not 0 <= root < self.world_size:
-            raise ValueError(f"root={root} is not a rank of this {self.world_size}-rank job")
+        check_root(root, self.world_size)
         send = self._cupy.ascontiguousarray(array)
         out = self._cupy.zeros_like(send)  # what an aborted call leaves (module text)
         self.traffic.add(send.nbytes)  # a ring: every rank but the last passes it on

@@ -185,7 +185,7 @@ def rank_key(attempt: str, rank: int) -> str:
 
 
 class _StopAtAbort(TrainingCallback):
-    """Raises the job's abort (``DaskCommunicator.aborted``) before a round: a rank that calls
+    """Raises the job's abort (``DaskCommunicator.check``) before a round: a rank that calls
     no collective a round would otherwise train on to its last round after a cancel, its
     worker held all the while."""
 
@@ -196,9 +196,7 @@ class _StopAtAbort(TrainingCallback):
         self.host = host
 
     def before_iteration(self, model, epoch, evals_log):
-        reason = self.host.aborted()
-        if reason is not None:
-            raise CollectiveError(reason)
+        self.host.check()
         return False
 
 
