@@ -261,6 +261,10 @@ def boost(params: TrainParams, objective: Objective, training: Dataset, eval_set
     where a GPU round may run from a CUDA graph (``_settings.cuda_graphs``, read here if None).
     """
     graphs = cuda_graphs() if graphs is None else graphs
+    if training.xp is np:
+        from .kernels import warming
+
+        warming.start()  # a cold numba cache: other processes compile the loops beside this one
     with using_threads(params.nthread), _Matrices(params, training.xp) as matrices:
         booster = _boost(params, objective, training, eval_sets, comm, num_boost_round, callbacks, rows, init_model,
                          features, matrices, resume, graphs)

@@ -8,7 +8,9 @@ cache waited for both. Here a driver that numba's disk cache does not hold for a
 argument types is compiled by one background thread, once the process's other threads
 have stopped asking for numba's lock, and until it is ready the kernel's caller runs the
 runs on the host's threads (the bodies release the GIL): the same runs, so the same
-results. A driver the cache holds is loaded at the call, as numba always does.
+results. A driver the cache holds is loaded at the call, as numba always does. Where helper
+processes compile the process's loops (``warming.py``), a driver one of them will compile is
+left to it, and the runs stay on the host's threads until it is in the cache.
 
 This leans on numba's event API (``numba.core.event``), its compiler lock and its
 dispatcher's disk cache (``_cache``). Where any of them is not as expected, a driver is
@@ -36,8 +38,9 @@ class Driver:
     and ``body``'s dispatcher; ``ready(arguments)`` is the driver to call, or None while it
     compiles in the background."""
 
-    def __init__(self, dispatcher, body):
-        self.dispatcher, self.body = dispatcher, body
+    def __init__(self, dispatcher, body, key: str = ""):
+        self.dispatcher, self.body, self.key = dispatcher, body, key
+        self.called = False
         self.settled = False  # every type seen is compiled: calls go straight to the driver
         self.pending: dict[tuple, concurrent.futures.Future] = {}
         self.generation = _generation
@@ -56,13 +59,21 @@ class Driver:
         types = (typeof(n_runs), typeof(tuple(rest)))  # numba's key of a call _drive(n_runs, *rest)
         if types in self.pending:
             return None
+        if not self.called:
+            from .loops import FIRST_CALLED
+
+            self.called = True
+            FIRST_CALLED.append(self.key)
         if types not in self.dispatcher.overloads and not self._in_disk_cache(types):
             import numba
 
+            from . import warming
+
             self.body.compile((numba.int64, types[0], *types[1]))  # in the foreground: the runs need it now
-            compiles = _background()
-            if compiles is not None:
-                self.pending[types] = compiles.submit(self.dispatcher, types)
+            elsewhere = warming.compiled_elsewhere(self.key)  # by a helper process, or None
+            compiles = None if elsewhere is not None else _background()
+            if elsewhere is not None or compiles is not None:
+                self.pending[types] = elsewhere or compiles.submit(self.dispatcher, types)
                 return None
         self.settled = not self.pending
         return self.dispatcher
@@ -177,11 +188,25 @@ def _background() -> _Compiles | None:
         return _made
 
 
+def hold_off() -> None:
+    """Count this moment as the foreground's: a thread that waits for a loop another process
+    compiles (kernels/warming.py) keeps the background from taking numba's lock meanwhile, as a
+    thread compiling would, since the loop's copy into the cache needs that lock."""
+    if _made is not None:
+        _made.last_foreground = time.monotonic()
+
+
 def background_compiles_done(timeout: float | None = None) -> bool:
-    """Wait until every driver sent to the background is compiled (and so in numba's disk
-    cache); False if some still compile at ``timeout``. For a benchmark or a test that wants
-    the drivers in use, or a script about to end that wants them cached for the next process."""
-    return _made is None or _made.wait_idle(timeout)
+    """Wait until every driver sent to the background, and every loop left to helper processes
+    (kernels/warming.py), is compiled (and so in numba's disk cache); False if some still
+    compile at ``timeout``. For a benchmark or a test that wants the drivers in use, or a
+    script about to end that wants them cached for the next process."""
+    from . import warming
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if not warming.helpers_done(timeout):
+        return False
+    return _made is None or _made.wait_idle(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 _held_at_fork = False

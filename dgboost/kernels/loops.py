@@ -38,6 +38,13 @@ from .drivers import Driver
 #: ``range`` where this module runs as plain Python; numba.prange once compiled.
 prange = range
 
+#: Every compiled loop by "module:qualname", and the loops and drivers in the order this process
+#: first called them from Python (kernels/warming.py's helpers and their table read them).
+LOOPS: dict = {}
+FIRST_CALLED: list[str] = []
+#: Every kernel's driver (a function making its drivers.Driver once), by "module:qualname_on_threads".
+DRIVERS: dict = {}
+
 
 def compiled(function=None, *, inline: bool = True):
     """The decorated loop, compiled by ``numba.njit`` on its first call. Other compiled
@@ -48,17 +55,34 @@ def compiled(function=None, *, inline: bool = True):
     if function is None:
         return functools.partial(compiled, inline=inline)
 
+    key = f"{function.__module__}:{function.__qualname__}"
+    called = False
+
     @functools.lru_cache(maxsize=None)
     def machine_code():
         import numba
 
         return numba.njit(cache=True, nogil=True, error_model="numpy", inline="always" if inline else "never")(_bound(function))
 
+    def ready():
+        """The machine code, for a call from Python: the first asks kernels/warming.py whether
+        a helper process compiles it (and waits for it then)."""
+        nonlocal called
+        if not called:
+            from . import warming
+
+            called = True
+            FIRST_CALLED.append(key)
+            warming.before_first_call(key)
+        return machine_code()
+
     @functools.wraps(function)
     def call(*args):
-        return machine_code()(*args)
+        return ready()(*args)
 
     call.machine_code = machine_code
+    call.ready = ready
+    LOOPS[key] = call
     return call
 
 
@@ -75,18 +99,21 @@ def over_runs(body):
     releases the GIL). Either way the runs, and so the results, are the same.
     """
     one_run = compiled(body, inline=False)
+    key = f"{body.__module__}:{driver_name(body.__qualname__)}"
 
     @functools.lru_cache(maxsize=None)
     def driver():
         import numba
 
         drive = _bound(_drive, body=one_run.machine_code())
-        drive.__qualname__ = f"{body.__qualname__}_on_threads"  # numba's disk cache keys on the name
-        return Driver(numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive), one_run.machine_code())
+        drive.__qualname__ = driver_name(body.__qualname__)  # numba's disk cache keys on the name
+        return Driver(numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive), one_run.machine_code(), key)
+
+    DRIVERS[key] = driver
 
     @functools.wraps(body)
     def kernel(n_runs, *arguments):
-        run_one = one_run.machine_code()
+        run_one = one_run.ready()
         if n_runs > 1 and threads() > 1 and not _forked_from_openmp:
             machine_code = driver().ready((n_runs, *arguments))
             if machine_code is not None:
@@ -98,6 +125,11 @@ def over_runs(body):
         return None
 
     return kernel
+
+
+def driver_name(qualname: str) -> str:
+    """The name of the driver of the kernel whose body is ``qualname`` (its disk cache's name)."""
+    return f"{qualname}_on_threads"
 
 
 #: numba's parallel passes that a driver needs: its prange alone (no array expression to

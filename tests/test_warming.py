@@ -1,0 +1,191 @@
+"""The helper processes that compile the CPU loops beside a first training (kernels/warming.py):
+their table is what a default training calls, what they compile reaches the training's cache
+without overwriting what it holds, the model is the same, and a machine starts one set of them,
+only for a cold cache."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from dgboost.kernels import warming
+
+_ENVIRONMENT = {**os.environ, "DGBOOST_COMPILE_HELPERS": "0"}
+
+
+def _python(script: str, cache, helpers: int = 0) -> str:
+    """``script``'s output, run in a new process over the numba cache folder ``cache``."""
+    environment = {**_ENVIRONMENT, "NUMBA_CACHE_DIR": str(cache), "DGBOOST_COMPILE_HELPERS": str(helpers)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_table_is_what_a_default_training_calls():
+    """Kept in step with the loops: after changing one's arguments, print the table again
+    (``python -m dgboost.kernels.warming --record``) and paste it into kernels/warming.py."""
+    done = subprocess.run([sys.executable, "-m", "dgboost.kernels.warming", "--record"], capture_output=True,
+                          text=True, env=_ENVIRONMENT, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = ast.literal_eval(done.stdout.split("=", 1)[1])
+    assert recorded == warming.SIGNATURES, "kernels/warming.py's SIGNATURES is stale: print it again with --record"
+
+
+_TRAIN = """
+import hashlib, numpy as np, dgboost
+from dgboost.kernels import loops, warming
+installed = []
+install = warming._install
+warming._install = lambda loop, source: installed.append(install(loop, source)) or installed[-1]
+rng = np.random.default_rng(1)
+X = rng.standard_normal((3000, 5)).astype(np.float32)
+booster = dgboost.train({"objective": "binary:logistic", "nthread": 1}, X, (X[:, 1] > 0).astype(np.float32),
+                        num_boost_round=3)
+table = {loop for loop, _ in warming.SIGNATURES}
+stats = [loops.LOOPS[loop].machine_code().stats for loop in loops.FIRST_CALLED if loop in table]
+print(hashlib.sha256(bytes(booster.save_raw())).hexdigest(), sum(installed),
+      sum(sum(s.cache_hits.values()) for s in stats), sum(sum(s.cache_misses.values()) for s in stats))
+"""
+
+
+def test_a_training_beside_helpers_loads_their_loops_and_makes_the_same_model(tmp_path):
+    alone = _python(_TRAIN, tmp_path / "alone").split()
+    model, installed, _, misses = _python(_TRAIN, tmp_path / "helped", helpers=2).split()
+    assert model == alone[0]
+    assert int(installed) >= 1  # the helpers take the table from its end, the training from its start
+    assert int(misses) < int(alone[3])  # what they installed the training loaded, not compiled
+    model, installed, hits, misses = _python(_TRAIN, tmp_path / "helped").split()  # the next process
+    assert (model, installed, misses) == (alone[0], "0", "0") and int(hits) > 0
+
+
+def test_a_kernel_runs_on_the_host_threads_until_a_helper_brings_its_driver(tmp_path):
+    """A driver the helpers compile is not compiled in the background too: the kernel's runs go
+    on the host's threads until it is in the cache, and then numba loads it there."""
+    script = """
+import numpy as np, dgboost
+from dgboost.kernels import drivers, loops, warming
+rng = np.random.default_rng(1)
+X = rng.standard_normal((20_000, 5)).astype(np.float32)
+y = (X[:, 1] > 0).astype(np.float32)
+params = {"objective": "binary:logistic", "nthread": 2}
+first = dgboost.train(params, X, y, num_boost_round=3).save_raw()
+assert drivers.background_compiles_done(timeout=300)
+later = dgboost.train(params, X, y, num_boost_round=3).save_raw()
+made = [loops.DRIVERS[key]() for key in loops.FIRST_CALLED if key in loops.DRIVERS]
+print(warming._active is not None, drivers._made is None, first == later, len(made) > 0,
+      all(len(driver.dispatcher.overloads) for driver in made),
+      sum(sum(driver.dispatcher.stats.cache_misses.values()) for driver in made))
+"""
+    assert _python(script, tmp_path, helpers=2).split() == ["True", "True", "True", "True", "True", "0"]
+
+
+def test_a_helper_answers_with_its_loops_folder_and_removes_its_cache_at_the_end(tmp_path):
+    last = len(warming.SIGNATURES) - 1
+    served = subprocess.run([sys.executable, "-m", "dgboost.kernels.warming", "--serve"], input=f"{last}\n",
+                            capture_output=True, text=True, timeout=600,
+                            env={**_ENVIRONMENT, "NUMBA_CACHE_DIR": str(tmp_path / "helper")})
+    word, entry, folder = served.stdout.rstrip("\n").split(" ", 2)
+    assert (word, entry) == ("compiled", str(last)), served.stderr[-2000:]
+    assert folder.startswith(str(tmp_path / "helper")) and not (tmp_path / "helper").exists()
+
+
+_LAST_LOOP = next(entry for entry in reversed(warming.SIGNATURES) if not entry[0].endswith("_on_threads"))
+
+
+@pytest.mark.parametrize("entry", [_LAST_LOOP, warming.SIGNATURES[-1]], ids=["loop", "driver"])
+def test_a_helpers_loop_never_replaces_what_the_cache_holds(tmp_path, entry):
+    """_install copies a helper's files only where the training's cache holds nothing of the
+    loop that numba reads (then numba loads it); else it leaves the cache as it was."""
+    loop, signature = entry
+    compile_it = f"""
+from dgboost.kernels import warming
+dispatcher = warming._dispatcher({loop!r})
+dispatcher.compile(warming._types({signature!r}))
+print(dispatcher._cache.cache_path)
+"""
+    source = _python(compile_it, tmp_path / "helper").strip()  # what a helper leaves in its folder
+    install = f"""
+from numba.core.caching import FunctionCache
+from dgboost.kernels import warming
+loop, signature = {loop!r}, {signature!r}
+index = FunctionCache(warming._function(loop))._cache_file
+OWN = False
+if OWN:
+    warming._dispatcher(loop).compile(warming._types(signature))  # the training's own, first
+    before = open(index._index_path, "rb").read()
+print(warming._install(loop, {source!r}), warming._cached(loop, signature))
+if OWN:
+    assert open(index._index_path, "rb").read() == before, "the training's own index was replaced"
+"""
+    assert _python(install.replace("OWN = False", "OWN = True"), tmp_path / "own").split() == ["False", "True"]
+    assert _python(install, tmp_path / "empty").split() == ["True", "True"]
+
+
+def test_the_training_takes_what_no_helper_started_and_waits_for_what_one_compiles():
+    helpers = warming._Helpers.__new__(warming._Helpers)
+    helpers.lock = threading.Condition()
+    mine = [entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop == warming.SIGNATURES[0][0]]
+    others = [entry for entry in range(len(warming.SIGNATURES)) if entry not in mine]
+    helpers.queue = list(range(len(warming.SIGNATURES)))
+    helpers.running = {mine[0]}
+
+    def finish():
+        time.sleep(0.3)
+        with helpers.lock:
+            helpers.running.discard(mine[0])
+            helpers.lock.notify_all()
+
+    threading.Thread(target=finish).start()
+    started = time.monotonic()
+    helpers.take(warming.SIGNATURES[0][0])
+    assert time.monotonic() - started >= 0.25  # waited for the helper's loop
+    assert helpers.queue == others  # and took its other entries from the helpers
+    helpers.take("dgboost.kernels.loops:no_such_loop")
+    assert helpers.queue == others
+
+
+@pytest.fixture
+def spawned(monkeypatch, tmp_path):
+    """start() run by hand: the helpers noted, not started; a claim file of this test's."""
+    made = []
+    monkeypatch.setattr(warming.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(warming, "_Helpers", made.append)
+    monkeypatch.setattr("dgboost.kernels.loops.cores", lambda: 4)
+    monkeypatch.setattr(warming, "_cached", lambda loop, signature: False)
+    monkeypatch.delenv("DGBOOST_COMPILE_HELPERS", raising=False)
+    monkeypatch.setattr(warming, "_active", None)
+
+    def start():
+        monkeypatch.setattr(warming, "_started", False)
+        warming.start()
+        return made
+
+    return start
+
+
+def test_a_machine_starts_one_set_of_helpers_for_a_cold_cache(spawned):
+    assert spawned() == [2]  # one for every two cores
+    assert spawned() == [2]  # claimed: another process of the machine started them
+    warming.start()
+    assert spawned() == [2]  # and once a process
+
+
+def test_no_helpers_for_a_warm_cache_or_when_turned_off(spawned, monkeypatch):
+    monkeypatch.setenv("DGBOOST_COMPILE_HELPERS", "0")
+    assert spawned() == []
+    monkeypatch.setenv("DGBOOST_COMPILE_HELPERS", "3")
+    assert spawned() == [3]
+    monkeypatch.delenv("DGBOOST_COMPILE_HELPERS")
+    monkeypatch.setattr(warming, "_claim", lambda: True)
+    monkeypatch.setattr(warming, "_cached", lambda loop, signature: True)
+    assert spawned() == [3]
+    monkeypatch.setattr("dgboost.kernels.loops.cores", lambda: 1)
+    monkeypatch.setattr(warming, "_cached", lambda loop, signature: False)
+    assert spawned() == [3]
