@@ -71,6 +71,8 @@ class Driver:
 
             self.body.compile((numba.int64, types[0], *types[1]))  # in the foreground: the runs need it now
             elsewhere = warming.compiled_elsewhere(self.key)  # by a helper process, or None
+            if elsewhere is None and self._in_disk_cache(types):  # a helper's, copied in meanwhile
+                return self.dispatcher
             compiles = None if elsewhere is not None else _background()
             if elsewhere is not None or compiles is not None:
                 self.pending[types] = elsewhere or compiles.submit(self.dispatcher, types)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import hashlib
 import os
 import sys
 import threading
@@ -42,7 +43,8 @@ prange = range
 #: first called them from Python (kernels/warming.py's helpers and their table read them).
 LOOPS: dict = {}
 FIRST_CALLED: list[str] = []
-#: Every kernel's driver (a function making its drivers.Driver once), by "module:qualname_on_threads".
+#: Every kernel's driver, by "module:qualname_on_threads": a function making its drivers.Driver
+#: once, whose ``cached_name()`` is the name numba caches it under.
 DRIVERS: dict = {}
 
 
@@ -99,16 +101,17 @@ def over_runs(body):
     releases the GIL). Either way the runs, and so the results, are the same.
     """
     one_run = compiled(body, inline=False)
-    key = f"{body.__module__}:{driver_name(body.__qualname__)}"
+    key = f"{body.__module__}:{body.__qualname__}_on_threads"
 
     @functools.lru_cache(maxsize=None)
     def driver():
         import numba
 
         drive = _bound(_drive, body=one_run.machine_code())
-        drive.__qualname__ = driver_name(body.__qualname__)  # numba's disk cache keys on the name
+        drive.__qualname__ = driver.cached_name()
         return Driver(numba.njit(cache=True, nogil=True, parallel=_PRANGE_ONLY)(drive), one_run.machine_code(), key)
 
+    driver.cached_name = lambda: f"{body.__qualname__}_on_threads_{_loops_digest()}"
     DRIVERS[key] = driver
 
     @functools.wraps(body)
@@ -127,9 +130,18 @@ def over_runs(body):
     return kernel
 
 
-def driver_name(qualname: str) -> str:
-    """The name of the driver of the kernel whose body is ``qualname`` (its disk cache's name)."""
-    return f"{qualname}_on_threads"
+@functools.lru_cache(maxsize=1)
+def _loops_digest() -> str:
+    """A digest of the loops' source files, in every driver's name. numba's disk cache keys a
+    driver on its own code (``_drive``, the same for every kernel), its name and this file's
+    stamp, while the body it calls is compiled into it: a body changed in another file must
+    not load the driver of the old one."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in ("loops.py", "split_loops.py", "rank_loops.py"):
+        with open(os.path.join(folder, name), "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()[:12]
 
 
 #: numba's parallel passes that a driver needs: its prange alone (no array expression to

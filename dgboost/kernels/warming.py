@@ -21,10 +21,14 @@ a helper compiled into its own cache, where numba then loads it:
   (``compiled_elsewhere``): until it is in the cache the kernel's runs go on the host's
   threads, as they do while the process's own background thread compiles one (drivers.py).
 - A loop a helper compiled is copied into the training's cache under numba's compiler lock, so
-  never while this process compiles or loads, and only where the training's cache holds
-  nothing of the loop that numba would read (no index, or a stale one): its data files first,
-  then its index, each by an atomic rename. What the training itself compiled is never
-  overwritten, and its data files keep their numbers.
+  not while this process compiles or loads, and only where the training's cache holds nothing
+  of the loop that numba would read (no index, or a stale one): its data files first, then its
+  index, each by an atomic rename. What this process compiled is not overwritten. Other
+  processes writing the same cache at the same moment (a machine's other Dask workers) race
+  with it as they race with each other's numba today.
+- A helper runs the training's own dgboost (its folder first on the path; it checks the loops'
+  files are the training's) and answers on its standard output; one that does not answer
+  within ``_REPLY_SECONDS`` is killed, its loops left to the training.
 
 ``start`` (called by ``training.boost`` on the CPU) starts them once a process, where the cache
 lacks the table's last loop and no other process of the machine started helpers for the same
@@ -59,6 +63,8 @@ _MOST_HELPERS = 4
 _CLAIM_SECONDS = 300
 #: The longest the training waits for a helper's loop before compiling it itself.
 _WAIT_SECONDS = 60.0
+#: The longest a helper may take over one entry before it is killed.
+_REPLY_SECONDS = 300.0
 #: The modules whose loops the table names (importing them registers their loops).
 _MODULES = ("dgboost.kernels.loops", "dgboost.kernels.split_loops", "dgboost.kernels.rank_loops")
 
@@ -116,7 +122,7 @@ SIGNATURES = (
 
 _started = False
 _start_lock = threading.Lock()
-_active: "_Helpers | None" = None  # the helpers this process started, while they have work
+_active: "_Helpers | None" = None  # the helpers this process started (kept once their work is done)
 
 
 def start() -> None:
@@ -162,15 +168,48 @@ def helpers_done(timeout: float | None = None) -> bool:
         return helpers.lock.wait_for(lambda: not helpers.queue and not helpers.running, timeout)
 
 
+_held_at_fork = False
+
+
+def _before_fork() -> None:
+    """No fork while a loop is copied in: the child would inherit numba's compiler lock held by a
+    thread it does not have (drivers.py does the same for its background compiles)."""
+    global _held_at_fork
+    if _active is not None:
+        from numba.core.compiler_lock import global_compiler_lock
+
+        global_compiler_lock.acquire()
+        _held_at_fork = True
+
+
+def _after_fork_in_parent() -> None:
+    global _held_at_fork
+    if _held_at_fork:
+        from numba.core.compiler_lock import global_compiler_lock
+
+        _held_at_fork = False
+        global_compiler_lock.release()
+
+
 def _forget_in_child() -> None:
-    """In a forked child: the helpers and their threads are the parent's (it would wait for
-    their loops forever); the child compiles what it calls itself."""
+    """In a forked child: the helpers and their threads are the parent's (it would wait for their
+    loops forever); the child compiles what it calls itself, and closes its copies of their
+    pipes, so that a helper sees its input end when the parent closes it."""
     global _active, _start_lock
-    _active, _start_lock = None, threading.Lock()
+    helpers, _active, _start_lock = _active, None, threading.Lock()
+    if helpers is not None:
+        for helper in helpers.processes:
+            for pipe in (helper.stdin, helper.stdout):
+                try:
+                    os.close(pipe.fileno())
+                except (OSError, ValueError):
+                    pass
+    _after_fork_in_parent()  # the lock taken before the fork, released in this process too
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_forget_in_child)
 
 
 def _helpers_wanted() -> int:
@@ -197,29 +236,37 @@ class _Helpers:
         _loops()
         self.drivers = {entry for entry, (loop, _) in enumerate(SIGNATURES) if loop in DRIVERS}
         self.serving = count
-        package_parent = str(pathlib.Path(__file__).resolve().parents[2])
-        python_path = [package_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        self.processes: list[subprocess.Popen] = []
+        from . import loops
+
+        # The training's own dgboost, whatever the working folder holds (-c puts it first on the path).
+        command = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                   "from dgboost.kernels.warming import main; sys.exit(main(sys.argv[2:]))",
+                   str(pathlib.Path(__file__).resolve().parents[2]), "--serve", os.path.abspath(loops.__file__)]
         for _ in range(count):
             folder = tempfile.mkdtemp(prefix="dgboost-compile-")  # the helper's own numba cache
-            environment = dict(os.environ, PYTHONPATH=os.pathsep.join(python_path), NUMBA_CACHE_DIR=folder,
-                               DGBOOST_COMPILE_HELPERS="0")
-            helper = subprocess.Popen([sys.executable, "-m", "dgboost.kernels.warming", "--serve"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      env=environment, start_new_session=True, text=True)
+            environment = dict(os.environ, NUMBA_CACHE_DIR=folder, DGBOOST_COMPILE_HELPERS="0")
+            helper = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=environment, start_new_session=True, text=True)
+            self.processes.append(helper)
             threading.Thread(target=self._serve, args=(helper, folder), name="dgboost-compile-helper",
                              daemon=True).start()
 
     def take(self, loop: str) -> None:
-        mine = {entry for entry, (name, _) in enumerate(SIGNATURES) if name == loop}
-        if not mine:
+        """The training is about to call ``loop``: the entries of it no helper has started are
+        the training's to compile (off the queue); wait for those a helper compiles."""
+        entries = {entry for entry, (name, _) in enumerate(SIGNATURES) if name == loop}
+        if not entries:
             return
         from .drivers import hold_off
 
         deadline = time.monotonic() + _WAIT_SECONDS
         with self.lock:
-            self.queue = [entry for entry in self.queue if entry not in mine]
-            while self.running & mine and time.monotonic() < deadline:
-                hold_off()  # no driver compile takes numba's lock, which the loop's copy needs
+            self.queue = [entry for entry in self.queue if entry not in entries]
+            while self.running & entries and time.monotonic() < deadline:
+                # Waiting is the foreground's work: the background thread must not take numba's
+                # lock for a driver meanwhile, since the loop's copy into the cache needs it.
+                hold_off()
                 self.lock.wait(0.05)
 
     def future(self, loop: str):
@@ -240,9 +287,9 @@ class _Helpers:
         """The next entry for a helper: the last loop the training has not reached, else the
         first driver (the training runs a kernel on the host's threads until its driver is in)."""
         with self.lock:
-            bodies = [entry for entry in self.queue if entry not in self.drivers]
-            if bodies:
-                entry = bodies[-1]
+            loops = [entry for entry in self.queue if entry not in self.drivers]
+            if loops:
+                entry = loops[-1]
             elif self.queue:
                 entry = self.queue[0]
             else:
@@ -257,13 +304,15 @@ class _Helpers:
         try:
             while (entry := self._next()) is not None:
                 try:
+                    if _held(SIGNATURES[entry][0]):
+                        continue  # the cache has it already (a partly warm cache): nothing to copy
                     helper.stdin.write(f"{entry}\n")
                     helper.stdin.flush()
-                    reply = helper.stdout.readline().rstrip("\n").split(" ", 2)
-                    if reply[:2] == ["compiled", str(entry)]:
-                        _install(SIGNATURES[entry][0], reply[2])
-                    elif reply == [""]:
-                        return  # the helper died: what it did not finish is the training's
+                    reply = _reply(helper, entry)
+                    if reply is None:
+                        return  # the helper died or hung: what it did not finish is the training's
+                    if reply:
+                        _install(SIGNATURES[entry][0], reply)
                 finally:
                     with self.lock:
                         self._done(entry)
@@ -284,6 +333,33 @@ class _Helpers:
                 pass
             helper.wait()
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _reply(helper: subprocess.Popen, entry: int) -> str | None:
+    """The helper's answer for ``entry``: the folder of the loop it compiled, "" if it failed, or
+    None if it ended or took longer than ``_REPLY_SECONDS`` (then it is killed). Other lines
+    on its output (numba's debug prints) are passed over."""
+    timer = threading.Timer(_REPLY_SECONDS, helper.kill)
+    timer.start()
+    try:
+        while line := helper.stdout.readline():
+            words = line.rstrip("\n").split(" ", 2)
+            if words[:2] == ["compiled", str(entry)] and len(words) == 3:
+                return words[2]
+            if words[:2] == ["failed", str(entry)]:
+                return ""
+        return None
+    finally:
+        timer.cancel()
+
+
+def _held(loop: str) -> bool:
+    """Whether this process's numba cache holds entries of ``loop`` that numba would read. A
+    read of the index file alone, which numba replaces whole: no need of numba's lock, which
+    the training holds through each of its compiles."""
+    from numba.core.caching import FunctionCache
+
+    return bool(FunctionCache(_function(loop))._cache_file._load_index())
 
 
 def _install(loop: str, source: str) -> bool:
@@ -326,7 +402,7 @@ def _function(loop: str):
 
     if loop in loops.DRIVERS:
         function = types.FunctionType(loops._drive.__code__, {}, "_drive")
-        function.__qualname__ = loop.split(":", 1)[1]
+        function.__qualname__ = loops.DRIVERS[loop].cached_name()
         return function
     return _loops()[loop].__wrapped__
 
@@ -339,9 +415,13 @@ def _dispatcher(loop: str):
 
 
 def _cached(loop: str, signature: str) -> bool:
-    """Whether numba's disk cache holds ``loop`` at ``signature``."""
+    """Whether numba's disk cache holds ``loop`` at ``signature`` (asked under numba's lock: its
+    registries are not safe for two threads)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
     dispatcher = _dispatcher(loop)
-    return dispatcher._cache.load_overload(_types(signature), dispatcher.targetctx) is not None
+    with global_compiler_lock:
+        return dispatcher._cache.load_overload(_types(signature), dispatcher.targetctx) is not None
 
 
 def _claim() -> bool:
@@ -380,10 +460,16 @@ def _types(signature: str) -> tuple:
     return eval(signature, {"__builtins__": {}}, {**vars(types), "bool": types.boolean, "none": types.none})
 
 
-def serve() -> None:
+def serve(expected_loops: str) -> None:
     """A helper: compile the entries its standard input names, one a line, into its own cache
     (NUMBA_CACHE_DIR), answering each with ``compiled <entry> <the loop's cache folder>`` or
-    ``failed <entry>``; at the input's end, remove that cache."""
+    ``failed <entry>``; at the input's end, remove that cache. It ends at once where its loops
+    are not the training's (``expected_loops``, the path of its loops.py)."""
+    from . import loops
+
+    if os.path.abspath(loops.__file__) != expected_loops:
+        shutil.rmtree(os.environ.get("NUMBA_CACHE_DIR", ""), ignore_errors=True)
+        return
     _loops()
     try:
         for line in sys.stdin:
@@ -429,10 +515,10 @@ def main(argv: list[str]) -> int:
             print(f"    ({loop!r},\n     {signature!r}),")
         print(")")
         return 0
-    if argv == ["--serve"]:
-        serve()
+    if len(argv) == 2 and argv[0] == "--serve":
+        serve(argv[1])
         return 0
-    print("usage: python -m dgboost.kernels.warming --record | --serve", file=sys.stderr)
+    print("usage: python -m dgboost.kernels.warming --record | --serve LOOPS_PY", file=sys.stderr)
     return 2
 
 
