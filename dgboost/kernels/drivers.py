@@ -34,11 +34,11 @@ _generation = 0
 
 
 class Driver:
-    """A kernel's driver (``dispatcher``, a numba dispatcher of ``_drive(n_runs, *arguments)``)
-    and ``body``'s dispatcher; ``ready(arguments)`` is the driver to call, or None while it
-    compiles in the background."""
+    """A kernel's driver (``dispatcher``, a numba dispatcher of ``_drive(n_runs, *arguments)``),
+    ``body``'s dispatcher and ``key``, its name in loops.DRIVERS; ``ready(arguments)`` is the
+    driver to call, or None while it compiles in the background or in a helper process."""
 
-    def __init__(self, dispatcher, body, key: str = ""):
+    def __init__(self, dispatcher, body, key: str):
         self.dispatcher, self.body, self.key = dispatcher, body, key
         self.called = False
         self.settled = False  # every type seen is compiled: calls go straight to the driver
