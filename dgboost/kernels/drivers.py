@@ -212,13 +212,22 @@ def background_compiles_done(timeout: float | None = None) -> bool:
 
 
 _held_at_fork = False
+_forks_guarded = False  # another thread of this process may hold numba's lock (guard_forks)
+
+
+def guard_forks() -> None:
+    """Take numba's lock before every fork from now on, as once the background thread runs:
+    for another thread that takes it (warming.py's copies of a helper's loops)."""
+    global _forks_guarded
+    _forks_guarded = True
 
 
 def _before_fork() -> None:
-    """No fork while a driver compiles: the child would inherit numba's compiler lock held by
-    a thread it does not have, and wait for it at its first compile."""
+    """No fork while a driver compiles (or a thread of guard_forks' holds numba's lock): the
+    child would inherit numba's compiler lock held by a thread it does not have, and wait for
+    it at its first compile."""
     global _held_at_fork
-    if _made is not None:
+    if _made is not None or _forks_guarded:
         from numba.core.compiler_lock import global_compiler_lock
 
         global_compiler_lock.acquire()

@@ -42,6 +42,7 @@ fails or dies leaves its loops to the training.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import glob
 import hashlib
 import logging
@@ -135,6 +136,9 @@ def start() -> None:
     try:
         count = _helpers_wanted()
         if count and not _cached(*SIGNATURES[-1]) and _claim():
+            from .drivers import guard_forks
+
+            guard_forks()  # a loop's copy into the cache holds numba's lock, as a driver's compile does
             _active = _Helpers(count)
             logger.debug("dgboost: %d processes compile the CPU loops beside this one (a cold numba cache)", count)
     except Exception:  # noqa: BLE001 - an aid to speed: the training compiles what it needs anyway
@@ -168,29 +172,6 @@ def helpers_done(timeout: float | None = None) -> bool:
         return helpers.lock.wait_for(lambda: not helpers.queue and not helpers.running, timeout)
 
 
-_held_at_fork = False
-
-
-def _before_fork() -> None:
-    """No fork while a loop is copied in: the child would inherit numba's compiler lock held by a
-    thread it does not have (drivers.py does the same for its background compiles)."""
-    global _held_at_fork
-    if _active is not None:
-        from numba.core.compiler_lock import global_compiler_lock
-
-        global_compiler_lock.acquire()
-        _held_at_fork = True
-
-
-def _after_fork_in_parent() -> None:
-    global _held_at_fork
-    if _held_at_fork:
-        from numba.core.compiler_lock import global_compiler_lock
-
-        _held_at_fork = False
-        global_compiler_lock.release()
-
-
 def _forget_in_child() -> None:
     """In a forked child: the helpers and their threads are the parent's (it would wait for their
     loops forever); the child compiles what it calls itself, and closes its copies of their
@@ -200,16 +181,12 @@ def _forget_in_child() -> None:
     if helpers is not None:
         for helper in helpers.processes:
             for pipe in (helper.stdin, helper.stdout):
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     os.close(pipe.fileno())
-                except (OSError, ValueError):
-                    pass
-    _after_fork_in_parent()  # the lock taken before the fork, released in this process too
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_forget_in_child)
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _helpers_wanted() -> int:
@@ -327,10 +304,8 @@ class _Helpers:
                         self._done(entry)
                     self.queue.clear()
                     self.lock.notify_all()
-            try:
+            with contextlib.suppress(OSError):
                 helper.stdin.close()
-            except OSError:
-                pass
             helper.wait()
             shutil.rmtree(folder, ignore_errors=True)
 
