@@ -100,12 +100,13 @@ def _serve(cache, loops_py: str, entry: int) -> str:
     return served.stdout
 
 
-def test_a_helper_answers_with_its_loops_folder_and_removes_its_cache_at_the_end(tmp_path):
+def test_a_helper_says_it_is_ready_answers_with_its_loops_folder_and_removes_its_cache_at_the_end(tmp_path):
     from dgboost.kernels import loops
 
     last = len(warming.SIGNATURES) - 1
-    word, entry, folder = _serve(tmp_path / "helper", os.path.abspath(loops.__file__), last).rstrip("\n").split(" ", 2)
-    assert (word, entry) == ("compiled", str(last))
+    ready, answer = _serve(tmp_path / "helper", os.path.abspath(loops.__file__), last).splitlines()
+    word, entry, folder = answer.split(" ", 2)
+    assert (ready, word, entry) == ("ready", "compiled", str(last))
     assert folder.startswith(str(tmp_path / "helper")) and not (tmp_path / "helper").exists()
     # A helper whose dgboost is not the training's (another copy first on its path) compiles nothing.
     assert _serve(tmp_path / "other", str(tmp_path / "elsewhere" / "loops.py"), last) == ""
@@ -144,27 +145,56 @@ if OWN:
     assert _python(install, tmp_path / "empty").split() == ["True", "True"]
 
 
-def test_the_training_takes_what_no_helper_started_and_waits_for_what_one_compiles():
+def test_the_training_takes_what_no_helper_started_and_compiles_ahead_while_a_helper_has_its_loop(monkeypatch):
+    """The loop the training calls is its own unless a helper has started it; while one has, the
+    training compiles the next loops no one has started (never a driver: those are the
+    helpers'), one at a time, until the helper's loop is in, and waits when none is left."""
     helpers = warming._Helpers.__new__(warming._Helpers)
     helpers.lock = threading.Condition()
-    mine = [entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop == warming.SIGNATURES[0][0]]
-    others = [entry for entry in range(len(warming.SIGNATURES)) if entry not in mine]
-    helpers.queue = list(range(len(warming.SIGNATURES)))
-    helpers.running = {mine[0]}
+    helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    first = warming.SIGNATURES[0][0]
+    mine = [entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop == first]
+    loops_after = [entry for entry in range(len(warming.SIGNATURES)) if entry not in mine + sorted(helpers.drivers)]
+    compiled_ahead = []
+    monkeypatch.setattr(warming, "_compile_here", lambda entry: compiled_ahead.append(entry) or time.sleep(0.1))
 
-    def finish():
-        time.sleep(0.3)
+    def finish_after(seconds):
+        time.sleep(seconds)
         with helpers.lock:
             helpers.running.discard(mine[0])
             helpers.lock.notify_all()
 
-    threading.Thread(target=finish).start()
+    helpers.queue, helpers.running = list(range(len(warming.SIGNATURES))), {mine[0]}
+    threading.Thread(target=finish_after, args=(0.35,)).start()
+    helpers.take(first)
+    assert 3 <= len(compiled_ahead) <= 5 and compiled_ahead == loops_after[:len(compiled_ahead)]
+    assert helpers.queue == [entry for entry in range(len(warming.SIGNATURES))
+                             if entry not in mine + compiled_ahead]  # the helpers' still, drivers and all
+
+    helpers.queue, helpers.running = sorted(helpers.drivers), {mine[0]}  # no loop left to compile: wait
+    compiled_ahead.clear()
+    threading.Thread(target=finish_after, args=(0.3,)).start()
     started = time.monotonic()
-    helpers.take(warming.SIGNATURES[0][0])
-    assert time.monotonic() - started >= 0.25  # waited for the helper's loop
-    assert helpers.queue == others  # and took its other entries from the helpers
+    helpers.take(first)
+    assert time.monotonic() - started >= 0.25 and not compiled_ahead and helpers.queue == sorted(helpers.drivers)
+
+    helpers.queue, helpers.running = [mine[0], *loops_after], set()  # no helper started it: the training's
+    helpers.take(first)
+    assert helpers.queue == loops_after and not compiled_ahead
     helpers.take("dgboost.kernels.loops:no_such_loop")
-    assert helpers.queue == others
+    assert helpers.queue == loops_after
+
+
+def test_helpers_take_the_loops_after_the_training_then_the_drivers():
+    helpers = warming._Helpers.__new__(warming._Helpers)
+    helpers.lock = threading.Condition()
+    helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    helpers.queue, helpers.running = list(range(1, len(warming.SIGNATURES))), set()
+    taken = []
+    while (entry := helpers._next()) is not None:
+        taken.append(entry)
+    loops_after = [entry for entry in range(1, len(warming.SIGNATURES)) if entry not in helpers.drivers]
+    assert taken == loops_after + sorted(helpers.drivers) and helpers.running == set(taken)
 
 
 @pytest.fixture

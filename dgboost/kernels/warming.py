@@ -14,12 +14,15 @@ a helper compiled into its own cache, where numba then loads it:
   first calls them from Python. tests/test_warming.py checks it against what a training calls;
   after changing a loop's arguments print it again with ``python -m dgboost.kernels.warming
   --record``. A training of other settings compiles what the table lacks itself, as before.
-- The helpers take the table's loops from its end, one at a time, through a pipe, then the
-  drivers from its start. The training takes its loops from the start as it first calls them
-  (``loops.compiled``'s ``ready`` calls ``before_first_call``): a loop no helper has started is
-  the training's to compile, and one a helper compiles it waits for. A driver is the helpers'
-  (``compiled_elsewhere``): until it is in the cache the kernel's runs go on the host's
-  threads, as they do while the process's own background thread compiles one (drivers.py).
+- The training and the helpers take the table's loops in the order the training calls them,
+  through pipes: the training the loop it is about to call (``loops.compiled``'s ``ready``
+  calls ``before_first_call``), unless a helper has started it; the helpers the loops after
+  it, one at a time each, then the drivers. Where a helper compiles the loop the training
+  calls, the training compiles the next loops no one has started, and waits only when none
+  is left (helpers and training meet near the slowest loop, split evaluation, rather than in
+  turn). A driver is the helpers' (``compiled_elsewhere``): until it is in the cache the
+  kernel's runs go on the host's threads, as they do while the process's own background
+  thread compiles one (drivers.py).
 - A loop a helper compiled is copied into the training's cache under numba's compiler lock, so
   not while this process compiles or loads, and only where the training's cache holds nothing
   of the loop that numba would read (no index, or a stale one): its data files first, then its
@@ -231,7 +234,8 @@ class _Helpers:
 
     def take(self, loop: str) -> None:
         """The training is about to call ``loop``: the entries of it no helper has started are
-        the training's to compile (off the queue); wait for those a helper compiles."""
+        the training's to compile (off the queue). While a helper compiles one, the training
+        compiles the next loops of the queue itself, then waits for what is left."""
         entries = {entry for entry, (name, _) in enumerate(SIGNATURES) if name == loop}
         if not entries:
             return
@@ -240,11 +244,19 @@ class _Helpers:
         deadline = time.monotonic() + _WAIT_SECONDS
         with self.lock:
             self.queue = [entry for entry in self.queue if entry not in entries]
-            while self.running & entries and time.monotonic() < deadline:
-                # Waiting is the foreground's work: the background thread must not take numba's
-                # lock for a driver meanwhile, since the loop's copy into the cache needs it.
-                hold_off()
-                self.lock.wait(0.05)
+        while True:
+            with self.lock:
+                if not self.running & entries or time.monotonic() >= deadline:
+                    return
+                ahead = next((entry for entry in self.queue if entry not in self.drivers), None)
+                if ahead is None:
+                    # Waiting is the foreground's work: the background thread must not take numba's
+                    # lock for a driver meanwhile, since the loop's copy into the cache needs it.
+                    hold_off()
+                    self.lock.wait(0.05)
+                    continue
+                self.queue.remove(ahead)
+            _compile_here(ahead)  # a loop the training calls soon, rather than wait idle
 
     def future(self, loop: str):
         with self.lock:
@@ -261,42 +273,62 @@ class _Helpers:
             future.set_result(None)
 
     def _next(self) -> int | None:
-        """The next entry for a helper: the last loop the training has not reached, else the
-        first driver (the training runs a kernel on the host's threads until its driver is in)."""
+        """The next entry for a helper: the first loop the training has not reached (it compiles
+        the one it calls, a helper the ones after), else the first driver (the training runs a
+        kernel on the host's threads until its driver is in)."""
         with self.lock:
-            loops = [entry for entry in self.queue if entry not in self.drivers]
-            if loops:
-                entry = loops[-1]
-            elif self.queue:
+            entry = next((entry for entry in self.queue if entry not in self.drivers), None)
+            if entry is None and self.queue:
                 entry = self.queue[0]
-            else:
-                return None
-            self.queue.remove(entry)
-            self.running.add(entry)
+            if entry is not None:
+                self.queue.remove(entry)
+                self.running.add(entry)
             return entry
+
+    def _settle(self, entry: int) -> None:
+        with self.lock:
+            self._done(entry)
+            self.lock.notify_all()
+
+    def _give(self, helper: subprocess.Popen) -> int | None:
+        """The next entry the cache lacks, sent to ``helper``; None when none is left."""
+        while (entry := self._next()) is not None:
+            try:
+                if not _held(SIGNATURES[entry][0]):  # else a partly warm cache has it: nothing to copy
+                    helper.stdin.write(f"{entry}\n")
+                    helper.stdin.flush()
+                    return entry
+            except BaseException:
+                self._settle(entry)
+                raise
+            self._settle(entry)
+        return None
 
     def _serve(self, helper: subprocess.Popen, folder: str) -> None:
         """One helper's work: an entry at a time, each loop it compiled installed before the
-        training may call it (``running`` keeps the entry until then)."""
+        training may call it (``running`` keeps the entry until then). The helper is sent its
+        next entry before the last is copied in, which waits for numba's lock, so it never idles
+        while the training compiles."""
+        sent: list[int] = []  # the entries the helper has, the first the one it compiles now
         try:
-            while (entry := self._next()) is not None:
-                try:
-                    if _held(SIGNATURES[entry][0]):
-                        continue  # the cache has it already (a partly warm cache): nothing to copy
-                    helper.stdin.write(f"{entry}\n")
-                    helper.stdin.flush()
-                    reply = _reply(helper, entry)
-                    if reply is None:
-                        return  # the helper died or hung: what it did not finish is the training's
-                    if reply:
-                        _install(SIGNATURES[entry][0], reply)
-                finally:
-                    with self.lock:
-                        self._done(entry)
-                        self.lock.notify_all()
+            # Its first entry once it has started (a second or two): the loops the training
+            # reaches meanwhile are the training's.
+            if _reply(helper, None) is not None and (entry := self._give(helper)) is not None:
+                sent.append(entry)
+            while sent:
+                reply = _reply(helper, sent[0])
+                if reply is None:
+                    return  # the helper died or hung: what it did not finish is the training's
+                if (entry := self._give(helper)) is not None:
+                    sent.append(entry)  # compiled while this one waits for the lock to be copied in
+                if reply:
+                    _install(SIGNATURES[sent[0]][0], reply)
+                self._settle(sent.pop(0))
         except Exception:  # noqa: BLE001 - a broken pipe, a copy that failed: the training compiles
             logger.debug("dgboost: a compile helper stopped", exc_info=True)
         finally:
+            for entry in sent:
+                self._settle(entry)
             with self.lock:
                 self.serving -= 1
                 if not self.serving:  # the last helper: what is left is the training's
@@ -310,15 +342,27 @@ class _Helpers:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _reply(helper: subprocess.Popen, entry: int) -> str | None:
-    """The helper's answer for ``entry``: the folder of the loop it compiled, "" if it failed, or
-    None if it ended or took longer than ``_REPLY_SECONDS`` (then it is killed). Other lines
-    on its output (numba's debug prints) are passed over."""
+def _compile_here(entry: int) -> None:
+    """Compile the table's ``entry`` in this process (into its own cache, as a call would)."""
+    loop, signature = SIGNATURES[entry]
+    try:
+        _dispatcher(loop).compile(_types(signature))
+    except Exception:  # noqa: BLE001 - a loop whose arguments changed: its call compiles what it needs
+        logger.debug("dgboost: %s not compiled ahead", loop, exc_info=True)
+
+
+def _reply(helper: subprocess.Popen, entry: int | None) -> str | None:
+    """The helper's answer for ``entry``: the folder of the loop it compiled, "" if it failed
+    (for None: "" once it is ready for work), or None if it ended or took longer than
+    ``_REPLY_SECONDS`` (then it is killed). Other lines on its output (numba's debug prints)
+    are passed over."""
     timer = threading.Timer(_REPLY_SECONDS, helper.kill)
     timer.start()
     try:
         while line := helper.stdout.readline():
             words = line.rstrip("\n").split(" ", 2)
+            if entry is None and words == ["ready"]:
+                return ""
             if words[:2] == ["compiled", str(entry)] and len(words) == 3:
                 return words[2]
             if words[:2] == ["failed", str(entry)]:
@@ -436,8 +480,8 @@ def _types(signature: str) -> tuple:
 
 
 def serve(expected_loops: str) -> None:
-    """A helper: compile the entries its standard input names, one a line, into its own cache
-    (NUMBA_CACHE_DIR), answering each with ``compiled <entry> <the loop's cache folder>`` or
+    """A helper: say ``ready`` once started, then compile the entries its standard input names,
+    one a line, into its own cache (NUMBA_CACHE_DIR), answering each with ``compiled <entry> <the loop's cache folder>`` or
     ``failed <entry>``; at the input's end, remove that cache. It ends at once where its loops
     are not the training's (``expected_loops``, the path of its loops.py)."""
     from . import loops
@@ -447,6 +491,8 @@ def serve(expected_loops: str) -> None:
         return
     _loops()
     try:
+        _start_numba()
+        print("ready", flush=True)
         for line in sys.stdin:
             entry = int(line)
             loop, signature = SIGNATURES[entry]
@@ -459,6 +505,16 @@ def serve(expected_loops: str) -> None:
             print(reply, flush=True)
     finally:
         shutil.rmtree(os.environ.get("NUMBA_CACHE_DIR", ""), ignore_errors=True)
+
+
+def _start_numba() -> None:
+    """What numba does before its first compile in a process (its contexts' registries: some
+    0.3 s, much of it importing scipy), done before a helper says it is ready."""
+    from numba.core.registry import cpu_target
+
+    with contextlib.suppress(Exception):  # numba's own affair: the first compile does it anyway
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
 
 
 def record() -> list[tuple[str, str]]:
