@@ -36,8 +36,11 @@ def test_the_table_is_what_a_default_training_calls():
     done = subprocess.run([sys.executable, "-m", "dgboost.kernels.warming", "--record"], capture_output=True,
                           text=True, env=_ENVIRONMENT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    recorded = ast.literal_eval(done.stdout.split("=", 1)[1])
-    assert recorded == warming.SIGNATURES, "kernels/warming.py's SIGNATURES is stale: print it again with --record"
+    printed = {statement.targets[0].id: ast.literal_eval(statement.value) for statement in ast.parse(done.stdout).body}
+    assert printed["SIGNATURES"] == warming.SIGNATURES, "kernels/warming.py's SIGNATURES is stale: print it again with --record"
+    loops = {loop for loop, _ in warming.SIGNATURES if not loop.endswith("_on_threads")}
+    assert set(printed["COSTS"]) == set(warming.COSTS) == loops  # the seconds are the recording machine's
+    assert all(seconds > 0 for seconds in printed["COSTS"].values())
 
 
 _TRAIN = """
@@ -137,7 +140,9 @@ OWN = False
 if OWN:
     warming._dispatcher(loop).compile(warming._types(signature))  # the training's own, first
     before = open(index._index_path, "rb").read()
-print(warming._install(loop, {source!r}), warming._cached(loop, signature))
+installed = warming._install(loop, {source!r})
+dispatcher = warming._dispatcher(loop)
+print(installed, dispatcher._cache.load_overload(warming._types(signature), dispatcher.targetctx) is not None)
 if OWN:
     assert open(index._index_path, "rb").read() == before, "the training's own index was replaced"
 """
@@ -185,16 +190,21 @@ def test_the_training_takes_what_no_helper_started_and_compiles_ahead_while_a_he
     assert helpers.queue == loops_after
 
 
-def test_helpers_take_the_loops_after_the_training_then_the_drivers():
+def test_helpers_take_the_slowest_loops_first_then_the_drivers_in_order(monkeypatch):
     helpers = warming._Helpers.__new__(warming._Helpers)
     helpers.lock = threading.Condition()
     helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    loops = [entry for entry in range(1, len(warming.SIGNATURES)) if entry not in helpers.drivers]
+    costs = {warming.SIGNATURES[entry][0]: 1.0 for entry in loops}
+    slow, slower = (warming.SIGNATURES[entry][0] for entry in loops[-1:-3:-1])  # the last two loops
+    costs.update({slow: 2.0, slower: 3.0})
+    monkeypatch.setattr(warming, "COSTS", costs)
     helpers.queue, helpers.running = list(range(1, len(warming.SIGNATURES))), set()
     taken = []
     while (entry := helpers._next()) is not None:
         taken.append(entry)
-    loops_after = [entry for entry in range(1, len(warming.SIGNATURES)) if entry not in helpers.drivers]
-    assert taken == loops_after + sorted(helpers.drivers) and helpers.running == set(taken)
+    assert taken == [loops[-2], loops[-1], *loops[:-2], *sorted(helpers.drivers)]  # equals: the first first
+    assert helpers.running == set(taken) and not helpers.queue
 
 
 @pytest.fixture
@@ -204,7 +214,7 @@ def spawned(monkeypatch, tmp_path):
     monkeypatch.setattr(warming.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(warming, "_Helpers", made.append)
     monkeypatch.setattr("dgboost.kernels.loops.cores", lambda: 4)
-    monkeypatch.setattr(warming, "_cached", lambda loop, signature: False)
+    monkeypatch.setattr(warming, "_held", lambda loop: False)
     monkeypatch.delenv("DGBOOST_COMPILE_HELPERS", raising=False)
     monkeypatch.setattr(warming, "_active", None)
 
@@ -230,8 +240,8 @@ def test_no_helpers_for_a_warm_cache_or_when_turned_off(spawned, monkeypatch):
     assert spawned() == [3]
     monkeypatch.delenv("DGBOOST_COMPILE_HELPERS")
     monkeypatch.setattr(warming, "_claim", lambda: True)
-    monkeypatch.setattr(warming, "_cached", lambda loop, signature: True)
+    monkeypatch.setattr(warming, "_held", lambda loop: True)
     assert spawned() == [3]
     monkeypatch.setattr("dgboost.kernels.loops.cores", lambda: 1)
-    monkeypatch.setattr(warming, "_cached", lambda loop, signature: False)
+    monkeypatch.setattr(warming, "_held", lambda loop: False)
     assert spawned() == [3]

@@ -13,16 +13,16 @@ a helper compiled into its own cache, where numba then loads it:
   the kernels' parallel drivers among them (``loops.over_runs``), in the order such a training
   first calls them from Python. tests/test_warming.py checks it against what a training calls;
   after changing a loop's arguments print it again with ``python -m dgboost.kernels.warming
-  --record``. A training of other settings compiles what the table lacks itself, as before.
-- The training and the helpers take the table's loops in the order the training calls them,
-  through pipes: the training the loop it is about to call (``loops.compiled``'s ``ready``
-  calls ``before_first_call``), unless a helper has started it; the helpers the loops after
-  it, one at a time each, then the drivers. Where a helper compiles the loop the training
-  calls, the training compiles the next loops no one has started, and waits only when none
-  is left (helpers and training meet near the slowest loop, split evaluation, rather than in
-  turn). A driver is the helpers' (``compiled_elsewhere``): until it is in the cache the
-  kernel's runs go on the host's threads, as they do while the process's own background
-  thread compiles one (drivers.py).
+  --record``, which also prints ``COSTS``, each loop's compile time. A training of other
+  settings compiles what the table lacks itself, as before.
+- The training and the helpers share the table's loops through pipes. The training takes the
+  loop it is about to call (``loops.compiled``'s ``ready`` calls ``before_first_call``),
+  unless a helper has started it; a helper, once started (it says so), the slowest loop the
+  training has not reached, one at a time, then the drivers. Where a helper compiles the loop
+  the training calls, the training compiles the next loops no one has started, and waits only
+  when none is left. A driver is the helpers' (``compiled_elsewhere``): until it is in the
+  cache the kernel's runs go on the host's threads, as they do while the process's own
+  background thread compiles one (drivers.py).
 - A loop a helper compiled is copied into the training's cache under numba's compiler lock, so
   not while this process compiles or loads, and only where the training's cache holds nothing
   of the loop that numba would read (no index, or a stale one): its data files first, then its
@@ -34,7 +34,7 @@ a helper compiled into its own cache, where numba then loads it:
   within ``_REPLY_SECONDS`` is killed, its loops left to the training.
 
 ``start`` (called by ``training.boost`` on the CPU) starts them once a process, where the cache
-lacks the table's last loop and no other process of the machine started helpers for the same
+holds nothing of the table's last entry and no other process of the machine started helpers for the same
 cache in the last ``_CLAIM_SECONDS``: one set for the Dask workers of a machine (the others
 compile for themselves, as numba does). ``DGBOOST_COMPILE_HELPERS`` in the environment sets how
 many (``0``: none; by default one for every two cores, at most 4). They never touch the
@@ -124,6 +124,26 @@ SIGNATURES = (
      "(int64, Tuple((Array(float32, 2, 'C', False, aligned=True), int64, Array(float32, 1, 'C', False, aligned=True), Array(int32, 1, 'C', False, aligned=True))))"),
 )
 
+#: Seconds each loop of the table took to compile where the table was recorded (two cores):
+#: helpers take the slowest first. Printed with the table (``--record``).
+COSTS = {
+    'dgboost.kernels.loops:quantise': 0.21,
+    'dgboost.kernels.loops:column_bounds': 0.1,
+    'dgboost.kernels.loops:fixed_sums': 0.1,
+    'dgboost.kernels.loops:pair_gradients': 0.12,
+    'dgboost.kernels.loops:run_plan': 0.31,
+    'dgboost.kernels.loops:histograms': 0.37,
+    'dgboost.kernels.loops:add_partials': 0.2,
+    'dgboost.kernels.split_loops:splits': 0.94,
+    'dgboost.kernels.split_loops:node_best': 0.36,
+    'dgboost.kernels.loops:number_children': 0.1,
+    'dgboost.kernels.loops:partition_sides': 0.51,
+    'dgboost.kernels.loops:partition_scatter': 0.22,
+    'dgboost.kernels.loops:next_frontier': 0.17,
+    'dgboost.kernels.loops:siblings': 0.14,
+    'dgboost.kernels.loops:add_leaf_values': 0.08,
+}
+
 _started = False
 _start_lock = threading.Lock()
 _active: "_Helpers | None" = None  # the helpers this process started (kept once their work is done)
@@ -138,7 +158,7 @@ def start() -> None:
         _started = True
     try:
         count = _helpers_wanted()
-        if count and not _cached(*SIGNATURES[-1]) and _claim():
+        if count and not _held(SIGNATURES[-1][0]) and _claim():
             from .drivers import guard_forks
 
             guard_forks()  # a loop's copy into the cache holds numba's lock, as a driver's compile does
@@ -273,11 +293,13 @@ class _Helpers:
             future.set_result(None)
 
     def _next(self) -> int | None:
-        """The next entry for a helper: the first loop the training has not reached (it compiles
-        the one it calls, a helper the ones after), else the first driver (the training runs a
-        kernel on the host's threads until its driver is in)."""
+        """The next entry for a helper: the slowest to compile (``COSTS``) of the loops the
+        training has not reached, the first of equals, else the first driver (the training runs
+        a kernel on the host's threads until its driver is in). Every loop is called in the
+        first round, so the slowest first ends the work soonest."""
         with self.lock:
-            entry = next((entry for entry in self.queue if entry not in self.drivers), None)
+            loops = [entry for entry in self.queue if entry not in self.drivers]
+            entry = max(loops, key=lambda entry: COSTS.get(SIGNATURES[entry][0], 0.0), default=None)
             if entry is None and self.queue:
                 entry = self.queue[0]
             if entry is not None:
@@ -433,16 +455,6 @@ def _dispatcher(loop: str):
     return loops.DRIVERS[loop]().dispatcher if loop in loops.DRIVERS else _loops()[loop].machine_code()
 
 
-def _cached(loop: str, signature: str) -> bool:
-    """Whether numba's disk cache holds ``loop`` at ``signature`` (asked under numba's lock: its
-    registries are not safe for two threads)."""
-    from numba.core.compiler_lock import global_compiler_lock
-
-    dispatcher = _dispatcher(loop)
-    with global_compiler_lock:
-        return dispatcher._cache.load_overload(_types(signature), dispatcher.targetctx) is not None
-
-
 def _claim() -> bool:
     """Whether this process may start the helpers for its numba cache: no other process on
     the machine has in the last ``_CLAIM_SECONDS`` (a file in the temporary folder says)."""
@@ -517,8 +529,9 @@ def _start_numba() -> None:
         cpu_target.target_context.refresh()
 
 
-def record() -> list[tuple[str, str]]:
-    """The table as default trainings use it (``--record``), compiled afresh in an empty cache."""
+def record() -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """The table as default trainings use it (``--record``), compiled afresh in an empty cache,
+    and the seconds each of its loops took to compile (its own compiles, callees included)."""
     if "numba" in sys.modules:
         raise RuntimeError("record() must run before numba is imported (it sets NUMBA_CACHE_DIR)")
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dgboost-record-")
@@ -527,24 +540,48 @@ def record() -> list[tuple[str, str]]:
 
     import dgboost
 
+    from numba.core import event
+
     from .drivers import background_compiles_done
-    from .loops import FIRST_CALLED
+    from .loops import DRIVERS, FIRST_CALLED
+
+    seconds: dict[int, float] = {}  # by dispatcher, the compiles the training thread made
+
+    class Timer(event.Listener):
+        started: list[float] = []  # the compiles under way, callers first
+
+        def on_start(self, compiling):
+            if threading.current_thread() is threading.main_thread():
+                self.started.append(time.perf_counter())
+
+        def on_end(self, compiling):
+            if threading.current_thread() is threading.main_thread():
+                dispatcher = id(compiling.data["dispatcher"])
+                seconds[dispatcher] = seconds.get(dispatcher, 0.0) + time.perf_counter() - self.started.pop()
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50_000, 8)).astype(np.float32)
     y = (X[:, 0] > 0).astype(np.float32)
-    for objective in ("binary:logistic", "reg:squarederror"):  # on two threads: the kernels' drivers too
-        dgboost.train({"objective": objective, "nthread": 2}, X, y, num_boost_round=2)
+    with event.install_listener("numba:compile", Timer()):
+        for objective in ("binary:logistic", "reg:squarederror"):  # on two threads: the kernels' drivers too
+            dgboost.train({"objective": objective, "nthread": 2}, X, y, num_boost_round=2)
     background_compiles_done()
-    return [(loop, repr(signature)) for loop in FIRST_CALLED for signature in _dispatcher(loop).signatures]
+    table = [(loop, repr(signature)) for loop in FIRST_CALLED for signature in _dispatcher(loop).signatures]
+    costs = {loop: round(seconds.get(id(_dispatcher(loop)), 0.0), 2) for loop in FIRST_CALLED if loop not in DRIVERS}
+    return table, costs
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--record"]:
+        table, costs = record()
         print("SIGNATURES = (")
-        for loop, signature in record():
+        for loop, signature in table:
             print(f"    ({loop!r},\n     {signature!r}),")
         print(")")
+        print("COSTS = {")
+        for loop, seconds in costs.items():
+            print(f"    {loop!r}: {seconds!r},")
+        print("}")
         return 0
     if len(argv) == 2 and argv[0] == "--serve":
         serve(argv[1])
