@@ -428,20 +428,23 @@ def _profile_cpu(args) -> int:
                 self.first_round = time.perf_counter()
             return False
 
-    originals = {name: function for name, function in vars(loops).items()
+    from dgboost.kernels import rank_loops, split_loops
+
+    originals = {(module, name): function for module in (loops, split_loops, rank_loops)
+                 for name, function in vars(module).items()
                  if callable(function) and hasattr(function, "__wrapped__") and not name.startswith("_")}
     started = time.perf_counter()
     dgboost.train(params, X, y, num_boost_round=0)
     setup = time.perf_counter() - started
-    for name, function in originals.items():
-        setattr(loops, name, timed(name, function))
+    for (module, name), function in originals.items():
+        setattr(module, name, timed(name, function))
     clock = Clock()
     try:
         dgboost.train(params, X, y, num_boost_round=args.rounds, callbacks=[clock])
         wall = time.perf_counter() - clock.first_round
     finally:
-        for name, function in originals.items():
-            setattr(loops, name, function)
+        for (module, name), function in originals.items():
+            setattr(module, name, function)
     print(f"{args.dataset}-like, {args.rows:,} rows, {args.rounds} rounds, depth {args.depth}, "
           f"{args.nthread or loops.cores()} threads: set-up {setup:.2f} s, then {wall:.2f} s of rounds, "
           f"{1000 * wall / args.rounds:.2f} ms a round")

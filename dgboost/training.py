@@ -27,7 +27,7 @@ from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
-from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, may_page
+from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, stays_on_host
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -190,13 +190,13 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
 
 
 def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
-    """``data`` on ``xp``'s device, but for an X whose compressed matrix may not fit the
-    device's budget: that X stays where it is, its pages built from it a chunk at a time.
-    (Not an X of categorical features, whose codes and statistics are made beside the labels
-    on the device: it moves, and its matrix may still be paged.)"""
+    """``data`` on ``xp``'s device, but for an X that would not fit the device's budget beside
+    its compressed matrix: that X stays where it is, its matrix (paged, or in core) built from
+    it a chunk at a time. (Not an X of categorical features, whose codes and statistics are
+    made beside the labels on the device: it moves, and its matrix may still be paged.)"""
     categorical = data.frame_categories is not None or "c" in (params.feature_types or ())
-    keep = isinstance(data.X, RowBlocks) or (not categorical and
-                                             may_page(*data.X.shape, device_budget(params, xp), params.max_bin))
+    keep = isinstance(data.X, RowBlocks) or (not categorical and stays_on_host(
+        *data.X.shape, sparse.nbytes(data.X), device_budget(params, xp), params.max_bin))
     return data.to(xp, move_X=not keep)
 
 

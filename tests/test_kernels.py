@@ -323,6 +323,30 @@ def test_place_rows_by_hand():
     np.testing.assert_array_equal(positions, [7, 9, 9, 9, 7, 6])
 
 
+@pytest.mark.parametrize("threads", [1, 3, 16])
+def test_place_rows_on_threads_equals_each_range_in_turn(threads, monkeypatch):
+    """Ranges of a few places and of most of them, empty ones, in no order, shared by the
+    threads: every place of a range gets its node, rows of no range keep theirs."""
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(cpu, "_ROWS_PER_THREAD", 1000)  # threads even for these few rows
+    rng = np.random.default_rng(threads)
+    ridx = rng.permutation(30_000).astype(np.int32)
+    cut = np.array([0, 1, 1, 3, 20_000, 20_001, 26_000, 29_000], np.int32)
+    begin, end = cut[:-1], cut[1:]
+    order = rng.permutation(len(begin))
+    begin, end, node = begin[order], end[order], rng.integers(0, 500, len(begin)).astype(np.int32)
+    expected = np.full(30_000, -1, np.int32)
+    for first, stop, at in zip(begin, end, node):
+        expected[ridx[first:stop]] = at
+    with loops.using_threads(threads):
+        positions = np.full(30_000, -1, np.int32)
+        assert place_rows(ridx, begin, end, node, positions) is positions
+    np.testing.assert_array_equal(positions, expected)
+    with pytest.raises(TypeError, match="positions must be a C-contiguous int32 array"):
+        place_rows(ridx, begin, end, node, positions.astype(np.int64))
+
+
 def test_partition_of_leaves_with_other_leaves_between_equals_one_leaf_at_a_time():
     """A lossguide batch: the slots are leaves' ranges in range order, other leaves' rows
     between them (and an empty range); the same moves as each leaf alone."""

@@ -119,6 +119,29 @@ def test_row_blocks_read_as_the_joined_rows():
     np.testing.assert_array_equal(sample.values, joined.values)
 
 
+def test_values_larger_than_the_budget_stay_on_the_host_beside_an_in_core_matrix():
+    """Data larger than the device whose matrix fits it: X's values stay on the host (never
+    on the device whole), the matrix is built from them a chunk at a time, in core."""
+    from dgboost.dask._job import _pieces_stay_apart
+    from dgboost.data.pages import may_page, stays_on_host
+    from dgboost.params import TrainParams
+
+    n_rows, n_features = 1000, 12  # the widest matrix: 16 bytes a row; the float32 values 48
+    assert not stays_on_host(n_rows, n_features, 48_000, 0, 256)  # no budget (a CPU's): nothing stays
+    assert not stays_on_host(n_rows, n_features, 48_000, 64_000, 256)  # values and matrix fit together
+    assert stays_on_host(n_rows, n_features, 48_000, 63_999, 256) and not may_page(n_rows, n_features, 63_999, 256)
+    assert stays_on_host(n_rows, n_features, 0, 15_999, 256) and may_page(n_rows, n_features, 15_999, 256)
+    X, _ = _data(n_rows=n_rows, n_features=n_features)
+    shard = [(X[:400],), (X[400:],)]
+    params = TrainParams.from_dict({"max_device_matrix_bytes": 50_000})
+    assert _pieces_stay_apart(params, shard, np)  # a dense host X in pieces stays in them
+    assert not _pieces_stay_apart(TrainParams.from_dict({"max_device_matrix_bytes": 64_000}), shard, np)
+    assert not _pieces_stay_apart(TrainParams.from_dict({}), shard, np)  # no budget on a CPU
+    assert not _pieces_stay_apart(params, shard[:1], np)  # one piece: nothing to join
+    assert not _pieces_stay_apart(TrainParams.from_dict({"max_device_matrix_bytes": 50_000,
+                                                         "enable_categorical": True}), shard, np)
+
+
 def test_sparse_and_categorical_input_out_of_core(tmp_path, caplog):
     scipy_sparse = pytest.importorskip("scipy.sparse")
     X, y = _data(1)
@@ -236,6 +259,29 @@ def test_gpu_out_of_core_model_equals_the_in_core(extra, host_memory, tmp_path):
     assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
     assert paged.evals_result() == in_core.evals_result()
     assert not (tmp_path / "spill").exists() or not os.listdir(tmp_path / "spill")  # the pages' files went
+
+
+@pytest.mark.gpu
+def test_gpu_values_larger_than_the_budget_stay_on_the_host_and_the_model_is_the_same(tmp_path, caplog, monkeypatch):
+    """A host X whose values would not fit the budget beside its matrix stays on the host; its
+    matrix, within the budget, is built in core from it a chunk at a time: the same model."""
+    pytest.importorskip("cupy")
+    from dgboost import training
+    from dgboost.data import ellpack
+
+    monkeypatch.setattr(ellpack, "_CHUNK_ENTRIES", 120_000)  # several chunks of the 60k x 12 values
+    X, y = _data(4, n_rows=60_000, n_features=12)
+    params = {"max_depth": 6, "objective": "binary:logistic", "device": "cuda"}
+    moved = []
+    to = training.Dataset.to
+    monkeypatch.setattr(training.Dataset, "to", lambda self, xp, move_X=True: moved.append(move_X) or to(self, xp, move_X))
+    in_core = dgboost.train(params, X, y, num_boost_round=8)
+    assert moved == [True]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        kept = dgboost.train({**params, "max_device_matrix_bytes": X.nbytes}, X, y, num_boost_round=8)
+    assert moved == [True, False] and "out of core" not in caplog.text
+    assert _bytes(kept, tmp_path / "kept.json") == _bytes(in_core, tmp_path / "in_core.json")
 
 
 @pytest.mark.gpu

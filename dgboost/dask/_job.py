@@ -8,10 +8,14 @@ import logging
 import threading
 import time
 
+import numpy as np
+
+from ..backend import get_xp
 from ..callback import TrainingCallback, latest_metrics
 from ..collective import CollectiveError, LocalCommunicator
+from ..data import sparse
 from ..data.inputs import Dataset, RowSpans, check_feature_names, make_dataset
-from ..data.pages import may_page
+from ..data.pages import device_budget, stays_on_host
 from ..kernels.loops import using_threads
 from ..objectives import make_objective
 from ..training import EvalSet, Options, Resume, boost, device_module, to_device
@@ -104,12 +108,12 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
     try:
         params = job.options.params
         objective = make_objective(params)
-        # Checked where each partition was made (_shards.make_bundle). An X whose pages are built
-        # stays in its pieces: its matrix is read from them a page at a time (no joined copy).
-        training = concat_bundles(shard, join_X=not _pages_from_pieces(params, shard))
+        # Checked where each partition was made (_shards.make_bundle). An X that stays on the host
+        # stays in its pieces: its matrix is read from them a chunk at a time (no joined copy).
+        xp = device_module(_worker_device(params.device))
+        training = concat_bundles(shard, join_X=not _pieces_stay_apart(params, shard, xp))
         eval_sets = [_eval_set(index, name, is_training, parts, training, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
-        xp = device_module(_worker_device(params.device))
         training = to_device(training, xp, params)
         for eval_set in eval_sets:
             eval_set.data = to_device(eval_set.data, xp, params)
@@ -295,14 +299,17 @@ def _eval_set(index: int, name: str, is_training: bool, parts: list, training: D
     return EvalSet(name, data)
 
 
-def _pages_from_pieces(params, shard: list) -> bool:
-    """Whether this rank's X, a dense one on the host given a budget (max_device_matrix_bytes)
-    it may exceed, goes to its pages from its pieces as they are (data.inputs.RowBlocks).
+def _pieces_stay_apart(params, shard: list, xp) -> bool:
+    """Whether this rank's X, a dense one on the host in several pieces, stays in them
+    (data.inputs.RowBlocks), as it would stay on the host joined (training.to_device: its
+    matrix may exceed the device's budget, or its values would not fit beside it there).
     Not categorical features: their codes and statistics are made from the joined X."""
-    if not params.max_device_matrix_bytes or params.enable_categorical or len(shard) < 2:
+    first = shard[0][0] if shard else None
+    if params.enable_categorical or len(shard) < 2 or sparse.is_sparse(first) or get_xp(first) is not np:
         return False
     n_rows = sum(int(bundle[0].shape[0]) for bundle in shard)
-    return may_page(n_rows, int(shard[0][0].shape[1]), params.max_device_matrix_bytes, params.max_bin)
+    value_bytes = sum(int(bundle[0].nbytes) for bundle in shard)
+    return stays_on_host(n_rows, int(first.shape[1]), value_bytes, device_budget(params, xp), params.max_bin)
 
 
 def peers_vouch(job: JobSpec) -> bool:

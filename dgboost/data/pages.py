@@ -275,10 +275,21 @@ def may_page(n_rows: int, n_features: int, budget: int, max_bin: int) -> bool:
     """Whether the compressed matrix of ``n_rows`` rows of ``n_features`` might exceed ``budget``
     (its dense rows' bytes at the widest cells ``max_bin`` makes): then X stays where it is
     until its pages are built."""
-    if not budget:
-        return False
+    return bool(budget) and _widest_matrix_bytes(n_rows, n_features, max_bin) > budget
+
+
+def stays_on_host(n_rows: int, n_features: int, value_bytes: int, budget: int, max_bin: int) -> bool:
+    """Whether a host X of ``n_rows`` rows of ``n_features`` (``value_bytes`` of values) stays
+    there while its matrix is built a chunk at a time: where the matrix might exceed ``budget``
+    (it is paged), or where X's values would not fit beside it within the budget (data larger
+    than the device whose matrix fits it: the matrix is in core, the values never on the
+    device whole)."""
+    return bool(budget) and _widest_matrix_bytes(n_rows, n_features, max_bin) + int(value_bytes) > budget
+
+
+def _widest_matrix_bytes(n_rows: int, n_features: int, max_bin: int) -> int:
     cells_per_word = 32 // max(1, math.ceil(math.log2(max_bin + 1)))
-    return int(n_rows) * -(-int(n_features) // cells_per_word) * 4 > budget
+    return int(n_rows) * -(-int(n_features) // cells_per_word) * 4
 
 
 def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: bool = False,

@@ -132,6 +132,13 @@ def to_dense(X):
     return dense
 
 
+def nbytes(X) -> int:
+    """The bytes of X's values: a dense array's, or a CSR matrix's three arrays'."""
+    if is_sparse(X):
+        return int(X.data.nbytes) + int(X.indices.nbytes) + int(X.indptr.nbytes)
+    return int(X.nbytes)
+
+
 def row_stride(X) -> int:
     """The most entries of any row of the CSR matrix ``X`` (0 without rows)."""
     if X.shape[0] == 0:

@@ -955,7 +955,8 @@ def place_rows(ridx, begin, end, node, positions):
     """Put rows at their leaves: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
     range ``k``, ``[begin[k], end[k])``: once a tree is grown, the rows of each node that
     stopped (partition_rows leaves a node's range in place once it stops splitting, and
-    writes no node ids). Ranges may be empty. Host arrays on both devices (a lossguide
+    writes no node ids). Ranges may be empty; they do not overlap. Compiled (loops.place_rows),
+    every range shared by the threads. Host arrays on both devices (a lossguide
     tree's leaves, the grower's own bookkeeping: the CUDA twin copies them over in one
     transfer), or, on a GPU, device arrays (a depthwise tree's levels' ranges).
 
@@ -969,9 +970,11 @@ def place_rows(ridx, begin, end, node, positions):
     -------
     positions
     """
-    filled = np.flatnonzero(end > begin)
-    for first, stop, at in zip(begin[filled].tolist(), end[filled].tolist(), node[filled].tolist()):
-        positions[ridx[first:stop]] = at
+    if positions.dtype != POSITION_DTYPE or not positions.flags.c_contiguous:
+        raise TypeError(f"positions must be a C-contiguous {np.dtype(POSITION_DTYPE).name} array, updated in "
+                        f"place; got {positions.dtype}, C-contiguous {positions.flags.c_contiguous}")
+    loops.place_rows(_threads_for(int(ridx.shape[0])), np.ascontiguousarray(ridx, dtype=POSITION_DTYPE),
+                     *(np.ascontiguousarray(a, dtype=POSITION_DTYPE) for a in (begin, end, node)), positions)
     return positions
 
 

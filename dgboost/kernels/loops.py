@@ -744,6 +744,18 @@ def add_leaf_values(run, n_runs, margins, output, leaf_value, positions):
 
 
 @over_runs
+def place_rows(run, n_runs, ridx, begin, end, node, positions):
+    """``positions[ridx[i]] = node[k]`` for the places ``i`` of run ``run`` of ``n_runs`` equal
+    runs of every range ``k``, ``[begin[k], end[k])`` (see cpu.place_rows): each range is
+    shared by all the runs, so a level of uneven nodes keeps every thread busy."""
+    for k in range(begin.shape[0]):
+        first, size = begin[k], end[k] - begin[k]
+        if size > 0:
+            for i in range(first + size * run // n_runs, first + size * (run + 1) // n_runs):
+                positions[ridx[i]] = node[k]
+
+
+@over_runs
 def gather_rows(run, n_runs, source, rows, first, out, at):
     """``out[at + i] = source[rows[i] - first]`` for every ``i`` of run ``run`` of ``n_runs``
     equal runs of ``rows`` (see cpu.gather_page_rows)."""
