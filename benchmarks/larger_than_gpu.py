@@ -40,6 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--test-rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a training parameter over the defaults (max_device_matrix_bytes=..., subsample=...)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of the script")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
     from dgboost.dask import local_cluster
 
     record = {"rows": args.rows, "features": _N_FEATURES, "x_bytes": args.rows * _N_FEATURES * 4,
-              "rounds": args.rounds, "depth": args.depth, "kind": args.kind}
+              "rounds": args.rounds, "depth": args.depth, "params": _extra(args), "kind": args.kind}
     options = {"memory_limit": 0}  # the worker keeps its rows in host memory: no spilling, no pausing
     if args.device == "cpu":
         options["threads_per_worker"] = 2
@@ -73,7 +75,8 @@ def main(argv=None) -> int:
         X_test, y_test = client.submit(_block, 10_000, args.test_rows, args.device, pure=False).result()
         record["test_auc"] = _auc(y_test, booster.predict(X_test))
     print(json.dumps(record, indent=1))
-    (args.out / f"larger-than-gpu-{args.rows}-{args.device}.json").write_text(json.dumps(record, indent=2))
+    suffix = "".join(f"-{pair}" for pair in args.param)
+    (args.out / f"larger-than-gpu-{args.rows}-{args.device}{suffix}.json").write_text(json.dumps(record, indent=2))
     return 0
 
 
@@ -81,8 +84,23 @@ def _train(client, args, X, y):
     import dgboost.dask
 
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
-              "verbosity": 2}
+              "verbosity": 2, **_extra(args)}
     return dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds)
+
+
+def _extra(args) -> dict:
+    """--param's NAME=VALUE pairs, numbers read as numbers."""
+    extra = {}
+    for pair in args.param:
+        name, _, value = pair.partition("=")
+        try:
+            extra[name] = int(value)
+        except ValueError:
+            try:
+                extra[name] = float(value)
+            except ValueError:
+                extra[name] = value
+    return extra
 
 
 def _data(client, args):
