@@ -304,8 +304,10 @@ def _pieces_stay_apart(params, shard: list, xp) -> bool:
     (data.inputs.RowBlocks), as it would stay on the host joined (training.to_device: its
     matrix may exceed the device's budget, or its values would not fit beside it there).
     Not categorical features: their codes and statistics are made from the joined X."""
-    first = shard[0][0] if shard else None
-    if params.enable_categorical or len(shard) < 2 or sparse.is_sparse(first) or get_xp(first) is not np:
+    if params.enable_categorical or len(shard) < 2:
+        return False
+    first = shard[0][0]
+    if sparse.is_sparse(first) or get_xp(first) is not np:
         return False
     n_rows = sum(int(bundle[0].shape[0]) for bundle in shard)
     value_bytes = sum(int(bundle[0].nbytes) for bundle in shard)

@@ -137,8 +137,9 @@ class Dataset:
     def to(self, xp: ModuleType, move_X: bool = True) -> "Dataset":
         """This dataset on ``xp``'s device; but a sparse X on the host stays there for a GPU,
         as does any X where ``move_X`` is False (training.to_device: one that would not fit the
-        device beside its compressed matrix): the compressed matrix is built from it on the device a chunk of rows at a time
-        (ellpack.build_ellpack), so the device never holds the whole of X."""
+        device beside its compressed matrix): the compressed matrix is built from it on the
+        device a chunk of rows at a time (ellpack.build_ellpack), so the device never holds the
+        whole of X."""
         if self.xp is xp:
             return self
         move = lambda a: None if a is None else asarray(xp, a)  # noqa: E731

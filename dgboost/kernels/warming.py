@@ -34,9 +34,10 @@ a helper compiled into its own cache, where numba then loads it:
   within ``_REPLY_SECONDS`` is killed, its loops left to the training.
 
 ``start`` (called by ``training.boost`` on the CPU) starts them once a process, where the cache
-holds nothing of the table's last entry and no other process of the machine started helpers for the same
-cache in the last ``_CLAIM_SECONDS``: one set for the Dask workers of a machine (the others
-compile for themselves, as numba does). ``DGBOOST_COMPILE_HELPERS`` in the environment sets how
+holds nothing of the table's last entry (a read of its index, before numba's registries are
+filled) and no other process of the machine started helpers for the same cache in the last
+``_CLAIM_SECONDS``: one set for the Dask workers of a machine (the others compile for
+themselves, as numba does). ``DGBOOST_COMPILE_HELPERS`` in the environment sets how
 many (``0``: none; by default one for every two cores, at most 4). They never touch the
 training's results: numba's machine code is the same whoever compiled it, and a helper that
 fails or dies leaves its loops to the training.
@@ -498,8 +499,8 @@ def _types(signature: str) -> tuple:
 
 def serve(expected_loops: str) -> None:
     """A helper: say ``ready`` once started, then compile the entries its standard input names,
-    one a line, into its own cache (NUMBA_CACHE_DIR), answering each with ``compiled <entry> <the loop's cache folder>`` or
-    ``failed <entry>``; at the input's end, remove that cache. It ends at once where its loops
+    one a line, into its own cache (NUMBA_CACHE_DIR), answering each with ``compiled <entry>
+    <the loop's cache folder>`` or ``failed <entry>``; at the input's end, remove that cache. It ends at once where its loops
     are not the training's (``expected_loops``, the path of its loops.py)."""
     from . import loops
 
@@ -553,7 +554,8 @@ def record() -> tuple[list[tuple[str, str]], dict[str, float]]:
     seconds: dict[int, float] = {}  # by dispatcher, the compiles the training thread made
 
     class Timer(event.Listener):
-        started: list[float] = []  # the compiles under way, callers first
+        def __init__(self):
+            self.started: list[float] = []  # the compiles under way, callers first
 
         def on_start(self, compiling):
             if threading.current_thread() is threading.main_thread():
