@@ -323,6 +323,24 @@ def test_place_rows_by_hand():
     np.testing.assert_array_equal(positions, [7, 9, 9, 9, 7, 6])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_first_infinite_is_the_least_index_whatever_thread_finds_one(threads, monkeypatch):
+    """Chunks of the cells shared by threads: the first infinity in row-major order, the
+    chunks after it holding others too; -1 without one; every cell looked at."""
+    from dgboost.kernels import cpu, loops
+
+    monkeypatch.setattr(cpu, "_INFINITE_CHUNK_CELLS", 100)  # 31 chunks, the last short
+    X = np.random.default_rng(threads).standard_normal((1001, 3)).astype(np.float32)
+    with loops.using_threads(threads):
+        assert cpu.first_infinite(X) == -1
+        X[1000, 2] = np.inf  # the very last cell
+        assert cpu.first_infinite(X) == 3002
+        X[[40, 700], [1, 0]] = -np.inf, np.inf
+        X[512, :] = np.nan  # not infinite
+        assert cpu.first_infinite(X) == 121
+        assert cpu.first_infinite(X[:0]) == -1
+
+
 @pytest.mark.parametrize("threads", [1, 3, 16])
 def test_place_rows_on_threads_equals_each_range_in_turn(threads, monkeypatch):
     """Ranges of a few places and of most of them, empty ones, in no order, shared by the

@@ -183,14 +183,21 @@ def first_infinite(X):
     Returns
     -------
     int: the flat index ``row * n_features + column`` of the first +inf or -inf, or -1.
+
+    The cells in chunks of _INFINITE_CHUNK_CELLS (bounding the temporary mask), the chunks
+    shared by the host's threads (NumPy's passes release the GIL): the least index found.
     """
     xp = get_xp(X)
     flat = X.reshape(-1)
-    for begin in range(0, flat.shape[0], _INFINITE_CHUNK_CELLS):
+
+    def first_in(chunk: int) -> int:
+        begin = chunk * _INFINITE_CHUNK_CELLS
         infinite = xp.isinf(flat[begin:begin + _INFINITE_CHUNK_CELLS])
-        if bool(infinite.any()):
-            return begin + int(xp.argmax(infinite))
-    return -1
+        return begin + int(xp.argmax(infinite)) if bool(infinite.any()) else -1
+
+    n_chunks = -(-int(flat.shape[0]) // _INFINITE_CHUNK_CELLS)
+    found = [index for index in loops.on_host_threads(first_in, n_chunks, loops.threads()) if index >= 0]
+    return min(found, default=-1)
 
 
 def unpack(packed, bits, cells_per_word, n_features):
