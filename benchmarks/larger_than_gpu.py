@@ -28,6 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from dgboost.callback import TrainingCallback  # noqa: E402
+
 _N_FEATURES = 28
 #: Rows a block's generation draws at once on the GPU (its temporaries: some 2.5 GB).
 _DRAW_ROWS = 10_000_000
@@ -63,12 +65,14 @@ def main(argv=None) -> int:
         started = time.perf_counter()
         X, y = _data(client, args)
         record["data_s"] = round(time.perf_counter() - started, 1)
+        print(f"data made in {record['data_s']} s", flush=True)  # a run cut short shows how far it got
         client.run(_start_watch, args.device)
         lines = _Lines()
         logging.getLogger("dgboost").addHandler(lines)
         started = time.perf_counter()
         booster = _train(client, args, X, y)
         record["job_s"] = round(time.perf_counter() - started, 1)
+        print(f"job done in {record['job_s']} s", flush=True)
         logging.getLogger("dgboost").removeHandler(lines)
         record.update(next(iter(client.run(_stop_watch).values())))
         record["log"] = lines.lines[:40]  # the client's lines of the job (a job out of core says so)
@@ -85,7 +89,21 @@ def _train(client, args, X, y):
 
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
               "verbosity": 2, **_extra(args)}
-    return dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds)
+    return dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds,
+                              callbacks=[_Progress()])
+
+
+class _Progress(TrainingCallback):
+    """Prints each round's end, timed from the first's, on rank 0 (the worker's output)."""
+
+    def __init__(self):
+        self.started = None
+
+    def after_iteration(self, model, epoch, evals_log):
+        now = time.perf_counter()
+        self.started = self.started or now
+        print(f"round {epoch} done at {now - self.started:.1f} s", flush=True)
+        return False
 
 
 def _extra(args) -> dict:
