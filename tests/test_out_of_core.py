@@ -5,6 +5,7 @@ in-core model byte for byte; bad budgets and full disks are refused clearly."""
 import errno
 import logging
 import os
+import types
 
 import numpy as np
 import pytest
@@ -133,13 +134,14 @@ def test_values_larger_than_the_budget_stay_on_the_host_beside_an_in_core_matrix
     assert stays_on_host(n_rows, n_features, 0, 15_999, 256) and may_page(n_rows, n_features, 15_999, 256)
     X, _ = _data(n_rows=n_rows, n_features=n_features)
     shard = [(X[:400],), (X[400:],)]
+    gpu = types.SimpleNamespace()  # a GPU worker's array module: the budgets below are given
     params = TrainParams.from_dict({"max_device_matrix_bytes": 50_000})
-    assert _pieces_stay_apart(params, shard, np)  # a dense host X in pieces stays in them
-    assert not _pieces_stay_apart(TrainParams.from_dict({"max_device_matrix_bytes": 64_000}), shard, np)
-    assert not _pieces_stay_apart(TrainParams.from_dict({}), shard, np)  # no budget on a CPU
-    assert not _pieces_stay_apart(params, shard[:1], np)  # one piece: nothing to join
-    assert not _pieces_stay_apart(TrainParams.from_dict({"max_device_matrix_bytes": 50_000,
-                                                         "enable_categorical": True}), shard, np)
+    assert _pieces_stay_apart(params, shard, gpu)  # a dense host X in pieces stays in them
+    assert not _pieces_stay_apart(TrainParams.from_dict({"max_device_matrix_bytes": 64_000}), shard, gpu)
+    assert _pieces_stay_apart(TrainParams.from_dict({}), shard, np)  # a CPU worker never joins them
+    assert not _pieces_stay_apart(params, shard[:1], gpu) and not _pieces_stay_apart(params, shard[:1], np)
+    categorical = TrainParams.from_dict({"max_device_matrix_bytes": 50_000, "enable_categorical": True})
+    assert not _pieces_stay_apart(categorical, shard, gpu) and not _pieces_stay_apart(categorical, shard, np)
 
 
 def test_sparse_and_categorical_input_out_of_core(tmp_path, caplog):

@@ -301,14 +301,18 @@ def _eval_set(index: int, name: str, is_training: bool, parts: list, training: D
 
 def _pieces_stay_apart(params, shard: list, xp) -> bool:
     """Whether this rank's X, a dense one on the host in several pieces, stays in them
-    (data.inputs.RowBlocks), as it would stay on the host joined (training.to_device: its
-    matrix may exceed the device's budget, or its values would not fit beside it there).
-    Not categorical features: their codes and statistics are made from the joined X."""
+    (data.inputs.RowBlocks): always on a CPU worker, whose matrix is built from them as from
+    the joined X (a join would copy every value, for nothing); on a GPU worker where X would
+    stay on the host joined (training.to_device: its matrix may exceed the device's budget,
+    or its values would not fit beside it there). Not categorical features: their codes and
+    statistics are made from the joined X."""
     if params.enable_categorical or len(shard) < 2:
         return False
     first = shard[0][0]
     if sparse.is_sparse(first) or get_xp(first) is not np:
         return False
+    if xp is np:
+        return True
     n_rows = sum(int(bundle[0].shape[0]) for bundle in shard)
     value_bytes = sum(int(bundle[0].nbytes) for bundle in shard)
     return stays_on_host(n_rows, int(first.shape[1]), value_bytes, device_budget(params, xp), params.max_bin)
