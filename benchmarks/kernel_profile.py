@@ -41,6 +41,7 @@ import os
 import pathlib
 import sys
 import time
+import types
 
 # Before dask reads its config (workers inherit it): rounds queued as calls, each call timed.
 os.environ["DASK_DGBOOST__CUDA_GRAPHS"] = "False"
@@ -386,14 +387,6 @@ def _profile_dask(args) -> int:
     return 0
 
 
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
 def _params(args) -> dict:
     """The training parameters: the task's, --depth, eta 0.1, the device and threads, then --param."""
     objective, extra, _, _ = TASKS[args.dataset]
@@ -461,7 +454,8 @@ def _profile_cpu(args) -> int:
     importers = {(module, name): function for module in list(sys.modules.values())
                  if getattr(module, "__name__", "").startswith("dgboost.")
                  and not module.__name__.startswith("dgboost.kernels")
-                 for name, function in list(vars(module).items()) if _hashable(function) and function in dispatched}
+                 for name, function in list(vars(module).items())
+                 if isinstance(function, types.FunctionType) and function in dispatched}
     started = time.perf_counter()
     dgboost.train(params, X, y, num_boost_round=0)
     setup = time.perf_counter() - started

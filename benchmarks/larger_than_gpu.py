@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import pathlib
 import sys
 import time
@@ -28,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from benchmarks.dask_scaling import ClientLines  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 
 _N_FEATURES = 28
@@ -67,15 +67,13 @@ def main(argv=None) -> int:
         record["data_s"] = round(time.perf_counter() - started, 1)
         print(f"data made in {record['data_s']} s", flush=True)  # a run cut short shows how far it got
         client.run(_start_watch, args.device)
-        lines = _Lines()
-        logging.getLogger("dgboost").addHandler(lines)
         started = time.perf_counter()
-        booster = _train(client, args, X, y)
+        with ClientLines() as lines:
+            booster = _train(client, args, X, y)
         record["job_s"] = round(time.perf_counter() - started, 1)
         print(f"job done in {record['job_s']} s", flush=True)
-        logging.getLogger("dgboost").removeHandler(lines)
         record.update(next(iter(client.run(_stop_watch).values())))
-        record["log"] = lines.lines[:40]  # the client's lines of the job (a job out of core says so)
+        record["log"] = [message for _, message in lines.lines[:40]]  # the client's (out of core says so)
         X_test, y_test = client.submit(_block, 10_000, args.test_rows, args.device, pure=False).result()
         record["test_auc"] = _auc(y_test, booster.predict(X_test))
     print(json.dumps(record, indent=1))
@@ -208,15 +206,6 @@ def _stop_watch(dask_worker=None) -> dict:
         _watch["thread"].join()
     return {"worker_peak_device_bytes": int(_watch["device_peak"]),
             "worker_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-
-
-class _Lines(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
 
 
 def _auc(y, score) -> float:

@@ -124,14 +124,15 @@ def test_values_larger_than_the_budget_stay_on_the_host_beside_an_in_core_matrix
     """Data larger than the device whose matrix fits it: X's values stay on the host (never
     on the device whole), the matrix is built from them a chunk at a time, in core."""
     from dgboost.dask._job import _pieces_stay_apart
-    from dgboost.data.pages import may_page, stays_on_host
+    from dgboost.data.pages import stays_on_host
     from dgboost.params import TrainParams
 
     n_rows, n_features = 1000, 12  # the widest matrix: 16 bytes a row; the float32 values 48
     assert not stays_on_host(n_rows, n_features, 48_000, 0, 256)  # no budget (a CPU's): nothing stays
     assert not stays_on_host(n_rows, n_features, 48_000, 64_000, 256)  # values and matrix fit together
-    assert stays_on_host(n_rows, n_features, 48_000, 63_999, 256) and not may_page(n_rows, n_features, 63_999, 256)
-    assert stays_on_host(n_rows, n_features, 0, 15_999, 256) and may_page(n_rows, n_features, 15_999, 256)
+    # Values that do not fit beside a matrix that does; a matrix that may not fit alone (values 0).
+    assert stays_on_host(n_rows, n_features, 48_000, 63_999, 256) and not stays_on_host(n_rows, n_features, 0, 63_999, 256)
+    assert stays_on_host(n_rows, n_features, 0, 15_999, 256) and not stays_on_host(n_rows, n_features, 0, 16_000, 256)
     X, _ = _data(n_rows=n_rows, n_features=n_features)
     shard = [(X[:400],), (X[400:],)]
     gpu = types.SimpleNamespace()  # a GPU worker's array module: the budgets below are given

@@ -150,13 +150,19 @@ if OWN:
     assert _python(install, tmp_path / "empty").split() == ["True", "True"]
 
 
+def _bare_helpers():
+    """A _Helpers without processes: its queue and running set are the test's to fill."""
+    helpers = warming._Helpers.__new__(warming._Helpers)
+    helpers.lock = threading.Condition()
+    helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    return helpers
+
+
 def test_the_training_takes_what_no_helper_started_and_compiles_ahead_while_a_helper_has_its_loop(monkeypatch):
     """The loop the training calls is its own unless a helper has started it; while one has, the
     training compiles the next loops no one has started (never a driver: those are the
     helpers'), one at a time, until the helper's loop is in, and waits when none is left."""
-    helpers = warming._Helpers.__new__(warming._Helpers)
-    helpers.lock = threading.Condition()
-    helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    helpers = _bare_helpers()
     first = warming.SIGNATURES[0][0]
     mine = [entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop == first]
     loops_after = [entry for entry in range(len(warming.SIGNATURES)) if entry not in mine + sorted(helpers.drivers)]
@@ -191,9 +197,7 @@ def test_the_training_takes_what_no_helper_started_and_compiles_ahead_while_a_he
 
 
 def test_helpers_take_the_slowest_loops_first_then_the_drivers_in_order(monkeypatch):
-    helpers = warming._Helpers.__new__(warming._Helpers)
-    helpers.lock = threading.Condition()
-    helpers.drivers = {entry for entry, (loop, _) in enumerate(warming.SIGNATURES) if loop.endswith("_on_threads")}
+    helpers = _bare_helpers()
     loops = [entry for entry in range(1, len(warming.SIGNATURES)) if entry not in helpers.drivers]
     costs = {warming.SIGNATURES[entry][0]: 1.0 for entry in loops}
     slow, slower = (warming.SIGNATURES[entry][0] for entry in loops[-1:-3:-1])  # the last two loops

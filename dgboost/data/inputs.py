@@ -57,8 +57,9 @@ class RowSpans:
 class RowBlocks:
     """A dense float32 X held as consecutive blocks of rows, never joined (a Dask worker's
     pieces of its shard: a CPU worker's always, a GPU worker's where X stays on the host): the
-    compressed matrix, its pages and the cut sample read it a slice at a time. Behaves as the rows it holds for ``shape``, ``dtype``
-    and row indexing (a slice or ascending indices), which copies just those rows.
+    compressed matrix, its pages and the cut sample read it a slice at a time. Behaves as the
+    rows it holds for ``shape``, ``dtype`` and row indexing (a slice or ascending indices),
+    which copies just those rows.
     """
 
     ndim = 2

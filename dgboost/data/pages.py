@@ -271,19 +271,13 @@ def device_budget(params, xp) -> int:
     return int(free * (1 - _AUTOMATIC_MARGIN))
 
 
-def may_page(n_rows: int, n_features: int, budget: int, max_bin: int) -> bool:
-    """Whether the compressed matrix of ``n_rows`` rows of ``n_features`` might exceed ``budget``
-    (its dense rows' bytes at the widest cells ``max_bin`` makes): then X stays where it is
-    until its pages are built."""
-    return bool(budget) and _widest_matrix_bytes(n_rows, n_features, max_bin) > budget
-
-
 def stays_on_host(n_rows: int, n_features: int, value_bytes: int, budget: int, max_bin: int) -> bool:
     """Whether a host X of ``n_rows`` rows of ``n_features`` (``value_bytes`` of values) stays
     there while its matrix is built a chunk at a time: where the matrix might exceed ``budget``
-    (it is paged), or where X's values would not fit beside it within the budget (data larger
-    than the device whose matrix fits it: the matrix is in core, the values never on the
-    device whole)."""
+    (its dense rows' bytes at the widest cells ``max_bin`` makes: it may be paged), or where X's
+    values would not fit beside it within the budget (data larger than the device whose matrix
+    fits it: the matrix is in core, the values never on the device whole). With
+    ``value_bytes`` 0: whether the matrix alone might exceed the budget."""
     return bool(budget) and _widest_matrix_bytes(n_rows, n_features, max_bin) + int(value_bytes) > budget
 
 
