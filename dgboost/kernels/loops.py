@@ -273,6 +273,58 @@ def _launch(machine_code, args):
     return result
 
 
+#: How far ahead of its read (places of ``ridx``) a loop over a node's rows asks for a row:
+#: far enough for the memory to answer, near enough that the line is still cached.
+PREFETCH_PLACES = 16
+
+
+def _prefetch_row(array, row):
+    """Ask the CPU to bring row ``row`` of the C-contiguous 2-D ``array`` into its caches
+    ahead of its read: the rows of a node below the root are scattered through the matrix,
+    and a loop that waits for each in turn is bound by memory's latency (three times slower
+    at 200k rows, here). Compiled, LLVM's prefetch of the row's first and last bytes; as
+    plain Python, nothing. It reads and writes nothing: no result depends on it."""
+
+
+@functools.lru_cache(maxsize=1)
+def _prefetch_row_code():
+    """_prefetch_row for numba: an intrinsic emitting ``llvm.prefetch`` (read, keep in
+    every cache level, data)."""
+    from llvmlite import ir
+    from numba.core import types as numba_types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch_row(typingctx, array, row):
+        if not (isinstance(array, numba_types.Array) and array.ndim == 2 and isinstance(row, numba_types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, arguments):
+            array_type, row_type = signature.args
+            view = context.make_array(array_type)(context, builder, arguments[0])
+            word, flag = ir.IntType(64), ir.IntType(32)
+            row_value = context.cast(builder, arguments[1], row_type, numba_types.int64)
+            first = builder.add(builder.ptrtoint(view.data, word),
+                                builder.mul(row_value, builder.extract_value(view.strides, 0)))
+            item = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+            width = builder.mul(builder.extract_value(view.shape, 1), ir.Constant(word, item))
+            last = builder.add(first, builder.sub(width, ir.Constant(word, 1)))
+            pointer = ir.IntType(8).as_pointer()
+            prefetch = builder.module.declare_intrinsic(
+                "llvm.prefetch", [pointer], ir.FunctionType(ir.VoidType(), [pointer, flag, flag, flag]))
+            for address in (first, last):
+                builder.call(prefetch, [builder.inttoptr(address, pointer), ir.Constant(flag, 0),
+                                        ir.Constant(flag, 3), ir.Constant(flag, 1)])
+            return context.get_dummy_value()
+
+        return numba_types.void(array, row), codegen
+
+    return prefetch_row
+
+
+_prefetch_row.machine_code = _prefetch_row_code
+
+
 @compiled
 def _cell(cells, packed, row, cell, bits, cells_per_word):
     """Cell ``cell`` of ``row``: read directly where cells are whole bytes (``cells``, a
@@ -394,6 +446,10 @@ def histograms(run, n_runs, cells, packed, bits, cells_per_word, n_features, mis
         # Two rows at a time, their updates interleaved: two chains of adds in flight, not one
         # (a sixth faster). An odd last row is paired with itself at zero weight.
         for place in range(begin, end, 2):
+            ahead = min(place + PREFETCH_PLACES, end - 1)
+            for coming in (ridx[ahead], ridx[min(ahead + 1, end - 1)]):
+                _prefetch_row(packed, coming)
+                _prefetch_row(gpair, coming)
             row = ridx[place]
             other = ridx[min(place + 1, end - 1)]
             paired = place + 1 < end
@@ -679,6 +735,7 @@ def partition_sides(run, n_runs, cells, packed, bits, cells_per_word, missing_sy
         begin, end = _places(seg_begin, starts, first, stop, slot)
         sent_left = np.int64(0)  # a local count, not lefts[run, slot]: runs' counts share cache lines
         for place in range(begin, end):
+            _prefetch_row(packed, ridx[min(place + PREFETCH_PLACES, end - 1)])
             left = 1 - _child_slot(cells, packed, bits, cells_per_word, missing_symbol, feature_bins, ridx[place], slot,
                                    split_feature, split_bin, default_left, categories)
             goes_left[place] = left
