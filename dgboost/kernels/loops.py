@@ -262,7 +262,10 @@ def _launch(machine_code, args):
     import numba
 
     def run():
-        numba.set_num_threads(max(1, min(threads(), numba.config.NUMBA_NUM_THREADS)))  # this thread's
+        team = max(1, min(threads(), numba.config.NUMBA_NUM_THREADS))
+        if getattr(_setting, "team", None) != team:  # numba keeps a thread's count: set it on a change only
+            numba.set_num_threads(team)
+            _setting.team = team
         return machine_code(*args)
 
     if _layer_is_threadsafe:
