@@ -738,3 +738,34 @@ def test_compiled_prediction_equals_a_naive_walk(threads, monkeypatch):
     with loops.using_threads(threads):
         got = cpu.predict_margins(X, *nodes[:7], forest.outputs_device, forest.depth, start.copy())
     np.testing.assert_array_equal(got, _naive_margins(X, *nodes, start))
+
+
+def test_the_loops_intrinsics_equal_their_plain_python():
+    """loops._add_pair, compiled (one two-lane vector add), writes what its plain Python does
+    (two adds), at any even or odd place and with negative values; loops._prefetch_row,
+    compiled, changes nothing it is pointed at (rows of a wide array, a view's last row)."""
+    import numba
+
+    from dgboost.kernels import loops
+
+    add_pair, prefetch_row = loops._add_pair.machine_code(), loops._prefetch_row.machine_code()
+
+    @numba.njit
+    def compiled(array, rows, places, firsts, seconds):
+        for row in range(rows.shape[0]):
+            prefetch_row(rows, row)
+        for k in range(places.shape[0]):
+            add_pair(array, places[k], firsts[k], seconds[k])
+
+    rng = np.random.default_rng(5)
+    places = rng.integers(0, 99, 500)
+    firsts, seconds = rng.integers(-(2**40), 2**40, (2, 500))
+    rows = rng.standard_normal((30, 17)).astype(np.float32)[::3]  # every third row: a stride of 3 rows
+    before = rows.copy()
+    expected, got = np.arange(100, dtype=np.int64), np.arange(100, dtype=np.int64)
+    for k in range(500):
+        loops._add_pair(expected, places[k], firsts[k], seconds[k])
+        loops._prefetch_row(rows, k % len(rows))
+    compiled(got, rows, places, firsts, seconds)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(rows, before)

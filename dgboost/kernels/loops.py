@@ -282,7 +282,7 @@ PREFETCH_PLACES = 16
 
 
 def _prefetch_row(array, row):
-    """Ask the CPU to bring row ``row`` of the C-contiguous 2-D ``array`` into its caches
+    """Ask the CPU to bring row ``row`` of the 2-D ``array`` into its caches
     ahead of its read: the rows of a node below the root are scattered through the matrix,
     and a loop that waits for each in turn is bound by memory's latency (three times slower
     at 200k rows, here). Compiled, LLVM's prefetch of the row's first and last bytes; as
@@ -331,7 +331,7 @@ _prefetch_row.machine_code = _prefetch_row_code
 def _add_pair(array, column, first, second):
     """``array[column] += first`` and ``array[column + 1] += second`` (int64): compiled, one
     two-lane vector add, one load and one store where the two scalar adds make two of each
-    (histograms: a sixth faster on 200k rows). Integers: the sums are the same bits."""
+    (histograms, 200k rows on 2 threads: 7.9 -> 5.2 ms a round). Integers: the same bits."""
     array[column] += first
     array[column + 1] += second
 
