@@ -362,7 +362,8 @@ def test_the_thread_count_does_not_change_the_model(binary_data):
                                               ("reg:pseudohubererror", {"huber_slope": 0.3}),
                                               ("binary:logistic", {}),
                                               ("binary:logistic", {"scale_pos_weight": 3.0}),
-                                              ("multi:softprob", {"num_class": 4}), ("count:poisson", {})])
+                                              ("multi:softprob", {"num_class": 4}), ("multi:softmax", {"num_class": 7}),
+                                              ("multi:softprob", {"num_class": 11}), ("count:poisson", {})])
 @pytest.mark.parametrize("n_threads", [1, 3, 7])
 def test_training_gradients_equal_the_array_program_bit_for_bit(objective, extra, n_threads, monkeypatch):
     """The host's compiled gradient loops, on runs of rows on threads (runs not a multiple of
@@ -378,9 +379,11 @@ def test_training_gradients_equal_the_array_program_bit_for_bit(objective, extra
     n_rows = 50_021
     margins = (3 * rng.standard_normal((n_rows, chosen.n_outputs))).astype(np.float32)
     margins[:50] = np.float32(100) * rng.choice([-1, 1], (50, chosen.n_outputs))  # saturated, residuals of 100
-    label = rng.integers(0, 4 if objective.startswith("multi") else 2, n_rows).astype(np.float32)
+    if chosen.n_outputs > 1:  # rows with -inf and +inf margins (NaN probabilities), a -inf, a NaN
+        margins[50, :2], margins[51, 0], margins[52, 1] = (-np.inf, np.inf), -np.inf, np.nan
+    label = rng.integers(0, chosen.n_outputs if objective.startswith("multi") else 2, n_rows).astype(np.float32)
     for weight in (None, rng.random(n_rows).astype(np.float32)):
-        with np.errstate(over="ignore"):  # exp(100) is inf in float32, as training would meet it
+        with np.errstate(over="ignore", invalid="ignore"):  # exp(100) is inf in float32, as training meets it
             expected = chosen.gradients(margins, label, weight)
             got = chosen.training_gradients(margins, label, weight)
         assert got.dtype == expected.dtype and got.shape == expected.shape

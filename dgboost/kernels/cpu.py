@@ -591,6 +591,35 @@ def pair_gradients(kind, margin, label, weight, parameter, least_hessian):
     return gpair
 
 
+def softmax_gradients(margins, label, weight, least_hessian):
+    """Softmax's gradient pairs on the host (objectives.Softmax.training_gradients), the bits
+    of its array program: each row less its largest (loops.softmax_shifts), NumPy's exp and row
+    sums (numba's exp rounds differently; NumPy sums a row pairwise), then the rest compiled
+    (loops.softmax_pairs), the rows in runs on threads.
+
+    Parameters
+    ----------
+    margins : array of shape (n_rows, n_classes), float32                  # IN
+    label : array of shape (n_rows,), float32: class ids                  # IN
+    weight : array of shape (n_rows,), float32, or None                    # IN
+    least_hessian : float: the smallest hessian                           # IN
+
+    Returns
+    -------
+    array of shape (n_rows, n_classes, 2), float32: weighted (gradient, hessian)   # OUT
+    """
+    margins = np.ascontiguousarray(margins, dtype=GRADIENT_DTYPE)
+    n_runs = _threads_for(margins.shape[0])
+    shifted = np.empty_like(margins)
+    loops.softmax_shifts(n_runs, margins, shifted)
+    exps = np.exp(shifted, out=shifted)
+    gpair = np.empty((*margins.shape, 2), dtype=GRADIENT_DTYPE)
+    loops.softmax_pairs(n_runs, exps, exps.sum(axis=1), np.ascontiguousarray(label, dtype=GRADIENT_DTYPE),
+                        None if weight is None else np.ascontiguousarray(weight, dtype=GRADIENT_DTYPE),
+                        GRADIENT_DTYPE(least_hessian), gpair)
+    return gpair
+
+
 def tree_record(node_sums, active, table, left_child, scales, rules: Regularisation, eta, bounds=None):
     """A finished tree's per-node record (RECORD_COLUMNS) and its nodes' values.
 

@@ -900,6 +900,47 @@ def pair_gradients(run, n_runs, kind, margin, label, weight, parameter, least_he
 
 
 @over_runs
+def softmax_shifts(run, n_runs, margins, shifted):
+    """Each row of ``margins`` less its largest value (NaN where the row holds one, as numpy's
+    max) into ``shifted``, for run ``run`` of ``n_runs`` equal runs of the rows: softmax's
+    first step (numpy's max along a row of a few classes took 9 ms for 200k rows of 7)."""
+    n_rows, n_classes = margins.shape
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        largest = margins[row, 0]
+        for k in range(1, n_classes):
+            value = margins[row, k]
+            if value > largest or np.isnan(value):  # a NaN once met stays: nothing is > NaN
+                largest = value
+        for k in range(n_classes):
+            shifted[row, k] = margins[row, k] - largest
+
+
+@over_runs
+def softmax_pairs(run, n_runs, exps, sums, label, weight, least_hessian, gpair):
+    """Softmax's gradient pairs into ``gpair`` (n_rows, n_classes, 2) float32, for run ``run``
+    of ``n_runs`` equal runs of the rows: the float32 operations of objectives.Softmax's array
+    program that follow its exp and its row sums, one by one, in its order, so the same bits.
+    NumPy computes those two (numba's exp rounds differently, and NumPy sums a row pairwise):
+    ``exps``, exp of the margins less each row's largest, and ``sums``, their rows' sums.
+    The hessian is at least ``least_hessian`` (a NaN stays); ``weight``: float32 per row, or
+    None."""
+    one, two, zero = np.float32(1), np.float32(2), np.float32(0)
+    n_rows, n_classes = exps.shape
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        for k in range(n_classes):
+            probability = exps[row, k] / sums[row]
+            gradient = probability - (one if label[row] == k else zero)
+            hessian = two * probability * (one - probability)
+            if hessian < least_hessian:  # numpy's maximum: a NaN stays
+                hessian = least_hessian
+            if weight is not None:
+                gradient = gradient * weight[row]
+                hessian = hessian * weight[row]
+            gpair[row, k, 0] = gradient
+            gpair[row, k, 1] = hessian
+
+
+@over_runs
 def column_bounds(run, n_runs, columns, bounds):
     """The largest ``|x|`` of each column over run ``run`` of ``n_runs`` equal runs of the rows,
     into ``bounds[run]`` (float64, 0 for no rows); NaN where the run's column holds one, as

@@ -136,6 +136,16 @@ class Softmax(Objective):
         log_prior = np.log(np.maximum(sums / sums.sum(), _MIN_PROBABILITY))
         return (log_prior - log_prior.mean()).astype(MARGIN_DTYPE)
 
+    def training_gradients(self, margins, label, weight, epoch: int = 0):
+        """On the host, ``gradients``' bits from compiled loops on threads and NumPy's exp and
+        row sums (cpu.softmax_gradients), where the array program made a dozen passes over the
+        margins on one thread."""
+        if get_xp(margins) is not np:
+            return self.gradients(margins, label, weight)
+        from ..kernels import cpu
+
+        return cpu.softmax_gradients(margins, label, weight, _MIN_HESSIAN)
+
     def gradients(self, margins, label, weight):
         xp = get_xp(margins)
         probability = _softmax(margins)
