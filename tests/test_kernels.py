@@ -743,7 +743,7 @@ def test_compiled_prediction_equals_a_naive_walk(threads, monkeypatch):
 def test_the_loops_intrinsics_equal_their_plain_python():
     """loops._add_pair, compiled (one two-lane vector add), writes what its plain Python does
     (two adds), at any even or odd place and with negative values; loops._prefetch_row,
-    compiled, changes nothing it is pointed at (rows of a wide array, a view's last row)."""
+    compiled, changes nothing it is pointed at (the rows of a strided view)."""
     import numba
 
     from dgboost.kernels import loops

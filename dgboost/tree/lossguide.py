@@ -142,7 +142,7 @@ class LossguideGrower(Grower):
             hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
             child_depths = np.repeat([leaf.depth + 1 for leaf in split], 2)
             splits = self._splits(child, hist, scales, tree_index, child_depths,
-                                  slots=np.repeat(left_ids, 2) + np.tile([0, 1], n))
+                                  slots=np.arange(left_ids[0], left_ids[0] + 2 * n))  # the children's ids
             pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
             table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
             self.comm.check()
