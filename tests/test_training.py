@@ -388,6 +388,29 @@ def test_training_gradients_equal_the_array_program_bit_for_bit(objective, extra
             got = chosen.training_gradients(margins, label, weight)
         assert got.dtype == expected.dtype and got.shape == expected.shape
         np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+        if chosen.n_outputs > 1:  # Fortran-ordered margins (a base_margin's): NumPy sums their rows otherwise
+            with np.errstate(over="ignore", invalid="ignore"):
+                fortran = np.asfortranarray(margins)
+                expected = chosen.gradients(fortran, label, weight)
+                got = chosen.training_gradients(fortran, label, weight)
+            np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_each_call_sets_numbas_thread_count_whatever_set_it_before():
+    """A kernel launch sets numba's thread count only when it changes, and each call of dgboost
+    (``using_threads``) starts afresh: a count another library set in between is not kept."""
+    import numba
+
+    from dgboost.kernels import loops
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    with loops.using_threads(2):
+        assert loops._launch(numba.get_num_threads, ()) == 2
+    numba.set_num_threads(1)  # another library's, between two of dgboost's calls
+    with loops.using_threads(2):
+        assert loops._launch(numba.get_num_threads, ()) == 2
+        assert loops._launch(numba.get_num_threads, ()) == 2
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -190,6 +190,7 @@ def using_threads(n_threads: int | None):
     the count already set (at first ``cores()``)."""
     before = getattr(_setting, "threads", None)
     _setting.threads = n_threads if n_threads and n_threads > 0 else before
+    _setting.team = None  # the first launch sets numba's count, whatever else set it meanwhile
     try:
         yield
     finally:
@@ -263,7 +264,7 @@ def _launch(machine_code, args):
 
     def run():
         team = max(1, min(threads(), numba.config.NUMBA_NUM_THREADS))
-        if getattr(_setting, "team", None) != team:  # numba keeps a thread's count: set it on a change only
+        if getattr(_setting, "team", None) != team:  # numba keeps a thread's count: set on a change (using_threads)
             numba.set_num_threads(team)
             _setting.team = team
         return machine_code(*args)
@@ -310,8 +311,9 @@ def _prefetch_row_code():
             first = builder.add(builder.ptrtoint(view.data, word),
                                 builder.mul(row_value, builder.extract_value(view.strides, 0)))
             item = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
-            width = builder.mul(builder.extract_value(view.shape, 1), ir.Constant(word, item))
-            last = builder.add(first, builder.sub(width, ir.Constant(word, 1)))
+            span = builder.mul(builder.sub(builder.extract_value(view.shape, 1), ir.Constant(word, 1)),
+                               builder.extract_value(view.strides, 1))  # to the row's last item
+            last = builder.add(first, builder.add(span, ir.Constant(word, item - 1)))
             pointer = ir.IntType(8).as_pointer()
             prefetch = builder.module.declare_intrinsic(
                 "llvm.prefetch", [pointer], ir.FunctionType(ir.VoidType(), [pointer, flag, flag, flag]))
@@ -346,7 +348,8 @@ def _add_pair_code():
     @intrinsic
     def add_pair(typingctx, array, column, first, second):
         if not (isinstance(array, numba_types.Array) and array.ndim == 1 and array.dtype == numba_types.int64
-                and array.layout == "C"):
+                and array.layout == "C" and array.mutable and array.aligned
+                and all(isinstance(value, numba_types.Integer) for value in (column, first, second))):
             return None
 
         def codegen(context, builder, signature, arguments):

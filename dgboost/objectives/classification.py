@@ -139,8 +139,10 @@ class Softmax(Objective):
     def training_gradients(self, margins, label, weight, epoch: int = 0):
         """On the host, ``gradients``' bits from compiled loops on threads and NumPy's exp and
         row sums (cpu.softmax_gradients), where the array program made a dozen passes over the
-        margins on one thread."""
-        if get_xp(margins) is not np:
+        margins on one thread. Margins not in C order (a Fortran-ordered base_margin's) keep the
+        array program: NumPy sums their rows in another order from 8 classes up."""
+        if (get_xp(margins) is not np or not margins.flags.c_contiguous or margins.dtype != MARGIN_DTYPE
+                or (weight is not None and weight.dtype != GRADIENT_DTYPE)):  # a dtype of the caller's: its own
             return self.gradients(margins, label, weight)
         from ..kernels import cpu
 
