@@ -143,6 +143,30 @@ def test_base_margin_replaces_the_base_score(binary_data):
     np.testing.assert_allclose(with_offset - booster.predict(X, output_margin=True), 2.0, atol=1e-5)
 
 
+def test_a_base_margins_memory_layout_changes_no_model_and_no_prediction():
+    """The same base margins in C or Fortran order (a pandas frame's to_numpy is often the
+    latter) give one model file and the same predictions: with 8 classes or more NumPy sums a
+    Fortran-ordered row of margins in another order than a C-ordered one. The caller's array
+    is left as it was."""
+    rng = np.random.default_rng(11)
+    n_rows, n_classes = 3000, 9
+    X = rng.standard_normal((n_rows, 6)).astype(np.float32)
+    y = (np.abs(X[:, 0] * 3 + X[:, 1]).astype(np.int64) % n_classes).astype(np.float32)
+    margins = (rng.standard_normal((n_rows, n_classes)) * 2).astype(np.float32)
+    params = {"objective": "multi:softprob", "num_class": n_classes, "max_depth": 3}
+    files, predictions = [], []
+    for layout in (np.ascontiguousarray, np.asfortranarray):
+        given = layout(margins)
+        kept = given.copy(order="K")
+        booster = dgboost.train(params, X, y, num_boost_round=4, base_margin=given)
+        files.append(booster.save_raw())
+        predictions.append(booster.predict(X, base_margin=given))
+        np.testing.assert_array_equal(given, kept)
+        assert given.flags.f_contiguous == (layout is np.asfortranarray)
+    assert files[0] == files[1]
+    np.testing.assert_array_equal(predictions[0].view(np.uint32), predictions[1].view(np.uint32))
+
+
 def test_evals_and_early_stopping(binary_data):
     X, y = binary_data
     X_valid, y_valid = X[:200], 1 - y[:200]  # the opposite labels: validation gets worse

@@ -342,7 +342,10 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
         raise ValueError(f"{name} must have shape ({n_rows}, {n_outputs}) (one margin per row and "
                          f"output), got {values.shape}")
     _check_numeric_dtype(values.dtype, name)
-    values = asarray(xp, values).astype(MARGIN_DTYPE)
+    # A copy in C order whatever the caller's layout: softmax sums a row of margins, and NumPy
+    # sums a Fortran-ordered row in another order from 8 classes up (the same margins would make
+    # another model, or other predictions, by their layout).
+    values = asarray(xp, values).astype(MARGIN_DTYPE, order="C")
     _check_finite(values, name)
     return values
 
