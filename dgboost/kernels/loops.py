@@ -282,15 +282,18 @@ def _launch(machine_code, args):
 PREFETCH_PLACES = 16
 
 
-def _prefetch_row(array, row):
-    """Ask the CPU to bring row ``row`` of the 2-D ``array`` into its caches
-    ahead of its read: the rows of a node below the root are scattered through the matrix,
-    and a loop that waits for each in turn is bound by memory's latency (three times slower
-    at 200k rows, here). Compiled, LLVM's prefetch of the row's first and last bytes; as
-    plain Python, nothing. It reads and writes nothing: no result depends on it."""
+def _lowered(make_intrinsic):
+    """A plain-Python helper of the loops whose compiled form is a numba intrinsic:
+    ``make_intrinsic()`` builds it once, at the first compile that binds it (``_bound`` binds
+    every global with a ``machine_code``), so numba is imported no sooner."""
+
+    def decorate(function):
+        function.machine_code = functools.lru_cache(maxsize=1)(make_intrinsic)
+        return function
+
+    return decorate
 
 
-@functools.lru_cache(maxsize=1)
 def _prefetch_row_code():
     """_prefetch_row for numba: an intrinsic emitting ``llvm.prefetch`` (read, keep in
     every cache level, data)."""
@@ -327,18 +330,15 @@ def _prefetch_row_code():
     return prefetch_row
 
 
-_prefetch_row.machine_code = _prefetch_row_code
+@_lowered(_prefetch_row_code)
+def _prefetch_row(array, row):
+    """Ask the CPU to bring row ``row`` of the 2-D ``array`` into its caches
+    ahead of its read: the rows of a node below the root are scattered through the matrix,
+    and a loop that waits for each in turn is bound by memory's latency (three times slower
+    at 200k rows, here). Compiled, LLVM's prefetch of the row's first and last bytes; as
+    plain Python, nothing. It reads and writes nothing: no result depends on it."""
 
 
-def _add_pair(array, column, first, second):
-    """``array[column] += first`` and ``array[column + 1] += second`` (int64): compiled, one
-    two-lane vector add, one load and one store where the two scalar adds make two of each
-    (histograms, 200k rows on 2 threads: 7.9 -> 5.2 ms a round). Integers: the same bits."""
-    array[column] += first
-    array[column + 1] += second
-
-
-@functools.lru_cache(maxsize=1)
 def _add_pair_code():
     """_add_pair for numba: an intrinsic adding a <2 x i64> vector in place."""
     from llvmlite import ir
@@ -370,7 +370,13 @@ def _add_pair_code():
     return add_pair
 
 
-_add_pair.machine_code = _add_pair_code
+@_lowered(_add_pair_code)
+def _add_pair(array, column, first, second):
+    """``array[column] += first`` and ``array[column + 1] += second`` (int64): compiled, one
+    two-lane vector add, one load and one store where the two scalar adds make two of each
+    (histograms, 200k rows on 2 threads: 7.9 -> 5.2 ms a round). Integers: the same bits."""
+    array[column] += first
+    array[column + 1] += second
 
 
 @compiled
