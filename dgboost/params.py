@@ -401,8 +401,8 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("max_greedy_nodes", 1, *_CHECKS["max_greedy_nodes"],
          "Lossguide: the best leaves split together in one step (one histogram launch and one collective), "
          "the same on every device; 1 splits one at a time, in XGBoost's order (the name is XGBoost's "
-         "development branch's). On a GPU, 16 to 32 is the fast setting: at 255 leaves, 32 trains faster "
-         "than XGBoost's lossguide (docs/performance.md)."),
+         "development branch's). Both are faster than XGBoost's lossguide on a GPU at 255 leaves: 1 by "
+         "splitting the nodes likeliest to come next ahead on the device, 32 the more (docs/performance.md)."),
     Spec("min_child_weight", 1.0, *_CHECKS["min_child_weight"],
          "Minimum sum of hessians in a child for a split to be considered."),
     Spec("lambda", 1.0, *_CHECKS["lambda"], "L2 regularisation of leaf weights.",

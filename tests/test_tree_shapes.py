@@ -320,20 +320,25 @@ def test_lossguide_batches_split_the_best_leaves_together():
                                     "interaction_constraints": [[0, 1, 2], [2, 3, 4, 5]]},
                                    {"subsample": 0.5, "sampling_method": "gradient_based", "min_child_weight": 5}])
 def test_speculative_lossguide_grows_xgboosts_order(monkeypatch, width, extra, tmp_path):
-    """One leaf a step, speculated ``width`` leaves a step (as on a GPU) and cut to XGBoost's
-    order: the model file of one leaf a step."""
+    """One leaf a step, ``width`` nodes split on the device a step ahead of their turn, the tree
+    taking them in XGBoost's order: the model file of one node split a step."""
     from dgboost.tree import lossguide
 
     X, y = _data(np.random.default_rng(13), 6000)
     params = {"grow_policy": "lossguide", "max_leaves": 45, "max_depth": 0, "eta": 0.3, **extra}
-    dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "one.json")
-    steps = []
-    cut = lossguide._in_order
-    monkeypatch.setattr(lossguide, "_in_order", lambda *a: steps.append(cut(*a)) or steps[-1])
-    monkeypatch.setitem(lossguide.SPECULATION, "cpu", width)
+    monkeypatch.setattr(lossguide, "SPECULATION", 1)
+    one = dgboost.train(params, X, y, num_boost_round=4)
+    one.save_model(tmp_path / "one.json")
+    batches = []
+    step = lossguide.LossguideGrower._step
+    monkeypatch.setattr(lossguide.LossguideGrower, "_step",
+                        lambda self, tree, batch, first_id: batches.append(len(batch)) or step(self, tree, batch,
+                                                                                              first_id))
+    monkeypatch.setattr(lossguide, "SPECULATION", width)
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "speculated.json")
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "speculated.json").read_bytes()
-    assert max(steps) > 1 and min(steps) < width  # batches were kept whole and cut
+    n_splits = sum(int((~tree.is_leaf).sum()) for tree in one.trees)
+    assert max(batches) > 1 and len(batches) < n_splits  # fewer steps than splits
 
 
 @pytest.mark.gpu
@@ -359,8 +364,8 @@ LEAF_CASES = {
     "depthwise-capped": {"max_depth": 7, "max_leaves": 20},
     "depthwise-upper-bound": {"max_depth": 7, "min_child_weight": 4, "_upper_bound": True},  # a GPU's padded levels
     "symmetric": {"grow_policy": "symmetric", "max_depth": 6},
-    "lossguide": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0},
-    "lossguide-speculated": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "_width": 16},
+    "lossguide": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "_width": 1},  # one node a step
+    "lossguide-speculated": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0},
     "lossguide-batches": {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "max_greedy_nodes": 4},
     "multiclass": {"objective": "multi:softprob", "num_class": 3, "max_depth": 6},
     "paged": {"max_depth": 6, "max_device_matrix_bytes": 12_000},  # streamed page by page
@@ -399,7 +404,7 @@ def test_every_row_is_put_at_the_leaf_routing_sends_it_to(case, device, monkeypa
     if params.pop("_upper_bound", False):
         monkeypatch.setattr(Grower, "_next_level_parents", lambda self, splits, n_bins_total: splits.n_nodes)
     if "_width" in params:
-        monkeypatch.setitem(lossguide.SPECULATION, "cpu", params.pop("_width"))
+        monkeypatch.setattr(lossguide, "SPECULATION", params.pop("_width"))
     X, y = _data(np.random.default_rng(7), 3000)
     if params.get("objective") == "multi:softprob":
         y = np.digitize(y, [-0.5, 0.5]).astype(np.float32)

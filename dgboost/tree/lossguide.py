@@ -5,22 +5,26 @@ at ``max_depth`` (0: no limit). A step splits the ``max_greedy_nodes`` best leav
 one at a time, XGBoost's trees), on every device alike, so the model is the same.
 
 Nodes are numbered as they are made, XGBoost's way: the root 0, then each split's children
-``n`` and ``n + 1``, the next two ids. A step: each leaf's rows (a range of ``ridx``)
+``n`` and ``n + 1``, the next two ids. A step: each node's rows (a range of ``ridx``)
 partitioned in place, the smaller child of each pair's histogram built in one launch (the
-other by subtraction from the leaf's, which is kept while the node is a leaf), one
-collective, and the children's best splits found by the coordinator. The host keeps the
-leaves in a heap by gain, reading each step's children's splits and rows sent left once
-the step is done; the leaves' histograms and split rows stay on the device, in pools
+other by subtraction from the node's, kept in a pool until the node is split in the tree),
+one collective, and the children's best splits found by the coordinator. The host keeps the
+leaves in a heap by gain (``_Order``), reading each step's children's splits and rows sent
+left once the step is done; the nodes' histograms and split rows stay on the device, in pools
 (``_Pools``) that a step gathers from and writes its children to by slot.
 
-One leaf a step (XGBoost's order) is done speculatively on a GPU, ``SPECULATION`` leaves a step:
-the best leaves are split together as a batch, and then, the children's gains known, the
-batch is cut where XGBoost's order leaves it: at the first leaf that a child of an earlier
-leaf of the batch outranks. The leaves after the cut go back to the heap, their range of
-``ridx`` as it is (its order may have changed, which no sum depends on: histograms are
-integer sums; rows get their leaf ids only once the tree is grown) and their children's ids
-back to the pool. The trees are XGBoost's order's,
-in some 43 steps of 255 leaves rather than 254 (higgs-like, 16 leaves a step).
+One leaf a step (XGBoost's order) is done ahead: a step splits, on the device, the
+``SPECULATION`` nodes most likely to be split next, and the host then makes the tree's splits
+in XGBoost's order for as long as the next leaf's children are known (``_Order``): a node's
+children do not depend on when they were made, so every split made on the device ahead is
+kept until its node's turn comes, and the steps are some 20 a tree of 255 leaves rather than
+the 254 splits. The nodes a step splits are found best first (``_Order.ahead``): the leaves
+of the heap, and below a leaf already split on the device its children, ranked by the least
+gain on their way down from the heap (a node's turn comes only after its parents'). Where
+the columns are drawn a node (``colsample_bynode``) a node's draws are keyed by its id, known
+only once its turn comes: a step then splits the best leaves of the heap, each keyed by the
+id it gets if they are split in the heap's order, and a leaf whose children's ids turn out
+otherwise is split again at its turn. The trees are the same at any width.
 """
 
 from __future__ import annotations
@@ -33,41 +37,139 @@ import numpy as np
 from . import histogram, partition
 from .grower import Grower, GrownTree, Level, _Frontier
 from .split import SplitTable
-from .._dtypes import HIST_DTYPE, POSITION_DTYPE
+from .._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp, join, to_numpy
 from ..kernels import next_frontier, place_rows
 
-#: Leaves split together a step when max_greedy_nodes is 1, the batch then cut to XGBoost's
-#: order (higgs-like 10M rows, 255 leaves: 78 steps a tree at 4, 52 at 8, 43 at 16), by
-#: device: on a GPU a step's cost is mostly fixed (some 30 launches, one wait for the device;
-#: one H100, 100 rounds: 80.7, 59.6, 57.0 and 56.9 ms a round at widths 4, 8, 12 and 16); on
-#: the CPU the leaves cut cost their rows' work (10 rounds of 255 leaves, 200k rows, 2 cores:
-#: 2.7 to 3.2 s at 16 against 2.2 to 2.4 s at 1). The trees are the same at any width.
-SPECULATION = {"cuda": 16, "cpu": 1}
+#: Nodes split on the device a step when max_greedy_nodes is 1, the tree taking them as their
+#: turns come. Higgs-like 2M rows, 255 leaves, 100 rounds: steps a tree and nodes split a tree
+#: at widths 8, 12, 16, 24 and 32: 35 and 260, 25 and 268, 21 and 285, 19 and 360, 18.5 and
+#: 460 (254 splits at width 1). A step costs some 30 launches and a wait on a GPU, a pass over
+#: its span of ridx and Python on the CPU (200k rows, 2 cores, 30 rounds: 2.75 s at width 1,
+#: 1.8 s at 16); a node split and never taken costs its rows' work.
+SPECULATION = 16
 
-#: Slots the leaves' pools start with (a 255-leaf tree grows them three times, once a run).
+#: Slots the pools start with (a 255-leaf tree grows them some three times, once a run).
 POOL_SLOTS = 64
 
 
-@dataclasses.dataclass
-class _Leaf:
-    """A leaf of the tree being grown: where its rows lie in ``ridx`` (on this rank), its slot
+@dataclasses.dataclass(eq=False)
+class _Node:
+    """A node of the tree being grown: where its rows lie in ``ridx`` (on this rank), its slot
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
-    nothing; its best split row) and its place in the step that made it (``start``: that
-    step's first id; ``place``: its slot there)."""
+    nothing; its best split row) until it is split in the tree, the step that made it and
+    its row there, and its best split's gain. ``children``: its children once split on the
+    device, ``keyed`` the ids their column draws were keyed by (None where draws are not
+    keyed by node); ``id``: its node id, once its parent's split is in the tree."""
 
     begin: int
     end: int
     depth: int
     slot: int
-    start: int
+    step: int
     place: int
+    gain: float
+    open: bool  # its best split is worth making and may be made (depth)
+    children: tuple | None = None
+    keyed: tuple | None = None
+    id: int = -1
+
+
+class _Order:
+    """XGBoost's order of splits, on the host: the tree's leaves that may split in a heap by
+    (-gain, id), each node by id, the left child of each (-1 at a leaf), the tree's depth."""
+
+    def __init__(self, root: _Node, max_leaves: int):
+        root.id = 0
+        self.nodes = [root]
+        self.left_child = [-1]
+        self.heap = [(-root.gain, 0)] if root.open else []
+        self.max_leaves = max_leaves
+        self.depth = 0
+
+    @property
+    def next_id(self) -> int:
+        """The id the next split's left child gets."""
+        return len(self.nodes)
+
+    def done(self) -> bool:
+        n_leaves = len(self.nodes) // 2 + 1  # a split adds two nodes and one leaf
+        return not self.heap or bool(self.max_leaves and n_leaves >= self.max_leaves)
+
+    def room(self, cap: int) -> int:
+        """At most ``cap``, and no more than the splits max_leaves leaves room for."""
+        return min(cap, self.max_leaves - (len(self.nodes) // 2 + 1)) if self.max_leaves else cap
+
+    def next(self) -> _Node:
+        """The leaf XGBoost splits next."""
+        return self.nodes[self.heap[0][1]]
+
+    def best(self, n: int) -> list:
+        """The ``n`` best leaves, in the heap's order (left in the heap)."""
+        return [self.nodes[node] for _, node in heapq.nsmallest(n, self.heap)]
+
+    def pop(self, n: int) -> list:
+        """The ``n`` best leaves, taken from the heap in its order."""
+        return [self.nodes[heapq.heappop(self.heap)[1]] for _ in range(min(n, len(self.heap)))]
+
+    def split(self, node: _Node) -> None:
+        """``node`` (taken from the heap) split in the tree: its children, split on the device,
+        get the next two ids and join the heap where they may split."""
+        self.left_child[node.id] = self.next_id
+        for child in node.children:
+            child.id = self.next_id
+            self.nodes.append(child)
+            self.left_child.append(-1)
+            if child.open:
+                heapq.heappush(self.heap, (-child.gain, child.id))
+        self.depth = max(self.depth, node.depth + 1)
+
+    def ahead(self, width: int) -> list:
+        """The ``width`` nodes not split on the device whose turn is likeliest to come soonest:
+        best first from the heap's leaves, a leaf split on the device standing for its children
+        (a node's turn comes after its parent's), each ranked by the least gain from the heap
+        down to it, the heap's own leaves first on a tie. The heap's best leaf, not split on the
+        device, comes first."""
+        if not self.heap:
+            return []
+        queue = [(*self.heap[0], 0, 0)]  # a heap leaf: (-gain, id, 0, its place in the heap)
+        picked, made = [], 0
+        while queue and len(picked) < width:
+            entry = heapq.heappop(queue)
+            if entry[2] == 0:
+                place = entry[3]
+                for after in (2 * place + 1, 2 * place + 2):  # the heap's leaves in its order, lazily
+                    if after < len(self.heap):
+                        heapq.heappush(queue, (*self.heap[after], 0, after))
+                node = self.nodes[entry[1]]
+            else:
+                node = entry[3]
+            if node.children is None:
+                picked.append(node)
+                continue
+            for child in node.children:
+                if child.open:
+                    made += 1  # (a tie after the heap's leaves, in the order found; no id yet)
+                    heapq.heappush(queue, (max(entry[0], -child.gain), len(self.nodes) + made, 1, child))
+        return picked
+
+
+@dataclasses.dataclass
+class _Growing:
+    """A tree being grown: what its steps read (``steps``: each step's frontier and level)."""
+
+    gpair: object
+    scales: object
+    ridx: object
+    pools: "_Pools"
+    tree_index: int
+    steps: list
 
 
 class _Pools:
-    """Each leaf's histogram and best split row, in the slots of two device arrays: a step
-    gathers its leaves' by one index and its children's land by another, whatever the
-    steps that made them (no per-leaf arrays to join). Slots are handed out and back on the
+    """Each node's histogram and best split row, in the slots of two device arrays: a step
+    gathers its nodes' by one index and its children's land by another, whatever the
+    steps that made them (no per-node arrays to join). Slots are handed out and back on the
     host; the arrays grow where a tree has no ``max_leaves`` (the order of the work on the
     device keeps a slot's reads before its next writes)."""
 
@@ -110,201 +212,191 @@ class LossguideGrower(Grower):
         n_places = int(to_numpy(root.seg_end)[0])  # the rows drawn come first in ridx
         hist = root.histograms(self.matrix, gpair, scales, ridx, self.comm)
         splits = self._splits(root, hist, scales, tree_index, 0, slots=np.zeros(1, np.int64))
-        width = SPECULATION["cpu" if xp is np else "cuda"] if self.batch == 1 else self.batch
         pools = self._pools(xp, hist.shape[1], splits.table.shape[1])
         (slot,) = pools.take(1)
         pools.hist[slot], pools.table[slot] = hist[0], splits.table[0]
-        levels = [self._level(root, splits)]
-        leaves = {0: _Leaf(0, n_places, 0, slot, 0, 0)}
         table = to_numpy(splits.table)
         self.comm.check()  # what a failure cut short is not read as splits
-        heap = self._candidates({0: leaves[0]}, table)
-        frontiers = {0: root}  # each step's frontier: its nodes' sums, bounds and paths
-        left_child = [-1]  # by node id, on the host until the tree is grown
-        depth = 0
-        while heap and (not self.max_leaves or len(leaves) < self.max_leaves):
-            room = self.max_leaves - len(leaves) if self.max_leaves else width
-            keys = [heapq.heappop(heap) for _ in range(min(width, room, len(heap)))]
-            batch = [node for _, node in keys]
-            split = [leaves.pop(node) for node in batch]
-            n = len(split)
-            left_ids = [len(left_child) + 2 * k for k in range(n)]
-            for node, left_id in zip(batch, left_ids):
-                left_child[node] = left_id
-            left_child.extend([-1] * 2 * n)
-            child_slots = pools.take(2 * n)
-            step = _Step.of(xp, split, left_ids, child_slots)
-            table = xp.take(pools.table, step.slots_by_range, axis=0)  # the leaves' split rows, by range order
-            n_left = self._partition(step, table, ridx)
-            child = self._children(step, table, frontiers, split, n_left, scales)
-            hist_built = self.comm.reduce(histogram.build(self.matrix, gpair, scales, ridx[step.first:step.stop],
-                                                          child.build_begin, child.build_end))  # the coordinator's
-            hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
-            child_depths = np.repeat([leaf.depth + 1 for leaf in split], 2)
-            splits = self._splits(child, hist, scales, tree_index, child_depths,
-                                  slots=np.arange(left_ids[0], left_ids[0] + 2 * n))  # the children's ids
-            pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
-            table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
-            self.comm.check()
-            level = self._level(child, splits)
-            made = {}
-            for k, leaf in enumerate(split):
-                middle = leaf.begin + int(n_left[step.place[k]])
-                made[left_ids[k]] = _Leaf(leaf.begin, middle, leaf.depth + 1, child_slots[2 * k], left_ids[0], 2 * k)
-                made[left_ids[k] + 1] = _Leaf(middle, leaf.end, leaf.depth + 1, child_slots[2 * k + 1], left_ids[0],
-                                              2 * k + 1)
-            candidates = self._candidates(made, table)
-            n_kept = _in_order(keys, left_ids, candidates) if self.batch == 1 else n  # XGBoost's order's cut
-            if n_kept < n:
-                for key, node, leaf in zip(keys[n_kept:], batch[n_kept:], split[n_kept:]):
-                    heapq.heappush(heap, key)
-                    leaves[node] = leaf
-                    left_child[node] = -1
-                del left_child[len(left_child) - 2 * (n - n_kept):]
-                pools.give(child_slots[2 * n_kept:])
-                level = _first_slots(level, 2 * n_kept)
-                made = {node: leaf for node, leaf in made.items() if leaf.place < 2 * n_kept}
-                candidates = [entry for entry in candidates if entry[1] in made]
-                child_depths = child_depths[:2 * n_kept]
-            pools.give([leaf.slot for leaf in split[:n_kept]])
-            levels.append(level)
-            frontiers[left_ids[0]] = child
-            depth = max(depth, int(child_depths.max()))
-            leaves.update(made)
-            for entry in candidates:
-                heapq.heappush(heap, entry)
+        tree = _Growing(gpair, scales, ridx, pools, tree_index, [(root, self._level(root, splits))])
+        order = _Order(self._nodes(table, [(0, n_places, 0)], [slot], 0)[0], self.max_leaves)
+        keyed = self.columns.rates[2] < 1.0  # column draws keyed by node id
+        while not order.done():
+            if self.batch > 1:  # the best leaves split together, in the heap's order
+                batch = order.pop(order.room(self.batch))
+                self._step(tree, batch, order.next_id)
+                for node in batch:
+                    order.split(node)
+                    pools.give([node.slot])
+                continue
+            node = order.next()
+            if node.children is not None and node.keyed in (None, order.next_id):
+                order.pop(1)
+                order.split(node)
+                pools.give([node.slot])
+            elif keyed:  # the best leaves, keyed by the ids they get if split in the heap's order
+                batch = order.best(order.room(SPECULATION))
+                pools.give([slot for node in batch if node.children is not None for slot in _held(node)])
+                self._step(tree, batch, order.next_id)
+            else:
+                self._step(tree, order.ahead(order.room(SPECULATION)), None)
         if drawn is None:  # else _finish routes every row
-            ranges = np.array([[leaf.begin, leaf.end, node] for node, leaf in leaves.items()], dtype=POSITION_DTYPE)
+            ranges = np.array([[node.begin, node.end, node.id] for node in order.nodes
+                               if order.left_child[node.id] < 0], dtype=POSITION_DTYPE)
             place_rows(ridx, *ranges.T, positions)
-        return self._finish([self._joined(levels, asarray(xp, left_child, POSITION_DTYPE))], positions, scales,
-                            drawn, depth)
+        return self._finish([self._joined(tree.steps, order)], positions, scales, drawn, order.depth)
 
     def _pools(self, xp, n_bins_total: int, n_columns: int) -> _Pools:
         """This grower's pools, made for its first tree and kept for the next: they start at
-        ``POOL_SLOTS`` and double as the leaves need (max_leaves and max_greedy_nodes may be
+        ``POOL_SLOTS`` and double as the nodes need (max_leaves and max_greedy_nodes may be
         far above any tree's leaves)."""
         if self.pools is None or not self.pools.fits(xp, n_bins_total, n_columns):
             self.pools = _Pools(xp, n_bins_total, n_columns, POOL_SLOTS)
         self.pools.reset()
         return self.pools
 
+    def _step(self, tree: _Growing, batch: list, first_id: int | None) -> None:
+        """Split ``batch``'s nodes on the device: their rows partitioned, their children's
+        histograms and best splits made, and each node's ``children`` set. ``first_id``: the
+        first left child's id if the batch is split in the tree in its order, which keys the
+        children's column draws (None where the draws are not keyed by node)."""
+        xp, pools = get_xp(tree.gpair), tree.pools
+        n = len(batch)
+        child_slots = pools.take(2 * n)
+        step = _Step.of(xp, batch, child_slots)
+        table = xp.take(pools.table, step.slots_by_range, axis=0)  # the nodes' split rows, by range order
+        n_left = self._partition(step, table, tree.ridx)
+        child = self._children(step, table, tree.steps, batch, n_left, tree.scales)
+        hist_built = self.comm.reduce(histogram.build(self.matrix, tree.gpair, tree.scales,
+                                                      tree.ridx[step.first:step.stop], child.build_begin,
+                                                      child.build_end))  # the coordinator's
+        hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
+        depths = np.repeat([node.depth + 1 for node in batch], 2)
+        keys = 2 * n if first_id is None else np.arange(first_id, first_id + 2 * n)
+        splits = self._splits(child, hist, tree.scales, tree.tree_index, depths, slots=keys)
+        pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
+        table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
+        self.comm.check()
+        tree.steps.append((child, self._level(child, splits)))
+        ranges = []
+        for k, node in enumerate(batch):
+            middle = node.begin + int(n_left[step.place[k]])
+            ranges += [(node.begin, middle, node.depth + 1), (middle, node.end, node.depth + 1)]
+        children = self._nodes(table, ranges, child_slots, len(tree.steps) - 1)
+        for k, node in enumerate(batch):
+            node.children = (children[2 * k], children[2 * k + 1])
+            node.keyed = None if first_id is None else first_id + 2 * k
+        pools.give([node.slot for node in children if not node.open])  # never split: never read
+
+    def _nodes(self, table: np.ndarray, ranges: list, slots: list, step: int) -> list:
+        """A step's new nodes (``ranges``: each one's (begin, end, depth)) from the coordinator's
+        table of their splits, read to the host."""
+        gains = table[:, 4].view(GAIN_DTYPE)
+        valid = table[:, 0] != 0
+        return [_Node(begin, end, depth, slot, step, place, float(gains[place]),
+                      bool(valid[place]) and (not self.max_depth or depth < self.max_depth))
+                for place, ((begin, end, depth), slot) in enumerate(zip(ranges, slots))]
+
     def _partition(self, step: "_Step", table, ridx):
-        """Split the rows of the step's leaves (``table``: their split rows in the order of their
-        ranges), in place, in one pass over the span of ``ridx`` their ranges cover: the leaves
-        as one level, in the order of their ranges (the rows between them, other leaves', stay).
-        Returns each leaf's rows sent left, by range order, on the device."""
+        """Split the rows of the step's nodes (``table``: their split rows in the order of their
+        ranges), in place, in one pass over the span of ``ridx`` their ranges cover: the nodes
+        as one level, in the order of their ranges (the rows between them, other nodes', stay).
+        Returns each node's rows sent left, by range order, on the device."""
         moved, n_left = partition.apply_level(self.matrix, ridx[step.first:step.stop], step.seg_begin, step.seg_end,
                                               SplitTable(table), step.left_by_range)
         ridx[step.first:step.stop] = moved
         return n_left
 
-    def _joined(self, levels: list, left_child) -> Level:
-        """The tree's steps as one level of every node id (``left_child`` by id), its splits
-        those made."""
-        xp = get_xp(left_child)
-        table = xp.concatenate([level.splits.table for level in levels])  # a copy: its column 0 is set
+    def _joined(self, steps: list, order: _Order) -> Level:
+        """The tree as one level of every node id: each id's row of the step that made it (the
+        steps' levels hold nodes never taken too)."""
+        levels = [level for _, level in steps]
+        starts = np.cumsum([0] + [level.size for level in levels])
+        xp = get_xp(levels[0].active)
+        rows = asarray(xp, [starts[node.step] + node.place for node in order.nodes], POSITION_DTYPE)
+        left_child = asarray(xp, order.left_child, POSITION_DTYPE)
+
+        def taken(arrays):
+            return xp.take(join(arrays), rows, axis=0)
+
+        table = taken([level.splits.table for level in levels])  # a copy: its column 0 is set
         table[:, 0] = left_child >= 0
-        bounds = None if levels[0].bounds is None else join([level.bounds for level in levels])
-        return Level(0, join([level.node_sums for level in levels]),
-                     join([level.active for level in levels]), SplitTable(table), left_child, bounds)
+        bounds = None if levels[0].bounds is None else taken([level.bounds for level in levels])
+        return Level(0, taken([level.node_sums for level in levels]), taken([level.active for level in levels]),
+                     SplitTable(table), left_child, bounds)
 
     def _level(self, frontier: _Frontier, splits: SplitTable) -> Level:
         """A step's nodes as a level of the record (their children are set when the tree is
         joined, ``_joined``)."""
         return Level(frontier.start, frontier.node_sums, frontier.active, splits, None, frontier.bounds)
 
-    def _candidates(self, leaves: dict, table: np.ndarray) -> list:
-        """Heap entries (-gain, id) of the leaves whose best split is worth making and may be
-        made (depth), from the coordinator's table of their step, read to the host."""
-        gains = table[:, 4].view(np.float64)
-        out = []
-        for node, leaf in leaves.items():
-            valid = table[leaf.place, 0] != 0
-            if valid and (not self.max_depth or leaf.depth < self.max_depth):
-                out.append((-float(gains[leaf.place]), node))
-        return out
-
-    def _children(self, step: "_Step", table, frontiers: dict, split: list, n_left, scales) -> _Frontier:
-        """The step's leaves' children as a frontier of sibling pairs, pair k the children of
-        ``split[k]`` (``table``: the leaves' split rows, ``n_left``: their rows sent left, both
+    def _children(self, step: "_Step", table, steps: list, batch: list, n_left, scales) -> _Frontier:
+        """The step's nodes' children as a frontier of sibling pairs, pair k the children of
+        ``batch[k]`` (``table``: the nodes' split rows, ``n_left``: their rows sent left, both
         in the order of their ranges): their sums, which of each pair to build (the smaller
         hessian) and its range of ``ridx`` from the step's first place (kernels.next_frontier,
-        on the device), and, under constraints, their bounds and paths from the leaves' own
+        on the device), and, under constraints, their bounds and paths from the nodes' own
         rows of their steps."""
         xp = get_xp(n_left)
-        n = len(split)
+        n = len(batch)
         node_sums, active, _, _, build_left, build_begin, build_end = next_frontier(
             table, step.place_on_device, step.n_split, step.seg_begin, step.seg_end, n_left, step.stop - step.first)
         rules = {}
         if self.monotone is not None or self.sets is not None:
-            parents = _rows_of([(frontiers[leaf.start], leaf.place) for leaf in split])
+            parents = _rows_of([(steps[node.step][0], node.place) for node in batch])
             splitting = table[step.place_on_device]  # batch order
             splitting[:, 0] = 1  # each of them splits
             rules = self._children_rules(parents, SplitTable(splitting), xp.arange(n, dtype=POSITION_DTYPE),
                                          step.n_split, scales)
-        return _Frontier(step.left_ids[0], node_sums, active, None, None, None, None, build_left, build_begin,
-                         build_end, **rules)
+        return _Frontier(0, node_sums, active, None, None, None, None, build_left, build_begin, build_end, **rules)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Step:
-    """A step's leaves as the device reads them, copied there at once: their pool slots and
-    ranges in the batch's order (pair k the children of leaf k) and in the order of their
+    """A step's nodes as the device reads them, copied there at once: their pool slots and
+    ranges in the batch's order (pair k the children of node k) and in the order of their
     ranges (the partition's), and where their children land."""
 
-    first: int  # the span of ridx the leaves' ranges cover
+    first: int  # the span of ridx the nodes' ranges cover
     stop: int
-    place: list  # leaf k's place in range order (host)
-    left_ids: list
-    n_split: object  # (1,) int32 on the device: n, the leaves (pairs of children) of the step
+    place: list  # node k's place in range order (host)
+    n_split: object  # (1,) int32 on the device: n, the nodes (pairs of children) of the step
     child_slots: object  # (2n,) int32: where the children's histograms and split rows go
-    slots: object  # (n,) int32: the leaves' pool slots, batch order
+    slots: object  # (n,) int32: the nodes' pool slots, batch order
     place_on_device: object  # (n,) int32: ``place``
     slots_by_range: object  # (n,) int32: the pool slots in range order
     seg_begin: object  # (n,) int32: the ranges in range order, from ``first``
     seg_end: object
-    left_by_range: object  # (n,) int32: their left children's ids in range order
+    left_by_range: object  # (n,) int32: zeros, the partition's "every node splits"
 
     @classmethod
-    def of(cls, xp, split: list, left_ids: list, child_slots: list) -> "_Step":
-        n = len(split)
+    def of(cls, xp, batch: list, child_slots: list) -> "_Step":
+        n = len(batch)
         # By (begin, end): a rank's empty range comes before the range starting where it does,
         # so that a place's slot is the last one starting at or before it (kernels.partition_rows).
-        order = sorted(range(n), key=lambda k: (split[k].begin, split[k].end))
-        first, stop = split[order[0]].begin, split[order[-1]].end
+        order = sorted(range(n), key=lambda k: (batch[k].begin, batch[k].end))
+        first, stop = batch[order[0]].begin, batch[order[-1]].end
         place = [0] * n
         for i, k in enumerate(order):
             place[k] = i
-        host = np.array([[leaf.slot for leaf in split], place, [split[k].slot for k in order],
-                         [split[k].begin - first for k in order], [split[k].end - first for k in order],
-                         [left_ids[k] for k in order]], dtype=POSITION_DTYPE)
+        host = np.array([[node.slot for node in batch], place, [batch[k].slot for k in order],
+                         [batch[k].begin - first for k in order], [batch[k].end - first for k in order],
+                         [0] * n], dtype=POSITION_DTYPE)
         device = asarray(xp, np.concatenate([[n], child_slots, host.reshape(-1)]), POSITION_DTYPE)  # one copy
         rows = [device[1 + 2 * n + i * n:1 + 2 * n + (i + 1) * n] for i in range(6)]
-        return cls(first, stop, place, left_ids, device[:1], device[1:1 + 2 * n], *rows)
+        return cls(first, stop, place, device[:1], device[1:1 + 2 * n], *rows)
 
 
-def _in_order(keys: list, left_ids: list, candidates: list) -> int:
-    """How many leaves of a batch (popped in heap order, ``keys`` their (-gain, id)) XGBoost's
-    order splits one after another: leaf j is next while no child of leaves 0..j-1 outranks it
-    (``candidates``: the children's heap entries; leaf j's children are ids left_ids[j] and
-    left_ids[j] + 1)."""
-    best_child = {}
-    for entry in candidates:
-        parent = (entry[1] - left_ids[0]) // 2
-        best_child[parent] = min(best_child.get(parent, entry), entry)
-    outranking = None  # the best child of the leaves kept so far
-    for j, key in enumerate(keys):
-        if outranking is not None and outranking < key:
-            return j
-        if j in best_child and (outranking is None or best_child[j] < outranking):
-            outranking = best_child[j]
-    return len(keys)
-
-
-def _first_slots(level: Level, n: int) -> Level:
-    """A step's level cut to its first ``n`` slots (the children of the leaves kept)."""
-    return Level(level.start, level.node_sums[:n], level.active[:n], SplitTable(level.splits.table[:n]), None,
-                 None if level.bounds is None else level.bounds[:n])
+def _held(node: _Node) -> list:
+    """The pool slots ``node``'s children (and theirs, split on the device) hold; its children
+    are forgotten."""
+    slots = []
+    for child in node.children:
+        if child.children is not None:
+            slots += _held(child)
+        if child.open:  # (the others' slots went back when they were made)
+            slots.append(child.slot)
+    node.children = node.keyed = None
+    return slots
 
 
 def _rows_of(picks: list) -> _Frontier:
