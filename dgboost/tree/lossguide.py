@@ -7,13 +7,12 @@ one at a time, XGBoost's trees), on every device alike, so the model is the same
 Nodes are numbered as they are made, XGBoost's way: the root 0, then each split's children
 ``n`` and ``n + 1``, the next two ids. A step: each node's rows (a range of ``ridx``)
 partitioned in place, the smaller child of each pair's histogram built in one launch (the
-other by subtraction from the node's, kept in a pool until the node is split in the tree),
-one collective, and the children's best splits found by the coordinator. The host keeps the
+other by subtraction from the node's, kept in a pool until then), one collective, and the children's best splits found by the coordinator. The host keeps the
 leaves in a heap by gain (``_Order``), reading each step's children's splits and rows sent
 left once the step is done; the nodes' histograms and split rows stay on the device, in pools
 (``_Pools``) that a step gathers from and writes its children to by slot.
 
-One leaf a step (XGBoost's order) is done ahead: a step splits, on the device, the
+With ``max_greedy_nodes=1`` splits are made ahead: a step splits, on the device, the
 ``SPECULATION`` nodes most likely to be split next, and the host then makes the tree's splits
 in XGBoost's order for as long as the next leaf's children are known (``_Order``): a node's
 children do not depend on when they were made, so every split made on the device ahead is
@@ -22,9 +21,10 @@ the 254 splits. The nodes a step splits are found best first (``_Order.ahead``):
 of the heap, and below a leaf already split on the device its children, ranked by the least
 gain on their way down from the heap (a node's turn comes only after its parents'). Where
 the columns are drawn a node (``colsample_bynode``) a node's draws are keyed by its id, known
-only once its turn comes: a step then splits the best leaves of the heap, each keyed by the
-id it gets if they are split in the heap's order, and a leaf whose children's ids turn out
-otherwise is split again at its turn. The trees are the same at any width.
+only once its turn comes: a step then splits the best leaves of the heap, their children
+keyed by the ids they get if the leaves are split in the heap's order, and a leaf whose
+children's ids turn out otherwise is split again at its turn (on the CPU, where a node split
+again costs its rows' work, such a step splits one leaf). The trees are the same at any width.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ from ..kernels import next_frontier, place_rows
 #: 1.8 s at 16); a node split and never taken costs its rows' work.
 SPECULATION = 16
 
+#: Leaves the CPU splits a step under colsample_bynode, where a leaf split ahead is split again
+#: when its ids turn out otherwise (200k rows, 10 rounds of 255 leaves: twice the CPU time at 16).
+KEYED_ON_CPU = 1
+
 #: Slots the pools start with (a 255-leaf tree grows them some three times, once a run).
 POOL_SLOTS = 64
 
@@ -57,10 +61,14 @@ POOL_SLOTS = 64
 class _Node:
     """A node of the tree being grown: where its rows lie in ``ridx`` (on this rank), its slot
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
-    nothing; its best split row) until it is split in the tree, the step that made it and
-    its row there, and its best split's gain. ``children``: its children once split on the
-    device, ``keyed`` the ids their column draws were keyed by (None where draws are not
-    keyed by node); ``id``: its node id, once its parent's split is in the tree."""
+    nothing; its best split row) while they may be read, the step that made it and its row
+    there, and its best split's gain. ``children``: its children once split on the device,
+    ``keyed`` the id their column draws keyed the left one by (None where draws are not keyed
+    by node); ``id``: its node id, once its parent's split is in the tree.
+
+    A slot goes back to the pools once nothing reads it: at once for a node that cannot split;
+    once split on the device where its children's draws are not keyed by id; else once split
+    in the tree (it may be split again), its children's when they are forgotten (``_held``)."""
 
     begin: int
     end: int
@@ -71,7 +79,7 @@ class _Node:
     gain: float
     open: bool  # its best split is worth making and may be made (depth)
     children: tuple | None = None
-    keyed: tuple | None = None
+    keyed: int | None = None
     id: int = -1
 
 
@@ -125,11 +133,11 @@ class _Order:
         self.depth = max(self.depth, node.depth + 1)
 
     def ahead(self, width: int) -> list:
-        """The ``width`` nodes not split on the device whose turn is likeliest to come soonest:
-        best first from the heap's leaves, a leaf split on the device standing for its children
-        (a node's turn comes after its parent's), each ranked by the least gain from the heap
-        down to it, the heap's own leaves first on a tie. The heap's best leaf, not split on the
-        device, comes first."""
+        """At most ``width`` nodes not split on the device, those whose turn is likeliest to come
+        soonest: best first from the heap's leaves, a node split on the device standing for its
+        children (a node's turn comes after its parent's), each ranked by the least gain from
+        the heap down to it, the heap's own leaves first on a tie. The heap's best leaf comes
+        first where it is not split on the device (as where it is called)."""
         if not self.heap:
             return []
         queue = [(*self.heap[0], 0, 0)]  # a heap leaf: (-gain, id, 0, its place in the heap)
@@ -170,8 +178,8 @@ class _Pools:
     """Each node's histogram and best split row, in the slots of two device arrays: a step
     gathers its nodes' by one index and its children's land by another, whatever the
     steps that made them (no per-node arrays to join). Slots are handed out and back on the
-    host; the arrays grow where a tree has no ``max_leaves`` (the order of the work on the
-    device keeps a slot's reads before its next writes)."""
+    host; the arrays grow as a tree's nodes need (the order of the work on the device keeps a
+    slot's reads before its next writes)."""
 
     def __init__(self, xp, n_bins_total: int, n_columns: int, capacity: int):
         self.hist = xp.empty((capacity, n_bins_total, 2), dtype=HIST_DTYPE)
@@ -226,15 +234,16 @@ class LossguideGrower(Grower):
                 self._step(tree, batch, order.next_id)
                 for node in batch:
                     order.split(node)
-                    pools.give([node.slot])
+                pools.give([node.slot for node in batch])
                 continue
             node = order.next()
             if node.children is not None and node.keyed in (None, order.next_id):
                 order.pop(1)
                 order.split(node)
-                pools.give([node.slot])
+                if node.keyed is not None:  # (else its slot went back once it was split on the device)
+                    pools.give([node.slot])
             elif keyed:  # the best leaves, keyed by the ids they get if split in the heap's order
-                batch = order.best(order.room(SPECULATION))
+                batch = order.best(order.room(SPECULATION if xp is not np else KEYED_ON_CPU))
                 pools.give([slot for node in batch if node.children is not None for slot in _held(node)])
                 self._step(tree, batch, order.next_id)
             else:
@@ -286,6 +295,8 @@ class LossguideGrower(Grower):
             node.children = (children[2 * k], children[2 * k + 1])
             node.keyed = None if first_id is None else first_id + 2 * k
         pools.give([node.slot for node in children if not node.open])  # never split: never read
+        if first_id is None:  # never split again: its histogram is read no more
+            pools.give([node.slot for node in batch])
 
     def _nodes(self, table: np.ndarray, ranges: list, slots: list, step: int) -> list:
         """A step's new nodes (``ranges``: each one's (begin, end, depth)) from the coordinator's
