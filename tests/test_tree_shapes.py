@@ -332,10 +332,8 @@ def test_speculative_lossguide_grows_xgboosts_order(monkeypatch, width, extra, t
     batches = []
     step = lossguide.LossguideGrower._step
     monkeypatch.setattr(lossguide.LossguideGrower, "_step",
-                        lambda self, tree, batch, first_id: batches.append(len(batch)) or step(self, tree, batch,
-                                                                                              first_id))
+                        lambda self, tree, batch: batches.append(len(batch)) or step(self, tree, batch))
     monkeypatch.setattr(lossguide, "SPECULATION", width)
-    monkeypatch.setattr(lossguide, "KEYED_ON_CPU", width)  # colsample_bynode's steps as on a GPU
     dgboost.train(params, X, y, num_boost_round=4).save_model(tmp_path / "speculated.json")
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "speculated.json").read_bytes()
     n_splits = sum(int((~tree.is_leaf).sum()) for tree in one.trees)

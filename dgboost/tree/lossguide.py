@@ -19,12 +19,10 @@ children do not depend on when they were made, so every split made on the device
 kept until its node's turn comes, and the steps are some 20 a tree of 255 leaves rather than
 the 254 splits. The nodes a step splits are found best first (``_Order.ahead``): the leaves
 of the heap, and below a leaf already split on the device its children, ranked by the least
-gain on their way down from the heap (a node's turn comes only after its parents'). Where
-the columns are drawn a node (``colsample_bynode``) a node's draws are keyed by its id, known
-only once its turn comes: a step then splits the best leaves of the heap, their children
-keyed by the ids they get if the leaves are split in the heap's order, and a leaf whose
-children's ids turn out otherwise is split again at its turn (on the CPU, where a node split
-again costs its rows' work, such a step splits one leaf). The trees are the same at any width.
+gain on their way down from the heap (a node's turn comes only after its parents'). Column
+draws a node (``colsample_bynode``) are keyed by the node's path from the root (``_Node.path``),
+known when it is made, not by its id, known only at its turn. The trees are the same at any
+width.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from . import histogram, partition
 from .grower import Grower, GrownTree, Level, _Frontier
 from .split import SplitTable
 from .._dtypes import GAIN_DTYPE, HIST_DTYPE, POSITION_DTYPE
+from .._hashing import sub_key
 from ..backend import asarray, get_xp, join, to_numpy
 from ..kernels import next_frontier, place_rows
 
@@ -49,10 +48,6 @@ from ..kernels import next_frontier, place_rows
 #: 1.8 s at 16); a node split and never taken costs its rows' work.
 SPECULATION = 16
 
-#: Leaves the CPU splits a step under colsample_bynode, where a leaf split ahead is split again
-#: when its ids turn out otherwise (200k rows, 10 rounds of 255 leaves: twice the CPU time at 16).
-KEYED_ON_CPU = 1
-
 #: Slots the pools start with (a 255-leaf tree grows them some three times, once a run).
 POOL_SLOTS = 64
 
@@ -62,13 +57,11 @@ class _Node:
     """A node of the tree being grown: where its rows lie in ``ridx`` (on this rank), its slot
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
     nothing; its best split row) while they may be read, the step that made it and its row
-    there, and its best split's gain. ``children``: its children once split on the device,
-    ``keyed`` the id their column draws keyed the left one by (None where draws are not keyed
-    by node); ``id``: its node id, once its parent's split is in the tree.
-
-    A slot goes back to the pools once nothing reads it: at once for a node that cannot split;
-    once split on the device where its children's draws are not keyed by id; else once split
-    in the tree (it may be split again), its children's when they are forgotten (``_held``)."""
+    there, its best split's gain, and its path: what keys its column draws (the root 0, a
+    child its parent's mixed with its side, ``_child_path``). ``children``: its children once
+    split on the device; ``id``: its node id, once its parent's split is in the tree. A slot
+    goes back to the pools once nothing reads it: at once for a node that cannot split, else
+    once the node is split on the device."""
 
     begin: int
     end: int
@@ -78,8 +71,8 @@ class _Node:
     place: int
     gain: float
     open: bool  # its best split is worth making and may be made (depth)
+    path: int
     children: tuple | None = None
-    keyed: int | None = None
     id: int = -1
 
 
@@ -111,10 +104,6 @@ class _Order:
     def next(self) -> _Node:
         """The leaf XGBoost splits next."""
         return self.nodes[self.heap[0][1]]
-
-    def best(self, n: int) -> list:
-        """The ``n`` best leaves, in the heap's order (left in the heap)."""
-        return [self.nodes[node] for _, node in heapq.nsmallest(n, self.heap)]
 
     def pop(self, n: int) -> list:
         """The ``n`` best leaves, taken from the heap in its order."""
@@ -226,28 +215,17 @@ class LossguideGrower(Grower):
         table = to_numpy(splits.table)
         self.comm.check()  # what a failure cut short is not read as splits
         tree = _Growing(gpair, scales, ridx, pools, tree_index, [(root, self._level(root, splits))])
-        order = _Order(self._nodes(table, [(0, n_places, 0)], [slot], 0)[0], self.max_leaves)
-        keyed = self.columns.rates[2] < 1.0  # column draws keyed by node id
+        order = _Order(self._nodes(table, [(0, n_places, 0, 0)], [slot], 0)[0], self.max_leaves)
         while not order.done():
             if self.batch > 1:  # the best leaves split together, in the heap's order
                 batch = order.pop(order.room(self.batch))
-                self._step(tree, batch, order.next_id)
+                self._step(tree, batch)
                 for node in batch:
                     order.split(node)
-                pools.give([node.slot for node in batch])
-                continue
-            node = order.next()
-            if node.children is not None and node.keyed in (None, order.next_id):
-                order.pop(1)
-                order.split(node)
-                if node.keyed is not None:  # (else its slot went back once it was split on the device)
-                    pools.give([node.slot])
-            elif keyed:  # the best leaves, keyed by the ids they get if split in the heap's order
-                batch = order.best(order.room(SPECULATION if xp is not np else KEYED_ON_CPU))
-                pools.give([slot for node in batch if node.children is not None for slot in _held(node)])
-                self._step(tree, batch, order.next_id)
+            elif order.next().children is not None:  # its turn, its children known
+                order.split(order.pop(1)[0])
             else:
-                self._step(tree, order.ahead(order.room(SPECULATION)), None)
+                self._step(tree, order.ahead(order.room(SPECULATION)))
         if drawn is None:  # else _finish routes every row
             ranges = np.array([[node.begin, node.end, node.id] for node in order.nodes
                                if order.left_child[node.id] < 0], dtype=POSITION_DTYPE)
@@ -263,11 +241,9 @@ class LossguideGrower(Grower):
         self.pools.reset()
         return self.pools
 
-    def _step(self, tree: _Growing, batch: list, first_id: int | None) -> None:
+    def _step(self, tree: _Growing, batch: list) -> None:
         """Split ``batch``'s nodes on the device: their rows partitioned, their children's
-        histograms and best splits made, and each node's ``children`` set. ``first_id``: the
-        first left child's id if the batch is split in the tree in its order, which keys the
-        children's column draws (None where the draws are not keyed by node)."""
+        histograms and best splits made, and each node's ``children`` set."""
         xp, pools = get_xp(tree.gpair), tree.pools
         n = len(batch)
         child_slots = pools.take(2 * n)
@@ -280,8 +256,8 @@ class LossguideGrower(Grower):
                                                       child.build_end))  # the coordinator's
         hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
         depths = np.repeat([node.depth + 1 for node in batch], 2)
-        keys = 2 * n if first_id is None else np.arange(first_id, first_id + 2 * n)
-        splits = self._splits(child, hist, tree.scales, tree.tree_index, depths, slots=keys)
+        paths = [_child_path(node.path, side) for node in batch for side in (0, 1)]
+        splits = self._splits(child, hist, tree.scales, tree.tree_index, depths, slots=np.array(paths))
         pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
         table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
         self.comm.check()
@@ -289,23 +265,22 @@ class LossguideGrower(Grower):
         ranges = []
         for k, node in enumerate(batch):
             middle = node.begin + int(n_left[step.place[k]])
-            ranges += [(node.begin, middle, node.depth + 1), (middle, node.end, node.depth + 1)]
+            ranges += [(node.begin, middle, node.depth + 1, paths[2 * k]),
+                       (middle, node.end, node.depth + 1, paths[2 * k + 1])]
         children = self._nodes(table, ranges, child_slots, len(tree.steps) - 1)
         for k, node in enumerate(batch):
             node.children = (children[2 * k], children[2 * k + 1])
-            node.keyed = None if first_id is None else first_id + 2 * k
-        pools.give([node.slot for node in children if not node.open])  # never split: never read
-        if first_id is None:  # never split again: its histogram is read no more
-            pools.give([node.slot for node in batch])
+        # Their histograms and split rows are read no more (the device reads them first).
+        pools.give([node.slot for node in batch] + [node.slot for node in children if not node.open])
 
     def _nodes(self, table: np.ndarray, ranges: list, slots: list, step: int) -> list:
-        """A step's new nodes (``ranges``: each one's (begin, end, depth)) from the coordinator's
-        table of their splits, read to the host."""
+        """A step's new nodes (``ranges``: each one's (begin, end, depth, path)) from the
+        coordinator's table of their splits, read to the host."""
         gains = table[:, 4].view(GAIN_DTYPE)
         valid = table[:, 0] != 0
         return [_Node(begin, end, depth, slot, step, place, float(gains[place]),
-                      bool(valid[place]) and (not self.max_depth or depth < self.max_depth))
-                for place, ((begin, end, depth), slot) in enumerate(zip(ranges, slots))]
+                      bool(valid[place]) and (not self.max_depth or depth < self.max_depth), path)
+                for place, ((begin, end, depth, path), slot) in enumerate(zip(ranges, slots))]
 
     def _partition(self, step: "_Step", table, ridx):
         """Split the rows of the step's nodes (``table``: their split rows in the order of their
@@ -397,17 +372,10 @@ class _Step:
         return cls(first, stop, place, device[:1], device[1:1 + 2 * n], *rows)
 
 
-def _held(node: _Node) -> list:
-    """The pool slots ``node``'s children (and theirs, split on the device) hold; its children
-    are forgotten."""
-    slots = []
-    for child in node.children:
-        if child.children is not None:
-            slots += _held(child)
-        if child.open:  # (the others' slots went back when they were made)
-            slots.append(child.slot)
-    node.children = node.keyed = None
-    return slots
+def _child_path(path: int, side: int) -> int:
+    """The path of a node's child on ``side`` (0 left, 1 right): the node's mixed with the side,
+    31 bits (column sampling keys a node's features by ``path * n_features + feature``)."""
+    return sub_key(path, side + 1) & 0x7FFFFFFF
 
 
 def _rows_of(picks: list) -> _Frontier:

@@ -190,7 +190,7 @@ class ColumnSampler:
         """The features each slot may split on: a host array of shape (n_slots, n_features),
         bool; None where every feature may be used. ``depth``: the slots' depth, an int for a
         level, or one a slot (lossguide's steps mix depths); ``slots``: how many (slots 0,
-        1, ...), or the slots' keys (int array; lossguide keys a node by its id)."""
+        1, ...), or the slots' keys (int array; lossguide keys a node by its path from the root)."""
         if not self.active:
             return None
         slots = np.arange(slots) if np.ndim(slots) == 0 else np.asarray(slots, dtype=INDEX_DTYPE)
