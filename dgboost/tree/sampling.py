@@ -14,7 +14,8 @@ replacement: the features of largest ``log(u) / weight``, with ``u`` keyed by
 Without ``feature_weights`` the largest ``u`` (the same order, and no ``log``,
 whose last bit may differ between machines). Node slots are the
 level's slots in order, the same on the host and the GPU (whose padding slots
-follow the real ones).
+follow the real ones); a lossguide node's is its path from the root, 31 bits
+(tree/lossguide.py ``_child_path``).
 """
 
 from __future__ import annotations
