@@ -174,6 +174,26 @@ def test_missing_value_parameter_marks_missing_without_touching_user_data():
     np.testing.assert_array_equal(X, before)
 
 
+def test_float32_labels_and_weights_are_taken_as_they_are_and_left_unchanged():
+    """A C-ordered float32 label or weight is used in place (a copy of a shard's labels was a
+    large part of a Dask partition's checks); another dtype or layout is converted; training
+    leaves the caller's arrays as they were."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    weight = rng.random(300).astype(np.float32) + 0.5
+    data = make_dataset(X, y, weight=weight)
+    assert np.shares_memory(data.label, y) and np.shares_memory(data.weight, weight)
+    strided = np.stack([y, y], axis=1)[:, 0]
+    converted = make_dataset(X, strided, weight=weight.astype(np.float64))
+    assert converted.label.flags.c_contiguous and converted.weight.dtype == np.float32
+    kept = y.copy(), weight.copy()
+    dgboost.train({"objective": "binary:logistic", "max_depth": 3}, X, y, num_boost_round=3, sample_weight=weight,
+                  evals=[(X, y, "train")])
+    np.testing.assert_array_equal(y, kept[0])
+    np.testing.assert_array_equal(weight, kept[1])
+
+
 def test_dataframe_keeps_feature_names_and_nullable_values():
     frame = pd.DataFrame({"age": pd.array([1, None, 3], dtype="Int64"), "flag": [True, False, True]})
     data = make_dataset(frame, [0, 1, 0])

@@ -311,7 +311,7 @@ def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
     if values.shape[0] != n_rows:
         raise ValueError(f"{name} has {values.shape[0]} rows but X has {n_rows}: give one value per row of X")
     _check_numeric_dtype(values.dtype, name)
-    values = asarray(xp, values).astype(dtype)
+    values = xp.ascontiguousarray(asarray(xp, values), dtype=dtype)  # no copy where it is one already
     _check_finite(values, name)
     return values
 
