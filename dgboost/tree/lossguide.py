@@ -58,7 +58,7 @@ class _Node:
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
     nothing; its best split row) while they may be read, the step that made it and its row
     there, its best split's gain, and its path: what keys its column draws (the root 0, a
-    child its parent's mixed with its side, ``_child_path``). ``children``: its children once
+    child its parent's mixed with its side, ``_child_path``; 0 without colsample_bynode). ``children``: its children once
     split on the device; ``id``: its node id, once its parent's split is in the tree. A slot
     goes back to the pools once nothing reads it: at once for a node that cannot split, else
     once the node is split on the device."""
@@ -201,6 +201,7 @@ class LossguideGrower(Grower):
     def __init__(self, matrix, params, n_total: int, comm, features=None, categories=None):
         super().__init__(matrix, params, n_total, comm, features, categories)
         self.batch = params.max_greedy_nodes
+        self.by_node = self.columns.rates[2] < 1.0  # column draws a node, keyed by its path
         self.pools = None
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
@@ -256,7 +257,7 @@ class LossguideGrower(Grower):
                                                       child.build_end))  # the coordinator's
         hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
         depths = np.repeat([node.depth + 1 for node in batch], 2)
-        paths = [_child_path(node.path, side) for node in batch for side in (0, 1)]
+        paths = [_child_path(node.path, side) if self.by_node else 0 for node in batch for side in (0, 1)]
         splits = self._splits(child, hist, tree.scales, tree.tree_index, depths, slots=np.array(paths))
         pools.hist[step.child_slots], pools.table[step.child_slots] = hist, splits.table
         table, n_left = to_numpy(splits.table), to_numpy(n_left)  # the second waits for nothing
