@@ -7,10 +7,11 @@ one at a time, XGBoost's trees), on every device alike, so the model is the same
 Nodes are numbered as they are made, XGBoost's way: the root 0, then each split's children
 ``n`` and ``n + 1``, the next two ids. A step: each node's rows (a range of ``ridx``)
 partitioned in place, the smaller child of each pair's histogram built in one launch (the
-other by subtraction from the node's, kept in a pool until then), one collective, and the children's best splits found by the coordinator. The host keeps the
-leaves in a heap by gain (``_Order``), reading each step's children's splits and rows sent
-left once the step is done; the nodes' histograms and split rows stay on the device, in pools
-(``_Pools``) that a step gathers from and writes its children to by slot.
+other by subtraction from the node's, kept in a pool until then), one collective, and the
+children's best splits found by the coordinator. The host keeps the leaves in a heap by gain
+(``_Order``), reading each step's children's splits and rows sent left once the step is done;
+the nodes' histograms and split rows stay on the device, in pools (``_Pools``) that a step
+gathers from and writes its children to by slot.
 
 With ``max_greedy_nodes=1`` splits are made ahead: a step splits, on the device, the
 ``SPECULATION`` nodes most likely to be split next, and the host then makes the tree's splits
@@ -58,10 +59,10 @@ class _Node:
     in the pools (its histogram over all ranks on the coordinator, elsewhere values that mean
     nothing; its best split row) while they may be read, the step that made it and its row
     there, its best split's gain, and its path: what keys its column draws (the root 0, a
-    child its parent's mixed with its side, ``_child_path``; 0 without colsample_bynode). ``children``: its children once
-    split on the device; ``id``: its node id, once its parent's split is in the tree. A slot
-    goes back to the pools once nothing reads it: at once for a node that cannot split, else
-    once the node is split on the device."""
+    child its parent's mixed with its side, ``_child_path``; 0 without colsample_bynode).
+    ``children``: its children once split on the device; ``id``: its node id, once its
+    parent's split is in the tree. A slot goes back to the pools once nothing reads it: at
+    once for a node that cannot split, else once the node is split on the device."""
 
     begin: int
     end: int
