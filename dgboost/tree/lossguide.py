@@ -94,13 +94,16 @@ class _Order:
         """The id the next split's left child gets."""
         return len(self.nodes)
 
+    @property
+    def n_leaves(self) -> int:
+        return len(self.nodes) // 2 + 1  # a split adds two nodes and one leaf
+
     def done(self) -> bool:
-        n_leaves = len(self.nodes) // 2 + 1  # a split adds two nodes and one leaf
-        return not self.heap or bool(self.max_leaves and n_leaves >= self.max_leaves)
+        return not self.heap or bool(self.max_leaves and self.n_leaves >= self.max_leaves)
 
     def room(self, cap: int) -> int:
         """At most ``cap``, and no more than the splits max_leaves leaves room for."""
-        return min(cap, self.max_leaves - (len(self.nodes) // 2 + 1)) if self.max_leaves else cap
+        return min(cap, self.max_leaves - self.n_leaves) if self.max_leaves else cap
 
     def next(self) -> _Node:
         """The leaf XGBoost splits next."""
