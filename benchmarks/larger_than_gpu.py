@@ -9,6 +9,13 @@ the worker and kept in its host memory: ``rows x 28`` float32, more than the GPU
 in its blocks, and its compressed matrix is built from them a chunk at a time, in core where
 it fits the device's free memory and in pages where it does not (the log says which).
 
+``--lazy`` leaves X unmade until the job reads it (each block made, on the worker, when a
+task needs it, and again when another does): the job streams its rows into pages where they
+are read (dask config ``dgboost.stream-partitions``, ``--stream``: auto, true or false), so
+the worker's host memory holds its compressed pages and the blocks in flight, never the whole
+float X; ``--stream false`` holds every block (the comparison). Without ``--lazy`` X is made
+and persisted first, as a user's persisted collection is.
+
 Reported: X's bytes against the GPU's memory, the data's making, the job (cuts, matrix,
 rounds), the worker's peak device memory (NVML, sampled every 5 ms in the worker) and peak
 host RSS, test AUC on ``--test-rows`` rows drawn the same way from another seed. JSON to
@@ -44,18 +51,23 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=8)
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a training parameter over the defaults (max_device_matrix_bytes=..., subsample=...)")
+    parser.add_argument("--lazy", action="store_true", help="X made as the job reads it, not persisted first")
+    parser.add_argument("--stream", choices=("auto", "true", "false"), default="auto",
+                        help="dask config dgboost.stream-partitions")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of the script")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
+    import dask
     from distributed import Client
 
     from dgboost.dask import local_cluster
 
     record = {"rows": args.rows, "features": _N_FEATURES, "x_bytes": args.rows * _N_FEATURES * 4,
-              "rounds": args.rounds, "depth": args.depth, "params": _extra(args), "kind": args.kind}
+              "rounds": args.rounds, "depth": args.depth, "params": _extra(args), "kind": args.kind,
+              "lazy": args.lazy, "stream": args.stream}
     options = {"memory_limit": 0}  # the worker keeps its rows in host memory: no spilling, no pausing
     if args.device == "cpu":
         options["threads_per_worker"] = 2
@@ -68,7 +80,8 @@ def main(argv=None) -> int:
         print(f"data made in {record['data_s']} s", flush=True)  # a run cut short shows how far it got
         client.run(_start_watch, args.device)
         started = time.perf_counter()
-        with ClientLines() as lines:
+        stream = {"auto": "auto", "true": True, "false": False}[args.stream]
+        with ClientLines() as lines, dask.config.set({"dgboost.stream-partitions": stream}):
             booster = _train(client, args, X, y)
         record["job_s"] = round(time.perf_counter() - started, 1)
         print(f"job done in {record['job_s']} s", flush=True)
@@ -77,7 +90,8 @@ def main(argv=None) -> int:
         X_test, y_test = client.submit(_block, 10_000, args.test_rows, args.device, pure=False).result()
         record["test_auc"] = _auc(y_test, booster.predict(X_test))
     print(json.dumps(record, indent=1))
-    suffix = "".join(f"-{pair}" for pair in args.param)
+    suffix = "".join(f"-{pair}" for pair in args.param) + ("-lazy" if args.lazy else "") + \
+        ("" if args.stream == "auto" else f"-stream-{args.stream}")
     (args.out / f"larger-than-gpu-{args.rows}-{args.device}{suffix}.json").write_text(json.dumps(record, indent=2))
     return 0
 
@@ -120,7 +134,8 @@ def _extra(args) -> dict:
 
 
 def _data(client, args):
-    """X and y made on the worker, a block a task, persisted in its host memory."""
+    """X and y made on the worker, a block a task, persisted in its host memory (with
+    ``--lazy``, left to be made as the job reads them)."""
     import dask
     import dask.array as da
     from distributed import wait
@@ -131,7 +146,10 @@ def _data(client, args):
         block = dask.delayed(_block, nout=2, pure=False)(1 + index, rows, args.device)
         X_parts.append(da.from_delayed(block[0], shape=(rows, _N_FEATURES), dtype=np.float32))
         y_parts.append(da.from_delayed(block[1], shape=(rows,), dtype=np.float32))
-    X, y = client.persist([da.concatenate(X_parts), da.concatenate(y_parts)])
+    X, y = da.concatenate(X_parts), da.concatenate(y_parts)
+    if args.lazy:
+        return X, y
+    X, y = client.persist([X, y])
     wait([X, y])
     return X, y
 

@@ -49,3 +49,16 @@ def cuda_graphs() -> tuple[bool, bool]:
             raise ValueError(f"dask config {key}={value!r} must be True or False")
         values.append(value)
     return values[0], values[0] and values[1]
+
+
+def stream_partitions() -> bool | str:
+    """Whether a Dask job streams its rows into pages where they are read, never holding its
+    float input at once (dgboost/dask/_streamed.py): ``dgboost.stream-partitions``, True,
+    False, or "auto" (the default: where X's rows are known before anything is computed and a
+    worker's share may not fit its device budget beside its matrix)."""
+    import dask
+
+    value = dask.config.get("dgboost.stream-partitions", "auto")
+    if value not in (True, False, "auto"):
+        raise ValueError(f"dask config dgboost.stream-partitions={value!r} must be True, False or 'auto'")
+    return value

@@ -27,7 +27,7 @@ from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
-from .data.pages import PageBuffers, PagedMatrix, build_matrix, device_budget, stays_on_host
+from .data.pages import PackedRows, PageBuffers, PagedMatrix, build_matrix, device_budget, stays_on_host
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -192,10 +192,11 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
 def to_device(data: Dataset, xp, params: TrainParams) -> Dataset:
     """``data`` on ``xp``'s device, but for an X that would not fit the device's budget beside
     its compressed matrix: that X stays where it is, its matrix (paged, or in core) built from
-    it a chunk at a time. (Not an X of categorical features, whose codes and statistics are
-    made beside the labels on the device: it moves, and its matrix may still be paged.)"""
+    it a chunk at a time; and rows packed where they were read (PackedRows), whose pages make
+    the matrix. (Not an X of categorical features, whose codes and statistics are made beside
+    the labels on the device: it moves, and its matrix may still be paged.)"""
     categorical = data.frame_categories is not None or "c" in (params.feature_types or ())
-    keep = isinstance(data.X, RowBlocks) or (not categorical and stays_on_host(
+    keep = isinstance(data.X, (RowBlocks, PackedRows)) or (not categorical and stays_on_host(
         *data.X.shape, sparse.nbytes(data.X), device_budget(params, xp), params.max_bin))
     return data.to(xp, move_X=not keep)
 
@@ -223,8 +224,8 @@ class _Matrices:
 
     def build(self, data: Dataset, cuts: Cuts, name: str = "X"):
         budget = self._budget(data)
-        if budget and self.xp is not np and self.buffers is None:
-            self.buffers = PageBuffers(budget // 2)
+        if budget and self.xp is not np and self.buffers is None:  # pages packed elsewhere may be larger
+            self.buffers = PageBuffers(max(budget // 2, getattr(data.X, "largest_page_bytes", 0)))
         matrix = build_matrix(data.X, cuts, self.xp, budget, name=name,
                               automatic=not self.params.max_device_matrix_bytes, buffers=self.buffers)
         if isinstance(matrix, PagedMatrix):
@@ -240,7 +241,7 @@ class _Matrices:
         (X was moved to the device: its matrix fits beside it)."""
         if self.params.max_device_matrix_bytes:
             return self.params.max_device_matrix_bytes
-        if sparse.array_module(data.X) is self.xp:
+        if not isinstance(data.X, PackedRows) and sparse.array_module(data.X) is self.xp:
             return 0
         if self._automatic is None:
             self._automatic = device_budget(self.params, self.xp)
@@ -296,6 +297,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
                              "its trees would read other statistics; continue it on the rows and seed it was "
                              "trained on, or train a new model")
     given = None if resume is None else resume.cuts  # a restart's: its first attempt's, from the journal
+    if isinstance(training.X, PackedRows):  # packed where its rows were read, by the cuts agreed before
+        given = training.X.cuts
     agreed = given if given is not None else agree_cuts(training, rows, n_total, params.seed, params.max_bin, comm)
     cuts = agreed
     if categories is not None:
@@ -318,10 +321,10 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
-    margins = _start_margins(training, base_margin, xp, init_model)
+    margins = start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
               else _EvalState(e.name, matrices.build(e.data, cuts, f"evals {e.name!r} X"), e.data,
-                              _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
+                              start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = make_grower(matrix, params, n_total, comm, features,
                          None if categories is None or categories.by_statistics else categories)
@@ -511,11 +514,15 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     return Cuts(values, offsets)
 
 
-def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
+def start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
     """Each row's starting margins: its own base_margin if given, else the model's; then
     the trees of ``init_model``, if any. With categorical features ``data.X`` holds the rows as
     the trees read them (codes, or target statistics: the training rows' ordered ones, which the
     first run's trees were grown and added on)."""
+    if init_model is not None and isinstance(data.X, PackedRows):  # made where its rows were read
+        if not data.X.with_model:
+            raise ValueError("rows packed without init_model's margins cannot continue init_model")
+        return xp.ascontiguousarray(asarray(xp, data.base_margin).reshape(data.n_rows, -1), dtype=MARGIN_DTYPE)
     if init_model is not None and data.n_rows:  # on X's device (the host, for an X kept there for its pages)
         base = None if data.base_margin is None else asarray(sparse.array_module(data.X), data.base_margin)
         predict = init_model.tree_margins if init_model.categories is not None else \

@@ -114,6 +114,18 @@ def _collections(X, y):
     return da.from_array(X, chunks=700), da.from_array(y, chunks=700)
 
 
+def test_a_streamed_job_resumes_to_the_model_of_an_uninterrupted_run(cluster, client, data, tmp_path):
+    """Rows streamed into pages (dask/_streamed.py): the new attempt packs its pieces again on
+    the workers left, with the rounds so far as init_model, whose margins each piece makes."""
+    X, y = data
+    params = {**PARAMS, "max_device_matrix_bytes": 4000}  # 8 bytes a row: a share of 1334 rows is paged
+    dX, dy = _collections(X, y)
+    victim = _rank_pids(cluster, client)[1]
+    model = dgboost.dask.train(client, params, dX, dy, num_boost_round=8, callbacks=[_KillAt([3], [victim], tmp_path)])
+    assert os.path.exists(tmp_path / "killed-0")
+    assert model.save_raw() == dgboost.train(params, X, y, num_boost_round=8).save_raw()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_killed_worker_resumes_to_the_model_of_an_uninterrupted_run(cluster, client, data, seed, tmp_path, caplog):
     X, y = data

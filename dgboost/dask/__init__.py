@@ -56,6 +56,7 @@ from . import _shards
 from ._attempts import _Attempts
 from ._job import ATTEMPT_PREFIX, JobSpec
 from ._placing import _Futures, _rows, worker_info  # noqa: F401 - worker_info: dgboost info
+from ._streamed import streamed_rows, streams
 from ._service import JobCancelled, TrainingJob, _client, _has_job_table, cancel, install, job_info, jobs
 
 #: A job resumes this many times after lost workers (train's max_restarts).
@@ -194,8 +195,10 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         started = time.perf_counter()
         with _Futures(client) as futures:
             job._hold(futures)
-            rows = _rows(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid,
-                         label_name)
+            read = streamed_rows if streams(client, X, options.params, _is_categorical(categories, options.params)) \
+                else _rows
+            rows = read(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid,
+                        label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:
                 raise ValueError("X has no rows: training needs at least one")
             evals = [None if is_training else
@@ -206,6 +209,11 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
 
     job._start(run)
     return job
+
+
+def _is_categorical(categories, params) -> bool:
+    """Whether X has categorical features: a frame's category columns, or features typed "c"."""
+    return categories is not None or "c" in (params.feature_types or ())
 
 
 def _target_columns(y, params) -> int:

@@ -78,12 +78,15 @@ class _Attempts:
                 self.client.wait_for_workers(1, timeout=job.timeout)
         with _Futures(self.client) as futures:
             self.owner._hold(futures)
-            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout)
+            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout,
+                                                           job.options.init_model)
             evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
             # Every piece (training and eval) in memory before any rank starts: a rank occupies
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
             pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                     for f in parts]
+            if self.rows.stream is not None:  # packing reads every partition: as long as it takes, while
+                _await_packing(self.client, pieces, job_workers, job.timeout)  # the job's workers live
             settle(pieces, job.timeout)
             if any(f.status != "finished" for f in pieces):
                 gone = sorted(set(job_workers) - _alive(self.client, job_workers))
@@ -91,6 +94,8 @@ class _Attempts:
                     raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
                                        time.monotonic(), gone[0])
                 failed = next(f for f in pieces if f.status != "finished")
+                if self.rows.stream is not None and failed.status == "error":  # a piece's packing (its budget)
+                    raise failed.exception()
                 raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
                                    f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
             logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
@@ -137,6 +142,18 @@ class _Attempts:
         if self.progress is not None:
             self.progress.line.note = f"restarted from round {at} after {interrupted.reason}"
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
+
+
+def _await_packing(client, pieces, job_workers, timeout: float) -> None:
+    """Wait for a streamed job's pieces to be packed (each partition read again and packed on
+    its worker), looking every ``timeout`` seconds that the job's workers are all there: a
+    packed piece lost with its worker returns at once (the caller's checks say so)."""
+    while True:
+        settle(pieces, timeout, first=True)
+        if all(f.done() for f in pieces) or any(f.status == "error" for f in pieces):
+            return
+        if set(job_workers) - _alive(client, job_workers):
+            return
 
 
 class _Interrupted(Exception):

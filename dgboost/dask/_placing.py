@@ -15,7 +15,7 @@ import dask
 import distributed
 import numpy as np
 
-from . import _shards
+from . import _shards, _streamed
 
 logger = logging.getLogger("dgboost")
 
@@ -36,6 +36,7 @@ class _Rows:
     bundles: list
     summaries: list
     by_query: bool
+    stream: "_streamed.Stream | None" = None  # a streamed job's (no bundle held): how its pieces are packed
 
 
 def _rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
@@ -44,14 +45,22 @@ def _rows(client, futures, params, X, y, weight, base_margin, what: str, categor
     return _Rows(bundles, _summaries(client, futures, bundles), qid is not None)
 
 
-def _share_rows(client, futures, rows: _Rows, timeout: float):
+def _share_rows(client, futures, rows: _Rows, timeout: float, init_model=None):
     """(the job's workers, each one's piece futures, each one's global row runs, rows moved),
-    over the workers of the cluster now."""
+    over the workers of the cluster now. A streamed job's pieces are packed on their workers
+    (``init_model``: the attempt's, whose margins they carry); no row is held, so none moves."""
     lengths = [summary.n_rows for summary in rows.summaries]
     workers = sorted(_workers(client))
     if not workers:
         raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                            "or use dgboost.dask.local_cluster()")
+    if rows.stream is not None:
+        plan = _plan(rows.summaries, [None] * len(lengths), workers, rows.by_query)
+        job_workers = [w for w in workers if plan[w]]
+        logger.info("dgboost.dask: rows per worker, packed where read: %s",
+                    _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}))
+        shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, init_model)
+        return job_workers, shards, {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, 0
     holders = _holders(client, rows.bundles, workers, timeout)
     plan = _plan(rows.summaries, holders, workers, rows.by_query)
     moved = _log_balance(lengths, holders, plan, workers)

@@ -20,6 +20,7 @@ from ..data import sparse
 from ..data.categories import frame_categories
 from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowBlocks, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
                            query_groups)
+from ..data.pages import PackedRows
 from ..objectives import make_objective
 from ..training import checked_dataset
 
@@ -394,6 +395,8 @@ class Summary:
     qid_last: object = None   # where a query starts after its first (its query boundaries)
     query_starts: object = None
     weight_ends: tuple | None = None  # ranking: the weights of its first and last rows (a query's must agree)
+    n_features: int | None = None  # a streamed job's survey (_streamed.survey): X's columns,
+    row_stride: int | None = None  # and the most present values of a row (ellpack.row_stride)
 
 
 def summarise(bundle) -> Summary:
@@ -432,8 +435,9 @@ def concat_bundles(bundles, join_X: bool = True) -> Dataset:
     """One Dataset of a worker's bundles, in order; with query ids, its query groups (the shares
     were cut at query boundaries, and the client checked the ids ascend over the partitions).
     ``join_X`` False: a dense X on the host in several bundles is left in them (RowBlocks), for
-    its pages."""
-    xp = get_xp(bundles[0][0])
+    its pages. Bundles packed where they were read (``_streamed.pack_piece``) join their pages."""
+    packed = isinstance(bundles[0][0], PackedRows)  # packed where they were read (_streamed.pack_piece)
+    xp = get_xp(bundles[0][1] if packed else bundles[0][0])
 
     def joined(k):
         parts = [bundle[k] for bundle in bundles]
@@ -444,7 +448,10 @@ def concat_bundles(bundles, join_X: bool = True) -> Dataset:
         return sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)
 
     blocks = not join_X and len(bundles) > 1 and not sparse.is_sparse(bundles[0][0]) and xp is np
-    X = RowBlocks([bundle[0] for bundle in bundles]) if blocks else joined(0)
+    if packed:
+        X = PackedRows.join([bundle[0] for bundle in bundles])
+    else:
+        X = RowBlocks([bundle[0] for bundle in bundles]) if blocks else joined(0)
     label, weight, base_margin, qid = (joined(k) for k in range(1, 5))
     group = None if qid is None else query_groups(qid, None, int(qid.shape[0]))
     return Dataset(X, label, weight, base_margin, feature_names=bundles[0][5], frame_categories=bundles[0][6],

@@ -153,6 +153,14 @@ def matrix_layout(X, cuts: Cuts) -> EllpackLayout:
     return EllpackLayout.smaller(cuts, row_stride)
 
 
+def row_stride(X) -> int:
+    """The most present values of a row of ``X`` (a CSR matrix's most entries) as a layout
+    takes them (EllpackLayout.smaller): without the cuts, a dense X whose first rows hold a
+    full row gives the feature count (dense rows, whatever the cuts) without a pass over every
+    row. The largest of its pieces' is the whole X's, whose layout it makes with the cuts."""
+    return sparse.row_stride(X) if sparse.is_sparse(X) else _most_present(X, int(X.shape[1]) - 1)
+
+
 def build_ellpack(X, cuts: Cuts, xp=None, layout: EllpackLayout | None = None) -> EllpackMatrix:
     """Quantise and bit-pack ``X`` (float32, NaN = missing; or a CSR matrix, absent entries
     missing) with ``cuts``, in ``layout`` (default: matrix_layout's, dense or sparse rows,

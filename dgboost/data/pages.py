@@ -17,6 +17,11 @@ every row: the bins of a row do not depend on its page). A page's life:
    page is at most half the budget).
 3. **Removed** when training ends (``close``): its files deleted.
 
+A Dask job whose float input is not to be held at once packs each piece of a rank's rows
+where it is read (``pack_rows``, with the cuts agreed before: dask/_streamed.py): the pages
+come to the rank as ``PackedRows``, a stand-in for X that ``build_matrix`` makes the matrix of,
+in core where it fits the budget, else paged as above.
+
 Trees read a paged matrix through the same histogram, partition and route
 functions as an in-core one (tree/histogram.py, tree/partition.py): integer
 histograms summed page by page are the same integers, so a model trained out of
@@ -28,6 +33,7 @@ device), and every row's leaf found page by page.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -109,6 +115,11 @@ class PagedMatrix:
     def on_gpu(self) -> bool:
         return self._buffers is not None
 
+    @property
+    def pinned(self) -> bool:
+        """Whether every page is in pinned host memory on a GPU (the device reads them in place)."""
+        return self.on_gpu and not any(_on_disk(page) for page in self._pages)
+
     def describe(self) -> str:
         """A line of the log: the matrix is out of core, in how many pages of what size, where."""
         largest = max(self.page_sizes) * self.layout.bytes_per_row
@@ -117,7 +128,7 @@ class PagedMatrix:
 
     def summary(self) -> str:
         """A few words for a progress bar: out of core, in how many pages, where."""
-        return f"out of core: {self.n_pages} pages " + ("on disk" if self._directory else "in pinned host memory")
+        return f"out of core: {self.n_pages} pages " + ("in pinned host memory" if self.pinned else "on disk")
 
     def fits(self, n_rows: int) -> bool:
         """Whether ``n_rows`` rows gathered into one page fit the device budget."""
@@ -152,7 +163,7 @@ class PagedMatrix:
         if not self._pages:
             raise RuntimeError("this paged matrix was closed: its pages are gone")
         shape = (int(rows.shape[0]), self.layout.n_words)
-        if self.on_gpu and self._directory is None:
+        if self.pinned:
             import cupy
 
             return self._matrix(gather_page_rows(rows, self._pages, self.starts, cupy.empty(shape, PACKED_WORD_DTYPE)))
@@ -183,7 +194,86 @@ class PagedMatrix:
 
 def _load(page) -> np.ndarray:
     """A page's rows on the host: its array, or its file mapped."""
-    return np.asarray(np.load(page, mmap_mode="r")) if isinstance(page, str) else page
+    return np.asarray(np.load(os.fspath(page), mmap_mode="r")) if _on_disk(page) else page
+
+
+def _on_disk(page) -> bool:
+    """Whether a page is a file (its path, or a PageFile), not a host array."""
+    return not isinstance(page, np.ndarray)
+
+
+class PageFile(os.PathLike):
+    """A page of packed rows in a file of its own, removed (with its directory, once empty)
+    when the last reference to it goes: a page packed by a Dask task lives as long as Dask
+    keeps the task's result. Pickled (Dask spilling the result, say), the copy owns the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._remove = weakref.finalize(self, _remove_page, path)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __getstate__(self) -> dict:
+        self._remove.detach()
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"])
+
+
+def _remove_page(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+    with contextlib.suppress(OSError):  # not empty: another page's
+        os.rmdir(os.path.dirname(path))
+
+
+@dataclasses.dataclass(eq=False)
+class PackedRows:
+    """Rows packed into pages where they were read (``pack_rows``: a Dask worker's pieces of a
+    rank's shard, dask/_streamed.py), in order, all in one layout and by one set of cuts. It
+    stands for the rank's X (``shape``) until ``build_matrix`` makes its matrix of them.
+
+    Attributes
+    ----------
+    pages : list of host arrays of packed rows (pinned, packed on a GPU where host memory had
+        room) or PageFiles
+    page_rows : tuple of int, each page's rows
+    layout : EllpackLayout
+    cuts : Cuts, the job's
+    with_model : whether the rows' base_margin holds init_model's margins (made where the
+        rows were read, from their float values)
+    """
+
+    pages: list
+    page_rows: tuple[int, ...]
+    layout: EllpackLayout
+    cuts: Cuts
+    with_model: bool = False
+
+    ndim = 2
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return sum(self.page_rows), self.layout.n_features
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.layout.bytes_per_row
+
+    @property
+    def largest_page_bytes(self) -> int:
+        return max(self.page_rows, default=0) * self.layout.bytes_per_row
+
+    @staticmethod
+    def join(parts: list["PackedRows"]) -> "PackedRows":
+        """One rank's pieces, in order, as one."""
+        first = parts[0]
+        if any(p.layout != first.layout or p.with_model != first.with_model for p in parts):
+            raise ValueError("pieces packed in different layouts, or with and without init_model's margins")
+        return PackedRows([page for p in parts for page in p.pages], tuple(n for p in parts for n in p.page_rows),
+                          first.layout, first.cuts, first.with_model)
 
 
 class PageBuffers:
@@ -210,7 +300,7 @@ class PageBuffers:
         slot = index % 2
         if self.copies is None:
             self.copies = cupy.cuda.Stream(non_blocking=True)
-        if isinstance(page, str):  # from disk, through a pinned buffer
+        if _on_disk(page):  # from disk, through a pinned buffer
             if self.staging[slot] is None:
                 self.staging[slot] = cupyx.empty_pinned(self.words, PACKED_WORD_DTYPE)
             if self.staged[slot] is not None:
@@ -230,7 +320,7 @@ class PageBuffers:
         target = self.device[slot][:host.size].reshape(host.shape[0], n_words)
         target.set(host, stream=self.copies)
         copied = self.copies.record()
-        if isinstance(page, str):
+        if _on_disk(page):
             self.staged[slot] = copied
         return target, copied
 
@@ -291,39 +381,111 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: 
     """``X``'s compressed matrix on ``xp``'s device: in core (an EllpackMatrix) where it fits
     ``budget`` (0: no limit), else a PagedMatrix of pages of at most half the budget, streamed on
     a GPU through ``buffers`` (of half the budget). ``automatic``: the budget was not given but
-    derived from the device's free memory (the error says so)."""
+    derived from the device's free memory (the error says so). X may be PackedRows, packed
+    where its rows were read: its pages are the matrix's."""
+    if isinstance(X, PackedRows):
+        return _from_packed(X, xp, budget, buffers)
     layout = matrix_layout(X, cuts)
     n_rows = int(X.shape[0])
     if not budget or n_rows * layout.bytes_per_row <= budget:
         return build_ellpack(X, cuts, xp, layout)
-    page_rows = budget // (2 * layout.bytes_per_row)
-    least = 2 * MIN_PAGE_ROWS * layout.bytes_per_row
-    if page_rows < MIN_PAGE_ROWS:
-        if automatic:
-            raise ValueError(f"the device's free memory leaves {name}'s compressed matrix {budget} bytes, too few for "
-                             f"two pages of {MIN_PAGE_ROWS} rows ({layout.bytes_per_row} bytes a row, {least} bytes): "
-                             "free device memory, or set max_device_matrix_bytes")
-        raise ValueError(f"max_device_matrix_bytes={budget} cannot hold two pages of {MIN_PAGE_ROWS} rows of {name}'s "
-                         f"compressed matrix ({layout.bytes_per_row} bytes a row): raise it to at least {least} "
-                         "(or 0 for the automatic budget)")
     on_gpu = xp is not np
-    spill = not on_gpu or n_rows * layout.bytes_per_row > _host_room()
-    directory = _spill_directory() if spill else None
-    pages, starts = [], []
-    try:
-        for start in range(0, n_rows, page_rows):
-            packed = build_ellpack(X[start:start + page_rows], cuts, xp, layout).packed
-            starts.append(start)
-            pages.append(_keep(packed, directory, len(pages)))
-    except BaseException:
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
-        raise
+    directory = _spill_directory() if not on_gpu or n_rows * layout.bytes_per_row > _host_room() else None
+    pages, starts = _pack_pages(X, cuts, xp, layout, rows_per_page(layout, budget, name, automatic), directory)
     if on_gpu and buffers is None:
         buffers = PageBuffers(budget // 2)
     return PagedMatrix(layout, asarray(xp, np.asarray(cuts.bin_offsets)), np.asarray(cuts.bin_offsets),
                        tuple(starts) + (n_rows,), budget, directory or "pinned host memory", pages, directory,
                        buffers if on_gpu else None)
+
+
+def pack_rows(X, cuts: Cuts, xp, layout: EllpackLayout, budget: int, *, name: str = "X",
+              automatic: bool = False) -> PackedRows:
+    """``X``'s rows packed in ``layout`` on ``xp``'s device into pages of at most half of
+    ``budget`` (0: one page), for a rank to train on (PackedRows): on a GPU moved to pinned
+    host memory while it has room (``dgboost.host-page-bytes``, else half the memory
+    available), else to files in the spill directory; on a CPU to files where a budget is
+    given (its memory is the device's), else kept as they are."""
+    n_rows = int(X.shape[0])
+    on_gpu = xp is not np
+    spill = bool(budget) and (not on_gpu or n_rows * layout.bytes_per_row > _host_room())
+    directory = _spill_directory() if spill else None
+    page_rows = rows_per_page(layout, budget, name, automatic) if budget else max(n_rows, 1)
+    pages, starts = _pack_pages(X, cuts, xp, layout, page_rows, directory, keep=spill or on_gpu)
+    if directory is not None:
+        pages = [PageFile(page) for page in pages]  # each removes its file (and the directory, once empty)
+    sizes = tuple(stop - start for start, stop in zip(starts, starts[1:] + [n_rows]))
+    return PackedRows(pages, sizes, layout, cuts)
+
+
+def rows_per_page(layout: EllpackLayout, budget: int, name: str, automatic: bool) -> int:
+    """Rows a page of at most half ``budget``; a budget too small for two pages of
+    MIN_PAGE_ROWS rows is an error naming the least that would do."""
+    page_rows = budget // (2 * layout.bytes_per_row)
+    least = 2 * MIN_PAGE_ROWS * layout.bytes_per_row
+    if page_rows >= MIN_PAGE_ROWS:
+        return page_rows
+    if automatic:
+        raise ValueError(f"the device's free memory leaves {name}'s compressed matrix {budget} bytes, too few for "
+                         f"two pages of {MIN_PAGE_ROWS} rows ({layout.bytes_per_row} bytes a row, {least} bytes): "
+                         "free device memory, or set max_device_matrix_bytes")
+    raise ValueError(f"max_device_matrix_bytes={budget} cannot hold two pages of {MIN_PAGE_ROWS} rows of {name}'s "
+                     f"compressed matrix ({layout.bytes_per_row} bytes a row): raise it to at least {least} "
+                     "(or 0 for the automatic budget)")
+
+
+def _pack_pages(X, cuts: Cuts, xp, layout: EllpackLayout, page_rows: int, directory: str | None,
+                keep: bool = True) -> tuple[list, list[int]]:
+    """X's rows packed a page of ``page_rows`` at a time: (the pages, each page's first row).
+    ``keep``: each page moved off the device (``_keep``: to a file in ``directory``, else to
+    pinned host memory); else left where it was packed (the host). A failure removes the
+    directory, with the pages written."""
+    pages, starts = [], []
+    try:
+        for start in range(0, max(int(X.shape[0]), 1), page_rows):
+            packed = build_ellpack(X[start:start + page_rows], cuts, xp, layout).packed
+            starts.append(start)
+            pages.append(_keep(packed, directory, len(pages)) if keep else packed)
+    except BaseException:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return pages, starts
+
+
+def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
+    """The matrix of rows packed elsewhere: one in-core matrix where they fit ``budget`` (0:
+    no limit), else a PagedMatrix of their pages (on a GPU, a page that came unpinned, from
+    Dask's spill say, is copied into pinned memory)."""
+    n_rows, layout = X.shape[0], X.layout
+    host_offsets = np.asarray(X.cuts.bin_offsets)
+    starts = tuple(int(s) for s in np.cumsum((0,) + X.page_rows))
+    if not budget or X.nbytes <= budget:
+        packed = xp.empty((n_rows, layout.n_words), dtype=PACKED_WORD_DTYPE)
+        for start, stop, page in zip(starts, starts[1:], X.pages):
+            packed[start:stop] = asarray(xp, _load(page))
+        return EllpackMatrix(packed, layout, asarray(xp, host_offsets), host_offsets)
+    on_gpu = xp is not np
+    pages = [_pinned(page) if on_gpu and not _on_disk(page) else page for page in X.pages]
+    spill = sorted({os.path.dirname(os.path.dirname(os.fspath(page))) for page in pages if _on_disk(page)})
+    where = " and ".join((["pinned host memory"] if not all(map(_on_disk, pages)) else []) + spill)
+    if on_gpu and buffers is None:
+        buffers = PageBuffers(max(budget // 2, X.largest_page_bytes))
+    return PagedMatrix(layout, asarray(xp, host_offsets), host_offsets, starts, budget, where, pages, None,
+                       buffers if on_gpu else None)
+
+
+def _pinned(page: np.ndarray) -> np.ndarray:
+    """``page`` in pinned host memory: itself where it is, else a pinned copy."""
+    import cupy
+    import cupyx
+
+    if not page.size or cupy.cuda.runtime.pointerGetAttributes(page.ctypes.data).type == \
+            cupy.cuda.runtime.memoryTypeHost:
+        return page
+    pinned = cupyx.empty_pinned(page.shape, page.dtype)
+    pinned[...] = page
+    return pinned
 
 
 def _keep(packed, directory: str | None, index: int):

@@ -1,0 +1,258 @@
+"""Rows streamed into pages where they are read: a Dask job that never holds its float input at
+once (issue 21; docs/architecture.md, "Out of core").
+
+A job whose workers' shares may not fit their device budgets (``dgboost.stream-partitions``) does
+not keep one future per partition, which would hold every partition's values in the cluster's
+memory until the ranks end. It reads its partitions in passes instead, each releasing a
+partition's values once it has taken what it needs:
+
+1. **Survey** (``survey``): each partition checked as ``make_bundle`` checks it, its rows, bad
+   input, queries and the most present values of a row (``ellpack.row_stride``: the layout's);
+   where X's row chunks are known beforehand, also its rows of the cut sample (drawn by global
+   row number, so the same rows as a rank of the in-core job draws). Otherwise a second pass
+   draws the sample (``sample_part``) once the rows are known.
+2. **Cuts** (``cuts_of``): one task on a worker merges the samples and computes the cuts, which
+   every rank would agree on in core: the same rows give the same cuts, and the model file is
+   the same bytes.
+3. **Packed** (``pack_piece``): each attempt's pieces (the shares of ``plan_shards``, no
+   partition held anywhere) are read again on the worker whose rank takes them, checked and
+   packed there with the cuts into pages of at most half the device budget (pinned host
+   memory on a GPU while there is room, else files in the spill directory; files on a CPU),
+   with init_model's margins where training continues one. Dask runs a worker's pieces a few
+   at a time and drops each partition's values once packed, so a worker holds its packed pages,
+   its labels and weights, and the partitions in flight.
+
+The rank then trains on its pieces' pages (``data.pages.PackedRows``) as on a matrix it built.
+Eval sets are held as in every job (they are read once, in their bundles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import dask
+import numpy as np
+
+from .. import _settings
+from .._dtypes import FEATURE_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE
+from ..backend import asarray, to_numpy
+from ..data import sparse
+from ..data.ellpack import EllpackLayout, row_stride
+from ..data.pages import device_budget, pack_rows, rows_per_page, stays_on_host
+from ..data.sketch import Sample, compute_cuts, draw_sample
+from ..training import device_module
+from . import _shards
+
+logger = logging.getLogger("dgboost")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+    """How a streamed job reads its partitions again (each attempt packs its pieces anew)."""
+
+    parts: list  # per partition: its (X, y, weight, base_margin, qid) Delayeds, None where not given
+    what: str
+    params: object
+    categories: object
+    label_name: str
+    cuts: object  # data.sketch.Cuts
+    layout: EllpackLayout
+
+
+# ---- the client's side --------------------------------------------------------------------------
+
+def streams(client, X, params, categorical: bool) -> bool:
+    """Whether this job's rows are streamed (``dgboost.stream-partitions``): always where True
+    (not with categorical features, whose codes and statistics are made from the joined X); by
+    "auto" where X is a dask array whose rows are known and an equal share of them might not fit
+    a worker's device budget beside its matrix (``pages.stays_on_host``, the rule a rank keeps
+    its X on the host by)."""
+    setting = _settings.stream_partitions()
+    if categorical:
+        if setting is True:
+            raise ValueError("dask config dgboost.stream-partitions=True: categorical features are not streamed "
+                             "(their codes and target statistics are made from a rank's joined rows); set it to "
+                             "'auto' or False")
+        return False
+    if setting != "auto":
+        return setting
+    if not _shards.is_dask_array(X) or any(math.isnan(n) for n in X.shape):
+        return False
+    budget = _smallest_budget(client, params)
+    if not budget:
+        return False
+    n_rows, n_features = (int(n) for n in X.shape)
+    workers = max(1, len(client.nthreads()))
+    share = -(-n_rows // workers)
+    value_bytes = 0 if sparse.is_sparse(X._meta) else share * n_features * np.dtype(FEATURE_DTYPE).itemsize
+    return stays_on_host(share, n_features, value_bytes, budget, params.max_bin)
+
+
+def _smallest_budget(client, params) -> int:
+    """The least device budget of the cluster's workers: max_device_matrix_bytes, else on GPUs
+    each one's automatic budget (asked of them), else none (0)."""
+    if params.max_device_matrix_bytes:
+        return int(params.max_device_matrix_bytes)
+    if not params.device.startswith("cuda"):
+        return 0
+    budgets = client.run(_budget_here, params)
+    return min(budgets.values(), default=0)
+
+
+def _budget_here(params) -> int:
+    return device_budget(params, device_module("cuda"))
+
+
+def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
+                  label_name: str = "y"):
+    """The job's rows surveyed and their cuts agreed (steps 1 and 2 above): ``_placing._Rows``
+    with no bundle held, its ``stream`` telling each attempt how to pack its pieces."""
+    from ._placing import _Rows
+
+    parts = [_shards.partitions(v) for v in (X, y, weight, base_margin, qid)]
+    n_parts = len(parts[0])
+    parts = list(zip(*[p if p is not None else [None] * n_parts for p in parts]))
+    lengths = _known_lengths(X)
+    offsets = None if lengths is None else np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_total = None if lengths is None else int(offsets[-1])
+    surveyed = futures.track(client.compute([
+        dask.delayed(survey, pure=False)(*part, i, what, params, categories, label_name,
+                                         None if offsets is None else int(offsets[i]), n_total)
+        for i, part in enumerate(parts)]))
+    summaries = client.gather(futures.track(client.map(_summary_of, surveyed, pure=False)))
+    _shards.check_summaries(summaries)
+    rows = [s.n_rows for s in summaries]
+    if sum(rows) == 0:
+        return _Rows([], summaries, qid is not None)
+    if offsets is None:  # the rows are known now: the sample is drawn in a pass of its own
+        offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        samples = futures.track(client.compute([
+            dask.delayed(sample_part, pure=False)(*part, i, what, params, categories, label_name, int(offsets[i]),
+                                                  int(offsets[-1]))
+            for i, part in enumerate(parts)]))
+    else:
+        samples = futures.track(client.map(_sample_of, surveyed, pure=False))
+    n_features = next(s.n_features for s in summaries if s.n_features is not None)
+    cuts = futures.track_one(client.submit(cuts_of, n_features, params.max_bin, *samples, pure=False)).result()
+    client.cancel(surveyed + samples)  # the samples are spent
+    layout = EllpackLayout.smaller(cuts, max(s.row_stride for s in summaries if s.row_stride is not None))
+    logger.info("dgboost.dask: rows streamed into pages where they are read (%d partitions, %d rows); "
+                "compressed rows of %d bytes", n_parts, sum(rows), layout.bytes_per_row)
+    return _Rows([], summaries, qid is not None, Stream(parts, what, params, categories, label_name, cuts, layout))
+
+
+def _known_lengths(X) -> list[int] | None:
+    """X's partitions' rows where known without computing them (a dask array's row chunks)."""
+    if not _shards.is_dask_array(X) or any(math.isnan(n) for n in X.chunks[0]):
+        return None
+    return [int(n) for n in X.chunks[0]]
+
+
+def pack_futures(client, futures, stream: Stream, plan: dict, init_model) -> dict:
+    """Each worker's pieces packed on it (step 3 above): {worker: [future, ...]}, the pieces
+    in plan order. Each partition is computed where its piece is packed (the tasks' graphs
+    are restricted to that worker), unless Dask holds it already."""
+    shards = {}
+    budget = stream.params.max_device_matrix_bytes
+    for worker, pieces in plan.items():
+        rank_rows = sum(p.n_rows for p in pieces)
+        if budget and rank_rows * stream.layout.bytes_per_row > budget:
+            rows_per_page(stream.layout, budget, "X", automatic=False)  # raises where too small for two pages
+        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, p.start, p.stop, rank_rows,
+                                                      stream.what, stream.params, stream.categories,
+                                                      stream.label_name, stream.cuts, stream.layout, init_model)
+                 for p in pieces]
+        shards[worker] = futures.track(client.compute(tasks, workers=[worker], allow_other_workers=False)) \
+            if tasks else []
+    return shards
+
+
+# ---- tasks (run on the workers) ------------------------------------------------------------------
+
+def survey(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str,
+           offset: int | None, n_total: int | None):
+    """(Partition ``part``'s Summary with its features and row stride, its rows of the cut
+    sample as bytes or None): its values are not kept."""
+    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
+    summary = _shards.summarise(bundle)
+    if isinstance(bundle, _shards.Rejected):
+        return summary, None
+    X = bundle[0]
+    summary = dataclasses.replace(summary, n_features=int(X.shape[1]), row_stride=row_stride(X))
+    return summary, (None if offset is None else _sample_bytes(X, bundle[2], offset, n_total, params.seed))
+
+
+def _summary_of(surveyed):
+    return surveyed[0]
+
+
+def _sample_of(surveyed):
+    return surveyed[1]
+
+
+def sample_part(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str,
+                offset: int, n_total: int):
+    """Partition ``part``'s rows of the cut sample, as bytes (its rows start at ``offset``)."""
+    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
+    if isinstance(bundle, _shards.Rejected):  # it passed the survey: its input changed since
+        raise bundle.error
+    return _sample_bytes(bundle[0], bundle[2], offset, n_total, params.seed)
+
+
+def _sample_bytes(X, weight, offset: int, n_total: int, seed: int) -> np.ndarray:
+    xp = sparse.array_module(X)
+    global_index = xp.arange(offset, offset + int(X.shape[0]), dtype=ROW_INDEX_DTYPE)
+    return to_numpy(draw_sample(X, weight, global_index, n_total, seed).to_bytes())
+
+
+def cuts_of(n_features: int, max_bin: int, *samples):
+    """The cuts of every partition's sample rows (as ``training.agree_cuts`` computes them from
+    every rank's)."""
+    return compute_cuts(Sample.merge([Sample.from_bytes(s, n_features) for s in samples]), max_bin)
+
+
+def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int, rank_rows: int, what: str, params,
+               categories, label_name: str, cuts, layout: EllpackLayout, init_model):
+    """Rows [start, stop) of partition ``part`` as a bundle whose X is packed (PackedRows), on
+    this worker's device: into pages of at most half its budget where the rank's ``rank_rows``
+    rows exceed it, else in one page; its base_margin, where init_model is given, the margins
+    training starts from (init_model's, from the float values, which only this task sees)."""
+    from ._job import _worker_device
+
+    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
+    if isinstance(bundle, _shards.Rejected):  # it passed the survey: its input changed since
+        raise bundle.error
+    if (start, stop) != (0, int(bundle[0].shape[0])):
+        bundle = _shards.slice_bundle(bundle, start, stop)
+    X, label, weight, base_margin, qid, names, frame_categories = bundle
+    xp = device_module(_worker_device(params.device))
+    budget = device_budget(params, xp)
+    paged = budget and rank_rows * layout.bytes_per_row > budget  # else the rank joins its pages in core
+    packed = pack_rows(X, cuts, xp, layout, budget if paged else 0, name=f"{what}X",
+                       automatic=not params.max_device_matrix_bytes)
+    if init_model is not None:
+        base_margin = _model_margins(init_model, X, base_margin, xp)
+        packed = dataclasses.replace(packed, with_model=True)
+    return packed, label, weight, base_margin, qid, names, frame_categories
+
+
+#: Values of X predicted at a time for init_model's margins.
+_PREDICT_VALUES = 1 << 25
+
+
+def _model_margins(init_model, X, base_margin, xp) -> np.ndarray:
+    """init_model's margins of X's rows (from its base_margin where given), on the host,
+    predicted on ``xp``'s device a block of rows at a time (``training.start_margins``'s
+    numbers: a row's margin does not depend on its block)."""
+    step = max(1, _PREDICT_VALUES // max(int(X.shape[1]), 1))
+    blocks = []
+    for begin in range(0, int(X.shape[0]), step):
+        rows = X[begin:begin + step]
+        rows = sparse.to_device(rows, xp) if sparse.is_sparse(rows) else asarray(xp, rows)
+        base = None if base_margin is None else asarray(xp, base_margin[begin:begin + step])
+        margins = init_model.predict(rows, output_margin=True, base_margin=base)
+        blocks.append(to_numpy(margins).reshape(int(rows.shape[0]), -1))
+    return np.ascontiguousarray(np.concatenate(blocks) if blocks else
+                                np.zeros((0, init_model.n_outputs), MARGIN_DTYPE), dtype=MARGIN_DTYPE)
