@@ -213,25 +213,35 @@ def test_out_of_core_workers_train_the_in_core_model_of_one_gpu(cuda_client, dat
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
 
 
+STREAMED = {  # (the partitions' rows, the budget, more params)
+    "paged": (4000, 40_000, {"subsample": 0.5}),
+    "in-core": (4000, 0, {"subsample": 0.5}),
+    # 40 partitions of 6000 bytes: several pieces a page on the device; a sample gathered from them.
+    "small-pieces": (500, 40_000, {}),
+    "small-pieces-sampled": (500, 40_000, {"subsample": 0.1, "sampling_method": "gradient_based"}),
+}
+
+
 @pytest.mark.parametrize("chunks_on", ["cupy", "numpy"])
-@pytest.mark.parametrize("budget", [40_000, 0], ids=["paged", "in-core"])
-def test_streamed_rows_continue_the_model_of_one_gpu(cuda_client, data, chunks_on, budget, tmp_path, caplog):
+@pytest.mark.parametrize("case", list(STREAMED))
+def test_streamed_rows_continue_the_model_of_one_gpu(cuda_client, data, chunks_on, case, tmp_path, caplog):
     """Rows streamed into pages where they are read (dask/_streamed.py: the cut sample drawn
     there, the pieces packed on their GPU into pinned pages, init_model's margins made there):
     the model of one GPU in core."""
     import cupy
 
     X, y, weight = data
-    params = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda", "subsample": 0.5,
-              "max_device_matrix_bytes": budget, "verbosity": 2}
+    chunk, budget, extra = STREAMED[case]
+    params = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda", "max_device_matrix_bytes": budget,
+              "verbosity": 2, **extra}
     first = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=2)
     expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), sample_weight=cupy.asarray(weight),
                              num_boost_round=4, init_model=first)
     move = (lambda a: cupy.asarray(a)) if chunks_on == "cupy" else (lambda a: a)  # noqa: E731
-    dX, dy, dw = (da.from_array(move(a), chunks=(4000,) + a.shape[1:], asarray=False) for a in (X, y, weight))
+    dX, dy, dw = (da.from_array(move(a), chunks=(chunk,) + a.shape[1:], asarray=False) for a in (X, y, weight))
     with dask.config.set({"dgboost.stream-partitions": True}), caplog.at_level(logging.INFO, logger="dgboost"):
         got = dgboost.dask.train(cuda_client, params, dX, dy, sample_weight=dw, num_boost_round=4, init_model=first)
-    assert "rows streamed into pages where they are read (5 partitions, 20000 rows)" in caplog.text
+    assert f"rows streamed into pages where they are read ({N_ROWS // chunk} partitions, 20000 rows)" in caplog.text
     assert ("out of core" in caplog.text) == bool(budget)
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
 

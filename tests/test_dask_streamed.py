@@ -150,10 +150,7 @@ class _LogHeldBytes(TrainingCallback):
 def test_a_streamed_job_holds_no_share_of_the_float_input(client):
     """While the ranks train, the coordinator's worker holds its packed pages (files here) and
     labels, not its third of X's values, which a job that holds its rows keeps."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((30000, 40)).astype(np.float32)  # 4.8 MB, 1.6 MB a worker
-    y = (X[:, 0] > 0).astype(np.float32)
-    # Made on the workers, block by block: nothing of X is held before the job.
+    # 4.8 MB of float32, made on the workers block by block: nothing of X is held before the job.
     dX = da.random.RandomState(1).standard_normal((30000, 40), chunks=(2500, 40)).astype(np.float32)
     dy = (dX[:, 0] > 0).astype(np.float32)
     params = {"max_depth": 3, "max_device_matrix_bytes": 20000}
@@ -162,7 +159,7 @@ def test_a_streamed_job_holds_no_share_of_the_float_input(client):
         with dask.config.set({"dgboost.stream-partitions": stream}):
             dgboost.dask.train(client, params, dX, dy, num_boost_round=2, callbacks=[_LogHeldBytes()])
         held[stream] = [message for _, message in client.get_events(HELD_TOPIC)][-1]
-    share = X.nbytes // 3
+    share = dX.nbytes // 3
     assert held[False] >= share, held  # the held job's bundles: its share of X (the check is real)
     assert held[True] < share // 4, held  # labels (40 kB), the pages' names
 

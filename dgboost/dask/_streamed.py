@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import _settings
 from .._dtypes import FEATURE_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE
-from ..backend import asarray, to_numpy
+from ..backend import asarray, get_xp, to_numpy
 from ..data import sparse
 from ..data.ellpack import EllpackLayout, row_stride
 from ..data.pages import device_budget, pack_rows, rows_per_page, stays_on_host
@@ -232,8 +232,8 @@ def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int,
     paged = budget and rank_rows * layout.bytes_per_row > budget  # else the rank joins its pages in core
     packed = pack_rows(X, cuts, xp, layout, budget if paged else 0, name=f"{what}X",
                        automatic=not params.max_device_matrix_bytes)
-    if init_model is not None:
-        base_margin = _model_margins(init_model, X, base_margin, xp)
+    if init_model is not None:  # beside the labels (a cupy partition's on the device), as concat_bundles joins them
+        base_margin = asarray(get_xp(label), _model_margins(init_model, X, base_margin, xp))
         packed = dataclasses.replace(packed, with_model=True)
     return packed, label, weight, base_margin, qid, names, frame_categories
 

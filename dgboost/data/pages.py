@@ -79,7 +79,8 @@ class PagedMatrix:
     starts: tuple[int, ...]
     budget: int
     where: str
-    _pages: list  # each page: a host array (pinned on a GPU), or the path of its .npy file
+    _pages: list  # each page: a host array (pinned on a GPU), or its .npy file (a path, a PageFile); on a GPU
+    # also a list of those: a page of pieces packed apart, consecutive rows (_from_packed)
     _directory: str | None = None  # the files' directory, removed by close
     _buffers: "PageBuffers | None" = None  # on a GPU: the device buffers its pages stream through
 
@@ -118,7 +119,7 @@ class PagedMatrix:
     @property
     def pinned(self) -> bool:
         """Whether every page is in pinned host memory on a GPU (the device reads them in place)."""
-        return self.on_gpu and not any(_on_disk(page) for page in self._pages)
+        return self.on_gpu and not any(_on_disk(part) for page in self._pages for part in _parts(page))
 
     def describe(self) -> str:
         """A line of the log: the matrix is out of core, in how many pages of what size, where."""
@@ -163,16 +164,18 @@ class PagedMatrix:
         if not self._pages:
             raise RuntimeError("this paged matrix was closed: its pages are gone")
         shape = (int(rows.shape[0]), self.layout.n_words)
+        parts = [_load(part) for page in self._pages for part in _parts(page)]  # files mapped, not read
+        starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
         if self.pinned:
             import cupy
 
-            return self._matrix(gather_page_rows(rows, self._pages, self.starts, cupy.empty(shape, PACKED_WORD_DTYPE)))
+            return self._matrix(gather_page_rows(rows, parts, starts, cupy.empty(shape, PACKED_WORD_DTYPE)))
         host_rows = to_numpy(rows)
         gathered = self._buffers.gathered(shape) if self.on_gpu else np.empty(shape, PACKED_WORD_DTYPE)
         # On a GPU the host's threads are otherwise idle: every core of the process's affinity
         # (dask-cuda narrows a worker's to its GPU's CPUs).
         with loops.using_threads(loops.cores() if self.on_gpu else None):
-            gather_page_rows(host_rows, (_load(page) for page in self._pages), self.starts, gathered)
+            gather_page_rows(host_rows, parts, starts, gathered)
         if not self.on_gpu:
             return self._matrix(gathered)
         import cupy
@@ -195,6 +198,12 @@ class PagedMatrix:
 def _load(page) -> np.ndarray:
     """A page's rows on the host: its array, or its file mapped."""
     return np.asarray(np.load(os.fspath(page), mmap_mode="r")) if _on_disk(page) else page
+
+
+def _parts(page) -> list:
+    """A page's parts: the page itself, or, for a page of pieces packed apart (a list, on a
+    GPU: ``_from_packed``), its pieces in row order, copied into one device buffer together."""
+    return page if isinstance(page, list) else [page]
 
 
 def _on_disk(page) -> bool:
@@ -293,23 +302,30 @@ class PageBuffers:
         self._gathered = None
 
     def send(self, index: int, page, n_words: int):
-        """Queue page ``index``'s copy into buffer ``index % 2``: (the page's view of it, the copy's event)."""
+        """Queue page ``index``'s copy into buffer ``index % 2`` (each of its parts in turn, one
+        after the other): (the page's view of it, the copy's event)."""
         import cupy
         import cupyx
 
         slot = index % 2
         if self.copies is None:
             self.copies = cupy.cuda.Stream(non_blocking=True)
-        if _on_disk(page):  # from disk, through a pinned buffer
-            if self.staging[slot] is None:
-                self.staging[slot] = cupyx.empty_pinned(self.words, PACKED_WORD_DTYPE)
-            if self.staged[slot] is not None:
-                self.staged[slot].synchronize()  # its last copy has read it
-            loaded = _load(page)
-            host = self.staging[slot][:loaded.size].reshape(loaded.shape)
+        hosts, staged = [], False
+        for part in _parts(page):
+            if not _on_disk(part):
+                hosts.append(part)
+                continue
+            if not staged:  # from disk, through a pinned buffer
+                if self.staging[slot] is None:
+                    self.staging[slot] = cupyx.empty_pinned(self.words, PACKED_WORD_DTYPE)
+                if self.staged[slot] is not None:
+                    self.staged[slot].synchronize()  # its last copy has read it
+                staged, offset = True, sum(host.size for host in hosts)
+            loaded = _load(part)
+            host = self.staging[slot][offset:offset + loaded.size].reshape(loaded.shape)
             host[...] = loaded
-        else:
-            host = page
+            hosts.append(host)
+            offset += loaded.size
         if self.device[slot] is None:
             self.device[slot] = cupy.empty(self.words, dtype=PACKED_WORD_DTYPE)
             # Its memory may be a block the pool took back from arrays that kernels (or an NCCL
@@ -317,10 +333,14 @@ class PageBuffers:
             # other, copies into it only after them.
             self.read[slot] = cupy.cuda.get_current_stream().record()
         self.copies.wait_event(self.read[slot])
-        target = self.device[slot][:host.size].reshape(host.shape[0], n_words)
-        target.set(host, stream=self.copies)
+        n_rows = sum(int(host.shape[0]) for host in hosts)
+        target = self.device[slot][:n_rows * n_words].reshape(n_rows, n_words)
+        row = 0
+        for host in hosts:
+            target[row:row + host.shape[0]].set(host, stream=self.copies)
+            row += int(host.shape[0])
         copied = self.copies.record()
-        if _on_disk(page):
+        if staged:
             self.staged[slot] = copied
         return target, copied
 
@@ -469,10 +489,25 @@ def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
     pages = [_pinned(page) if on_gpu and not _on_disk(page) else page for page in X.pages]
     spill = sorted({os.path.dirname(os.path.dirname(os.fspath(page))) for page in pages if _on_disk(page)})
     where = " and ".join((["pinned host memory"] if not all(map(_on_disk, pages)) else []) + spill)
-    if on_gpu and buffers is None:
-        buffers = PageBuffers(max(budget // 2, X.largest_page_bytes))
-    return PagedMatrix(layout, asarray(xp, host_offsets), host_offsets, starts, budget, where, pages, None,
-                       buffers if on_gpu else None)
+    if not on_gpu:
+        return PagedMatrix(layout, host_offsets, host_offsets, starts, budget, where, pages, None, None)
+    buffer_bytes = max(budget // 2, X.largest_page_bytes)
+    if buffers is None:
+        buffers = PageBuffers(buffer_bytes)
+    # Pieces smaller than a buffer (a partition's rows, where partitions are small) go to the
+    # device together, as one page: a pass's copies and kernels a page are as many as the
+    # in-core-built matrix's.
+    groups, sizes = [], []
+    for page, n in zip(pages, X.page_rows):
+        if groups and (sizes[-1] + n) * layout.bytes_per_row <= buffer_bytes:
+            groups[-1].append(page)
+            sizes[-1] += n
+        else:
+            groups.append([page])
+            sizes.append(n)
+    starts = tuple(int(s) for s in np.cumsum([0] + sizes))
+    return PagedMatrix(layout, asarray(xp, host_offsets), host_offsets, starts, budget, where,
+                       [group[0] if len(group) == 1 else group for group in groups], None, buffers)
 
 
 def _pinned(page: np.ndarray) -> np.ndarray:
