@@ -236,12 +236,15 @@ class _Matrices:
         return matrix
 
     def _budget(self, data: Dataset) -> int:
-        """max_device_matrix_bytes if given; else, for an X that to_device left on the host (its
+        """Rows packed where they were read: the budget their pages were cut for. Else
+        max_device_matrix_bytes if given; else, for an X that to_device left on the host (its
         matrix might not fit), the device's (pages.device_budget, taken once a run); else none
         (X was moved to the device: its matrix fits beside it)."""
+        if isinstance(data.X, PackedRows):  # the budget its pages were cut for, taken once on its worker
+            return data.X.budget
         if self.params.max_device_matrix_bytes:
             return self.params.max_device_matrix_bytes
-        if not isinstance(data.X, PackedRows) and sparse.array_module(data.X) is self.xp:
+        if sparse.array_module(data.X) is self.xp:
             return 0
         if self._automatic is None:
             self._automatic = device_budget(self.params, self.xp)

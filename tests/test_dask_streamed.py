@@ -216,3 +216,41 @@ def test_the_pages_go_when_the_job_ends(client, data):
         time.sleep(0.1)
         left = client.run(pages_left)
     assert not any(left.values()), left
+
+
+def _labels_changing(marker: str, y):
+    """y the first time it is read, y with a NaN after (a partition whose input changed)."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        return y
+    changed = y.copy()
+    changed[7] = np.nan
+    return changed
+
+
+def test_a_partition_changed_between_its_reads_is_named_at_once(client, data, tmp_path):
+    X, y, _ = data
+    labels = dask.delayed(_labels_changing, pure=False)(str(tmp_path / "read"), y[:500])
+    dy = da.concatenate([da.from_delayed(labels, shape=(500,), dtype=np.float32), da.from_array(y[500:], chunks=500)])
+    with pytest.raises(ValueError, match="partition 0 changed since it was first read: .*NaN"):
+        _streamed(client, {"max_device_matrix_bytes": 3000}, da.from_array(X, chunks=500), dy, num_boost_round=2)
+
+
+def test_a_page_file_pickles_as_its_rows_and_keeps_its_file(tmp_path):
+    import pickle
+
+    from dask.sizeof import sizeof
+
+    from dgboost.data.pages import PackedRows, PageFile
+
+    rows = np.arange(12, dtype=np.uint32).reshape(4, 3)
+    (tmp_path / "pages").mkdir()
+    path = str(tmp_path / "pages" / "page.npy")
+    np.save(path, rows)
+    page = PageFile(path)
+    copy = pickle.loads(pickle.dumps(page))  # Dask spilling the piece
+    assert isinstance(copy, np.ndarray) and np.array_equal(copy, rows) and os.path.exists(path)
+    packed = PackedRows([page, copy], (4, 4), None, None)
+    assert sizeof(packed) == rows.nbytes  # the file counts for nothing, the array for its bytes
+    del page, packed
+    assert not os.path.exists(path) and not (tmp_path / "pages").exists()  # the file and its directory

@@ -85,17 +85,16 @@ class _Attempts:
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
             pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                     for f in parts]
-            if self.rows.stream is not None:  # packing reads every partition: as long as it takes, while
-                _await_packing(self.client, pieces, job_workers, job.timeout)  # the job's workers live
-            settle(pieces, job.timeout)
+            if self.rows.stream is not None:  # packing reads every partition: as long as it goes on
+                _await_packing(self.client, pieces, job_workers, job.timeout)
+            else:
+                settle(pieces, job.timeout)
             if any(f.status != "finished" for f in pieces):
                 gone = sorted(set(job_workers) - _alive(self.client, job_workers))
                 if gone:  # a slice's worker lost while it was cut: share again
                     raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
                                        time.monotonic(), gone[0])
                 failed = next(f for f in pieces if f.status != "finished")
-                if self.rows.stream is not None and failed.status == "error":  # a piece's packing (its budget)
-                    raise failed.exception()
                 raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
                                    f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
             logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
@@ -146,13 +145,22 @@ class _Attempts:
 
 def _await_packing(client, pieces, job_workers, timeout: float) -> None:
     """Wait for a streamed job's pieces to be packed (each partition read again and packed on
-    its worker), looking every ``timeout`` seconds that the job's workers are all there: a
-    packed piece lost with its worker returns at once (the caller's checks say so)."""
+    its worker) as long as one ends every ``timeout`` seconds; return at once where a job
+    worker is gone (its pieces, restricted to it, would wait for ever: the caller interrupts
+    the attempt). A piece that failed (a budget too small, input changed since the survey)
+    raises its error."""
+    last, done = time.monotonic(), 0
     while True:
-        settle(pieces, timeout, first=True)
-        if all(f.done() for f in pieces) or any(f.status == "error" for f in pieces):
+        settle(pieces, _POLL_SECONDS, first=True)
+        failed = next((f for f in pieces if f.status == "error"), None)
+        if failed is not None:
+            raise failed.exception()
+        now_done = sum(f.done() for f in pieces)
+        if now_done == len(pieces) or set(job_workers) - _alive(client, job_workers):
             return
-        if set(job_workers) - _alive(client, job_workers):
+        if now_done > done:
+            last, done = time.monotonic(), now_done
+        elif time.monotonic() - last > timeout:  # none ended for a whole wait: the caller says which
             return
 
 

@@ -33,6 +33,7 @@ import logging
 import math
 
 import dask
+import dask.sizeof
 import numpy as np
 
 from .. import _settings
@@ -40,7 +41,7 @@ from .._dtypes import FEATURE_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE
 from ..backend import asarray, get_xp, to_numpy
 from ..data import sparse
 from ..data.ellpack import EllpackLayout, row_stride
-from ..data.pages import device_budget, pack_rows, rows_per_page, stays_on_host
+from ..data.pages import PackedRows, device_budget, pack_rows, rows_per_page, stays_on_host
 from ..data.sketch import Sample, compute_cuts, draw_sample
 from ..training import device_module
 from . import _shards
@@ -59,6 +60,13 @@ class Stream:
     label_name: str
     cuts: object  # data.sketch.Cuts
     layout: EllpackLayout
+
+
+@dask.sizeof.sizeof.register(PackedRows)
+def _sizeof_packed(rows: PackedRows) -> int:
+    """What a packed piece holds in memory (its pages in files count for nothing), so Dask's
+    memory accounting sees the pages in pinned host memory."""
+    return sum(page.nbytes for page in rows.pages if isinstance(page, np.ndarray))
 
 
 # ---- the client's side --------------------------------------------------------------------------
@@ -91,14 +99,17 @@ def streams(client, X, params, categorical: bool) -> bool:
 
 
 def _smallest_budget(client, params) -> int:
-    """The least device budget of the cluster's workers: max_device_matrix_bytes, else on GPUs
-    each one's automatic budget (asked of them), else none (0)."""
-    if params.max_device_matrix_bytes:
-        return int(params.max_device_matrix_bytes)
-    if not params.device.startswith("cuda"):
-        return 0
-    budgets = client.run(_budget_here, params)
-    return min(budgets.values(), default=0)
+    """The least device budget of the cluster's workers (``_budgets``)."""
+    return min(_budgets(client, params, None).values(), default=0)
+
+
+def _budgets(client, params, workers) -> dict:
+    """Each worker's device budget (of ``workers``, None: every worker): max_device_matrix_bytes,
+    else on GPUs its automatic budget (asked of it), else none (0)."""
+    if params.max_device_matrix_bytes or not params.device.startswith("cuda"):
+        workers = list(client.nthreads()) if workers is None else workers
+        return dict.fromkeys(workers, int(params.max_device_matrix_bytes))
+    return client.run(_budget_here, params, workers=workers)
 
 
 def _budget_here(params) -> int:
@@ -134,7 +145,10 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
             for i, part in enumerate(parts)]))
     else:
         samples = futures.track(client.map(_sample_of, surveyed, pure=False))
-    n_features = next(s.n_features for s in summaries if s.n_features is not None)
+    widths = {s.n_features for s in summaries if s.n_features is not None}
+    if len(widths) > 1:
+        raise ValueError(f"X's partitions have {sorted(widths)} columns: every partition needs the same features")
+    n_features = widths.pop()
     cuts = futures.track_one(client.submit(cuts_of, n_features, params.max_bin, *samples, pure=False)).result()
     client.cancel(surveyed + samples)  # the samples are spent
     layout = EllpackLayout.smaller(cuts, max(s.row_stride for s in summaries if s.row_stride is not None))
@@ -153,16 +167,22 @@ def _known_lengths(X) -> list[int] | None:
 def pack_futures(client, futures, stream: Stream, plan: dict, init_model) -> dict:
     """Each worker's pieces packed on it (step 3 above): {worker: [future, ...]}, the pieces
     in plan order. Each partition is computed where its piece is packed (the tasks' graphs
-    are restricted to that worker), unless Dask holds it already."""
+    are restricted to that worker), unless Dask holds it already. Each worker's budget is
+    taken once, here, and travels with its pages (``PackedRows.budget``), so its pieces and
+    its rank page alike."""
     shards = {}
-    budget = stream.params.max_device_matrix_bytes
+    params = stream.params
+    budgets = _budgets(client, params, list(plan))
+    model = None if init_model is None else futures.track_one(client.scatter(init_model, broadcast=True, hash=False))
     for worker, pieces in plan.items():
-        rank_rows = sum(p.n_rows for p in pieces)
-        if budget and rank_rows * stream.layout.bytes_per_row > budget:
-            rows_per_page(stream.layout, budget, "X", automatic=False)  # raises where too small for two pages
-        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, p.start, p.stop, rank_rows,
-                                                      stream.what, stream.params, stream.categories,
-                                                      stream.label_name, stream.cuts, stream.layout, init_model)
+        rank_rows, budget = sum(p.n_rows for p in pieces), budgets[worker]
+        paged = bool(budget) and rank_rows * stream.layout.bytes_per_row > budget  # else joined in core
+        if paged:  # raises where too small for two pages, before any task
+            rows_per_page(stream.layout, budget, "X", automatic=not params.max_device_matrix_bytes)
+        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, p.start, p.stop,
+                                                      budget if paged else 0, budget, stream.what, params,
+                                                      stream.categories, stream.label_name, stream.cuts,
+                                                      stream.layout, model)
                  for p in pieces]
         shards[worker] = futures.track(client.compute(tasks, workers=[worker], allow_other_workers=False)) \
             if tasks else []
@@ -195,10 +215,18 @@ def _sample_of(surveyed):
 def sample_part(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str,
                 offset: int, n_total: int):
     """Partition ``part``'s rows of the cut sample, as bytes (its rows start at ``offset``)."""
-    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
-    if isinstance(bundle, _shards.Rejected):  # it passed the survey: its input changed since
-        raise bundle.error
+    bundle = _read_again(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
     return _sample_bytes(bundle[0], bundle[2], offset, n_total, params.seed)
+
+
+def _read_again(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str):
+    """Partition ``part``'s bundle, read after the survey passed it: bad input now means its
+    input changed since (data read from files rewritten meanwhile, say), which is said."""
+    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
+    if isinstance(bundle, _shards.Rejected):
+        kind = TypeError if isinstance(bundle.error, TypeError) else ValueError
+        raise kind(f"partition {part} changed since it was first read: {bundle.error}") from bundle.error
+    return bundle
 
 
 def _sample_bytes(X, weight, offset: int, n_total: int, seed: int) -> np.ndarray:
@@ -213,25 +241,23 @@ def cuts_of(n_features: int, max_bin: int, *samples):
     return compute_cuts(Sample.merge([Sample.from_bytes(s, n_features) for s in samples]), max_bin)
 
 
-def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int, rank_rows: int, what: str, params,
-               categories, label_name: str, cuts, layout: EllpackLayout, init_model):
+def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int, page_budget: int, budget: int,
+               what: str, params, categories, label_name: str, cuts, layout: EllpackLayout, init_model):
     """Rows [start, stop) of partition ``part`` as a bundle whose X is packed (PackedRows), on
-    this worker's device: into pages of at most half its budget where the rank's ``rank_rows``
-    rows exceed it, else in one page; its base_margin, where init_model is given, the margins
-    training starts from (init_model's, from the float values, which only this task sees)."""
+    this worker's device: into pages of at most half ``page_budget`` (0: one page, where the
+    rank's rows fit its ``budget``, which the pages carry to it); its base_margin, where
+    init_model is given, the margins training starts from (init_model's, from the float
+    values, which only this task sees)."""
     from ._job import _worker_device
 
-    bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
-    if isinstance(bundle, _shards.Rejected):  # it passed the survey: its input changed since
-        raise bundle.error
+    bundle = _read_again(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
     if (start, stop) != (0, int(bundle[0].shape[0])):
         bundle = _shards.slice_bundle(bundle, start, stop)
     X, label, weight, base_margin, qid, names, frame_categories = bundle
     xp = device_module(_worker_device(params.device))
-    budget = device_budget(params, xp)
-    paged = budget and rank_rows * layout.bytes_per_row > budget  # else the rank joins its pages in core
-    packed = pack_rows(X, cuts, xp, layout, budget if paged else 0, name=f"{what}X",
+    packed = pack_rows(X, cuts, xp, layout, page_budget, name=f"{what}X",
                        automatic=not params.max_device_matrix_bytes)
+    packed = dataclasses.replace(packed, budget=budget)
     if init_model is not None:  # beside the labels (a cupy partition's on the device), as concat_bundles joins them
         base_margin = asarray(get_xp(label), _model_margins(init_model, X, base_margin, xp))
         packed = dataclasses.replace(packed, with_model=True)

@@ -41,6 +41,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 
 import numpy as np
@@ -214,7 +215,8 @@ def _on_disk(page) -> bool:
 class PageFile(os.PathLike):
     """A page of packed rows in a file of its own, removed (with its directory, once empty)
     when the last reference to it goes: a page packed by a Dask task lives as long as Dask
-    keeps the task's result. Pickled (Dask spilling the result, say), the copy owns the file."""
+    keeps the task's result. Pickled (Dask spilling the result, or sending it), it travels as
+    its rows: the copy is a host array, and the file stays this object's alone."""
 
     def __init__(self, path: str):
         self.path = path
@@ -223,12 +225,8 @@ class PageFile(os.PathLike):
     def __fspath__(self) -> str:
         return self.path
 
-    def __getstate__(self) -> dict:
-        self._remove.detach()
-        return {"path": self.path}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"])
+    def __reduce__(self):
+        return np.asarray, (np.load(self.path),)
 
 
 def _remove_page(path: str) -> None:
@@ -253,6 +251,7 @@ class PackedRows:
     cuts : Cuts, the job's
     with_model : whether the rows' base_margin holds init_model's margins (made where the
         rows were read, from their float values)
+    budget : the device budget the pages were cut for (0: none), which the rank's matrix keeps
     """
 
     pages: list
@@ -260,6 +259,7 @@ class PackedRows:
     layout: EllpackLayout
     cuts: Cuts
     with_model: bool = False
+    budget: int = 0
 
     ndim = 2
 
@@ -279,10 +279,10 @@ class PackedRows:
     def join(parts: list["PackedRows"]) -> "PackedRows":
         """One rank's pieces, in order, as one."""
         first = parts[0]
-        if any(p.layout != first.layout or p.with_model != first.with_model for p in parts):
-            raise ValueError("pieces packed in different layouts, or with and without init_model's margins")
+        if any((p.layout, p.with_model, p.budget) != (first.layout, first.with_model, first.budget) for p in parts):
+            raise ValueError("pieces packed in different layouts or budgets, or with and without init_model's margins")
         return PackedRows([page for p in parts for page in p.pages], tuple(n for p in parts for n in p.page_rows),
-                          first.layout, first.cuts, first.with_model)
+                          first.layout, first.cuts, first.with_model, first.budget)
 
 
 class PageBuffers:
@@ -513,12 +513,11 @@ def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
 def _pinned(page: np.ndarray) -> np.ndarray:
     """``page`` in pinned host memory: itself where it is, else a pinned copy."""
     import cupy
-    import cupyx
 
     if not page.size or cupy.cuda.runtime.pointerGetAttributes(page.ctypes.data).type == \
             cupy.cuda.runtime.memoryTypeHost:
         return page
-    pinned = cupyx.empty_pinned(page.shape, page.dtype)
+    pinned = _empty_pinned(page.shape, page.dtype)
     pinned[...] = page
     return pinned
 
@@ -526,9 +525,7 @@ def _pinned(page: np.ndarray) -> np.ndarray:
 def _keep(packed, directory: str | None, index: int):
     """A built page moved off the device: a file in ``directory``, else a pinned host array."""
     if directory is None:
-        import cupyx
-
-        host = cupyx.empty_pinned(packed.shape, packed.dtype)
+        host = _empty_pinned(packed.shape, packed.dtype)
         packed.get(out=host)
         return host
     path = os.path.join(directory, f"page-{index:06d}.npy")
@@ -543,12 +540,37 @@ def _keep(packed, directory: str | None, index: int):
     return path
 
 
+#: Bytes of this process's pinned pages alive now (``_empty_pinned``'s, less those freed).
+_pinned_bytes = [0]
+_pinned_lock = threading.Lock()
+
+
+def _empty_pinned(shape, dtype) -> np.ndarray:
+    """A host array in page-locked memory of its own, not cupy's pinned pool: its memory goes
+    back to the system with it (a page held by Dask outlives the run that pools are emptied
+    after). Counted in ``_pinned_bytes`` while it lives."""
+    import cupy
+
+    nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
+    memory = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(nbytes, cupy.cuda.runtime.hostAllocPortable), 0)
+    array = np.ndarray(shape, dtype=dtype, buffer=memory)
+    with _pinned_lock:
+        _pinned_bytes[0] += nbytes
+    weakref.finalize(array, _unpin, nbytes)
+    return array
+
+
+def _unpin(nbytes: int) -> None:
+    with _pinned_lock:
+        _pinned_bytes[0] -= nbytes
+
+
 def _host_room() -> int:
-    """Bytes of host memory pages may take: dask config ``dgboost.host-page-bytes`` if set, else
-    half the memory available now."""
+    """Bytes of host memory more pages may take: dask config ``dgboost.host-page-bytes`` (less
+    the pinned pages alive) if set, else half the memory available now."""
     configured = _settings.host_page_bytes()
     if configured is not None:
-        return configured
+        return configured - _pinned_bytes[0]
     import psutil
 
     return int(psutil.virtual_memory().available // 2)
