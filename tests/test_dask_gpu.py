@@ -234,13 +234,19 @@ def test_streamed_rows_continue_the_model_of_one_gpu(cuda_client, data, chunks_o
     chunk, budget, extra = STREAMED[case]
     params = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda", "max_device_matrix_bytes": budget,
               "verbosity": 2, **extra}
+    X_eval, y_eval = (X[::3] * 1.1).astype(np.float32), y[::3]  # an eval set streamed too, by the rows' cuts
+    params["eval_metric"] = ["logloss", "auc"]
     first = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=2)
     expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), sample_weight=cupy.asarray(weight),
-                             num_boost_round=4, init_model=first)
+                             num_boost_round=4, init_model=first,
+                             evals=[(cupy.asarray(X_eval), cupy.asarray(y_eval), "valid")], verbose_eval=False)
     move = (lambda a: cupy.asarray(a)) if chunks_on == "cupy" else (lambda a: a)  # noqa: E731
-    dX, dy, dw = (da.from_array(move(a), chunks=(chunk,) + a.shape[1:], asarray=False) for a in (X, y, weight))
+    dX, dy, dw, dX_eval, dy_eval = (da.from_array(move(a), chunks=(chunk,) + a.shape[1:], asarray=False)
+                                    for a in (X, y, weight, X_eval, y_eval))
     with dask.config.set({"dgboost.stream-partitions": True}), caplog.at_level(logging.INFO, logger="dgboost"):
-        got = dgboost.dask.train(cuda_client, params, dX, dy, sample_weight=dw, num_boost_round=4, init_model=first)
+        got = dgboost.dask.train(cuda_client, params, dX, dy, sample_weight=dw, num_boost_round=4, init_model=first,
+                                 evals=[(dX_eval, dy_eval, "valid")], verbose_eval=False)
+    assert got.evals_result() == expected.evals_result()
     assert f"rows streamed into pages where they are read ({N_ROWS // chunk} partitions, 20000 rows)" in caplog.text
     assert ("out of core" in caplog.text) == bool(budget)
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")

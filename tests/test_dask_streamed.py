@@ -131,6 +131,36 @@ def test_streamed_rows_continue_a_model_with_its_margins(client, data, tmp_path)
     assert _bytes(model, tmp_path, "streamed") == _bytes(local, tmp_path, "local")
 
 
+@pytest.mark.parametrize("ranking", [False, True], ids=["binary", "ranking"])
+def test_eval_sets_stream_with_the_training_cuts(client, data, ranking, tmp_path, monkeypatch):
+    """A streamed job's eval sets are packed where they go too (by the training rows' cuts), with
+    init_model's margins: the metrics and the model of dgboost.train."""
+    import dgboost.dask._streamed as streamed
+
+    X, y, _ = data
+    rng = np.random.default_rng(9)
+    X_eval = (X[::2] * 1.1).astype(np.float32)
+    y_eval = y[::2]
+    params = {"objective": "binary:logistic", "max_depth": 3, "max_device_matrix_bytes": 3000,
+              "eval_metric": ["logloss", "auc"]}
+    qid = qid_eval = None
+    if ranking:
+        qid, qid_eval = uneven_queries(rng, N_ROWS, 60), uneven_queries(rng, len(y_eval), 40)
+        params = {**params, "objective": "rank:ndcg", "eval_metric": ["ndcg@5", "map"]}
+    first = dgboost.train(params, X, y, qid=qid, num_boost_round=2)
+    local = dgboost.train(params, X, y, qid=qid, num_boost_round=3, evals=[(X_eval, y_eval, "valid")],
+                          eval_qid=[qid_eval], init_model=first, verbose_eval=False)
+    chunked = lambda a: None if a is None else da.from_array(a, chunks=400)  # noqa: E731
+    packed, pack = [], streamed.pack_futures
+    monkeypatch.setattr(streamed, "pack_futures", lambda *a, **k: packed.append(a[2].what) or pack(*a, **k))
+    model = _streamed(client, params, chunked(X), chunked(y), qid=chunked(qid), num_boost_round=3,
+                      evals=[(chunked(X_eval), chunked(y_eval), "valid")], eval_qid=[chunked(qid_eval)],
+                      init_model=first, verbose_eval=False)
+    assert packed == ["", "evals[0] "]  # the training rows', then the eval set's
+    assert model.evals_result() == local.evals_result()
+    assert _bytes(model, tmp_path, "streamed") == _bytes(local, tmp_path, "local")
+
+
 class _LogHeldBytes(TrainingCallback):
     """On the coordinator, after the first round: the bytes its worker's Dask store holds
     (the job's pieces among them), as an event on HELD_TOPIC."""

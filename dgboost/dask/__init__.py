@@ -201,9 +201,11 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
                         label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:
                 raise ValueError("X has no rows: training needs at least one")
-            evals = [None if is_training else
+            evals = [None if is_training else  # a streamed job's streamed too, by its rows' cuts
                      _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
-                           categories, eval_qid)
+                           categories, eval_qid) if rows.stream is None else
+                     streamed_rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
+                                   categories, eval_qid, cuts=rows.stream.cuts)
                      for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
             return _Attempts(client, spec, rows, evals, max_restarts, started, job).run()
 

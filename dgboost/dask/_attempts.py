@@ -80,7 +80,7 @@ class _Attempts:
             self.owner._hold(futures)
             job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout,
                                                            job.options.init_model)
-            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout)
+            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, job.options.init_model)
             # Every piece (training and eval) in memory before any rank starts: a rank occupies
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
             pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]

@@ -91,15 +91,27 @@ def _plan(summaries, holders, workers, by_query: bool) -> dict:
     return plan
 
 
-def _share_evals(client, futures, evals: list, job_workers, timeout: float) -> dict[str, list[list]]:
+def _share_evals(client, futures, evals: list, job_workers, timeout: float, init_model=None) -> dict[str, list[list]]:
     """Each job worker's bundles of each eval set (none for the training set, None in ``evals``,
     which it has); a ranking eval set's shares are cut at query boundaries too, so each query
-    is scored whole."""
+    is scored whole. A streamed eval set's partitions are packed where they go (``init_model``:
+    the attempt's, whose margins they carry)."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
     for index, rows in enumerate(evals):
         if rows is None:
             for w in job_workers:
                 evals_of[w].append([])
+            continue
+        if rows.stream is not None:
+            lengths = [s.n_rows for s in rows.summaries]
+            if rows.by_query:
+                plan = _plan(rows.summaries, [None] * len(lengths), job_workers, True)
+            else:
+                placed = _shards.plan_evals(lengths, [None] * len(lengths), job_workers)
+                plan = {w: [_shards.Piece(i, 0, lengths[i]) for i in placed[w] if lengths[i]] for w in job_workers}
+            packed = _streamed.pack_futures(client, futures, rows.stream, plan, init_model)
+            for w in job_workers:
+                evals_of[w].append(packed[w])
             continue
         holders = _holders(client, rows.bundles, job_workers, timeout, f"evals[{index}] X")
         lengths = [s.n_rows for s in rows.summaries]

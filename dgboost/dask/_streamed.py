@@ -23,7 +23,9 @@ partition's values once it has taken what it needs:
    its labels and weights, and the partitions in flight.
 
 The rank then trains on its pieces' pages (``data.pages.PackedRows``) as on a matrix it built.
-Eval sets are held as in every job (they are read once, in their bundles).
+A streamed job's eval sets are streamed too: surveyed (no sample: they take the training
+rows' cuts, with a layout of their own), their partitions placed as a held job's are
+(``plan_evals``, or at query boundaries) and packed on their workers.
 """
 
 from __future__ import annotations
@@ -117,15 +119,16 @@ def _budget_here(params) -> int:
 
 
 def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str, categories=None, qid=None,
-                  label_name: str = "y"):
+                  label_name: str = "y", cuts=None):
     """The job's rows surveyed and their cuts agreed (steps 1 and 2 above): ``_placing._Rows``
-    with no bundle held, its ``stream`` telling each attempt how to pack its pieces."""
+    with no bundle held, its ``stream`` telling each attempt how to pack its pieces. ``cuts``:
+    an eval set's, the training rows' (its rows draw no sample)."""
     from ._placing import _Rows
 
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin, qid)]
     n_parts = len(parts[0])
     parts = list(zip(*[p if p is not None else [None] * n_parts for p in parts]))
-    lengths = _known_lengths(X)
+    lengths = _known_lengths(X) if cuts is None else None
     offsets = None if lengths is None else np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     n_total = None if lengths is None else int(offsets[-1])
     surveyed = futures.track(client.compute([
@@ -135,6 +138,10 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     summaries = client.gather(futures.track(client.map(_summary_of, surveyed, pure=False)))
     _shards.check_summaries(summaries)
     rows = [s.n_rows for s in summaries]
+    widest = max((s.row_stride for s in summaries if s.row_stride is not None), default=1)
+    if cuts is not None:  # an eval set: packed by the training rows' cuts
+        return _Rows([], summaries, qid is not None, Stream(parts, what, params, categories, label_name, cuts,
+                                                            EllpackLayout.smaller(cuts, widest)))
     if sum(rows) == 0:
         return _Rows([], summaries, qid is not None)
     if offsets is None:  # the rows are known now: the sample is drawn in a pass of its own
@@ -151,7 +158,7 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     n_features = widths.pop()
     cuts = futures.track_one(client.submit(cuts_of, n_features, params.max_bin, *samples, pure=False)).result()
     client.cancel(surveyed + samples)  # the samples are spent
-    layout = EllpackLayout.smaller(cuts, max(s.row_stride for s in summaries if s.row_stride is not None))
+    layout = EllpackLayout.smaller(cuts, widest)
     logger.info("dgboost.dask: rows streamed into pages where they are read (%d partitions, %d rows); "
                 "compressed rows of %d bytes", n_parts, sum(rows), layout.bytes_per_row)
     return _Rows([], summaries, qid is not None, Stream(parts, what, params, categories, label_name, cuts, layout))
@@ -178,7 +185,7 @@ def pack_futures(client, futures, stream: Stream, plan: dict, init_model) -> dic
         rank_rows, budget = sum(p.n_rows for p in pieces), budgets[worker]
         paged = bool(budget) and rank_rows * stream.layout.bytes_per_row > budget  # else joined in core
         if paged:  # raises where too small for two pages, before any task
-            rows_per_page(stream.layout, budget, "X", automatic=not params.max_device_matrix_bytes)
+            rows_per_page(stream.layout, budget, f"{stream.what}X", automatic=not params.max_device_matrix_bytes)
         tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, p.start, p.stop,
                                                       budget if paged else 0, budget, stream.what, params,
                                                       stream.categories, stream.label_name, stream.cuts,
