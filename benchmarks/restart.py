@@ -74,6 +74,9 @@ def main(argv=None) -> int:
     parser.add_argument("--chunks", type=int, default=12, help="blocks the data is generated in")
     parser.add_argument("--repeat", type=int, default=3, help="uninterrupted jobs with and without the journal")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a training parameter over the defaults (max_device_matrix_bytes=...: out of core, "
+                             "the rows streamed into pages where they are read)")
     parser.add_argument("--kind", default="", help="the machine kind, for the record")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmark-results"))
     args = parser.parse_args(argv)
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
 
     logging.getLogger("dgboost").setLevel(logging.INFO)
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
-              "verbosity": 2}  # the client's info lines: the restart's steps, with their times
+              "verbosity": 2, **_extra(args.param)}  # the client's info lines: the restart's steps, with their times
     kwargs = {} if args.device == "cuda" else {"threads_per_worker": max(1, (os.cpu_count() or 1) // args.workers)}
     record: dict = {}
     with ClientLines() as lines, dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, \
@@ -138,10 +141,20 @@ def main(argv=None) -> int:
         record["survivors_zero_rounds_s"], record["survivors_round_s"] = zero, round((ten - zero) / 10, 4)
         record["lost_blocks"], record["lost_blocks_made_s"] = len(lost), _make_again(client, args, lost)
     results = {"environment": _environment(args), "config": vars(args) | {"out": str(args.out)}, "run": record}
-    (args.out / f"restart-{args.rows}-{args.device}.json").write_text(json.dumps(results, indent=2))
+    suffix = "".join(f"-{pair}" for pair in args.param)
+    (args.out / f"restart-{args.rows}-{args.device}{suffix}.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(record))
     print(_table(results))
     return 0
+
+
+def _extra(pairs) -> dict:
+    """--param's NAME=VALUE pairs, integers read as integers."""
+    extra = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        extra[name] = int(value) if value.lstrip("-").isdigit() else value
+    return extra
 
 
 def _blocks_on(client, X, worker: str) -> list[int]:
