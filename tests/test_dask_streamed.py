@@ -229,6 +229,21 @@ def test_bad_input_is_named_before_any_rank_starts(client, data):
         _streamed(client, {"max_device_matrix_bytes": 600}, dX, da.from_array(data[1], chunks=500), num_boost_round=2)
 
 
+def test_chunks_that_misstate_their_rows_and_eval_sets_of_other_widths_are_refused(client, data):
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    # A partition of 500 rows said to hold 400: the cut sample's row numbers would be wrong.
+    lying = da.concatenate([da.from_delayed(dask.delayed(lambda: X[:500])(), (400, 8), np.float32),
+                            da.from_array(X[500:], chunks=500)])
+    lying_y = da.concatenate([da.from_delayed(dask.delayed(lambda: y[:500])(), (400,), np.float32),
+                              da.from_array(y[500:], chunks=500)])
+    with pytest.raises(ValueError, match=r"X's partitions hold \(500, 500.* rows where its chunks say \(400, 500"):
+        _streamed(client, {"max_device_matrix_bytes": 3000}, lying, lying_y, num_boost_round=1)
+    narrow = da.from_array(X[:, :7], chunks=500)
+    with pytest.raises(ValueError, match=r"evals\[0\] X has 7 features but the training X has 8"):
+        _streamed(client, {"max_device_matrix_bytes": 3000}, dX, dy, num_boost_round=1, evals=[(narrow, dy, "v")])
+
+
 def test_the_pages_go_when_the_job_ends(client, data):
     X, y, _ = data
     dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)

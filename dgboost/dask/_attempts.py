@@ -16,6 +16,7 @@ from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, tr
 from ._placing import _CANCELLED, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
+from ._streamed import Packing
 
 logger = logging.getLogger("dgboost")
 
@@ -78,9 +79,9 @@ class _Attempts:
                 self.client.wait_for_workers(1, timeout=job.timeout)
         with _Futures(self.client) as futures:
             self.owner._hold(futures)
-            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout,
-                                                           job.options.init_model)
-            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, job.options.init_model)
+            packing = Packing(job.options.init_model)  # a streamed job's, for its rows and eval sets alike
+            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout, packing)
+            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, packing)
             # Every piece (training and eval) in memory before any rank starts: a rank occupies
             # its worker's thread, so a slice still to be cut there would wait for the whole job.
             pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
@@ -149,17 +150,17 @@ def _await_packing(client, pieces, job_workers, timeout: float) -> None:
     worker is gone (its pieces, restricted to it, would wait for ever: the caller interrupts
     the attempt). A piece that failed (a budget too small, input changed since the survey)
     raises its error."""
-    last, done = time.monotonic(), 0
+    last, pending = time.monotonic(), list(pieces)
     while True:
-        settle(pieces, _POLL_SECONDS, first=True)
-        failed = next((f for f in pieces if f.status == "error"), None)
+        settle(pending, _POLL_SECONDS)  # all of them, or half a second: two looks a second however many
+        failed = next((f for f in pending if f.status == "error"), None)
         if failed is not None:
             raise failed.exception()
-        now_done = sum(f.done() for f in pieces)
-        if now_done == len(pieces) or set(job_workers) - _alive(client, job_workers):
+        left = [f for f in pending if not f.done()]
+        if not left or set(job_workers) - _alive(client, job_workers):
             return
-        if now_done > done:
-            last, done = time.monotonic(), now_done
+        if len(left) < len(pending):
+            last, pending = time.monotonic(), left
         elif time.monotonic() - last > timeout:  # none ended for a whole wait: the caller says which
             return
 

@@ -45,10 +45,10 @@ def _rows(client, futures, params, X, y, weight, base_margin, what: str, categor
     return _Rows(bundles, _summaries(client, futures, bundles), qid is not None)
 
 
-def _share_rows(client, futures, rows: _Rows, timeout: float, init_model=None):
+def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
     """(the job's workers, each one's piece futures, each one's global row runs, rows moved),
     over the workers of the cluster now. A streamed job's pieces are packed on their workers
-    (``init_model``: the attempt's, whose margins they carry); no row is held, so none moves."""
+    (with ``packing``, the attempt's ``_streamed.Packing``); no row is held, so none moves."""
     lengths = [summary.n_rows for summary in rows.summaries]
     workers = sorted(_workers(client))
     if not workers:
@@ -59,7 +59,8 @@ def _share_rows(client, futures, rows: _Rows, timeout: float, init_model=None):
         job_workers = [w for w in workers if plan[w]]
         logger.info("dgboost.dask: rows per worker, packed where read: %s",
                     _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}))
-        shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, init_model)
+        packing.take(client, futures, rows.stream, job_workers)
+        shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing)
         return job_workers, shards, {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, 0
     holders = _holders(client, rows.bundles, workers, timeout)
     plan = _plan(rows.summaries, holders, workers, rows.by_query)
@@ -91,11 +92,11 @@ def _plan(summaries, holders, workers, by_query: bool) -> dict:
     return plan
 
 
-def _share_evals(client, futures, evals: list, job_workers, timeout: float, init_model=None) -> dict[str, list[list]]:
+def _share_evals(client, futures, evals: list, job_workers, timeout: float, packing=None) -> dict[str, list[list]]:
     """Each job worker's bundles of each eval set (none for the training set, None in ``evals``,
     which it has); a ranking eval set's shares are cut at query boundaries too, so each query
-    is scored whole. A streamed eval set's partitions are packed where they go (``init_model``:
-    the attempt's, whose margins they carry)."""
+    is scored whole. A streamed eval set's partitions are packed where they go (with
+    ``packing``, the attempt's, as its rows were)."""
     evals_of: dict[str, list[list]] = {w: [] for w in job_workers}
     for index, rows in enumerate(evals):
         if rows is None:
@@ -109,7 +110,8 @@ def _share_evals(client, futures, evals: list, job_workers, timeout: float, init
             else:
                 placed = _shards.plan_evals(lengths, [None] * len(lengths), job_workers)
                 plan = {w: [_shards.Piece(i, 0, lengths[i]) for i in placed[w] if lengths[i]] for w in job_workers}
-            packed = _streamed.pack_futures(client, futures, rows.stream, plan, init_model)
+            packed = _streamed.pack_futures(client, futures, rows.stream, plan,
+                                            packing.take(client, futures, rows.stream, job_workers))
             for w in job_workers:
                 evals_of[w].append(packed[w])
             continue

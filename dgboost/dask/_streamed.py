@@ -56,6 +56,7 @@ class Stream:
     """How a streamed job reads its partitions again (each attempt packs its pieces anew)."""
 
     parts: list  # per partition: its (X, y, weight, base_margin, qid) Delayeds, None where not given
+    lengths: tuple  # per partition: the rows the survey found (a read finding others fails)
     what: str
     params: object
     categories: object
@@ -107,11 +108,13 @@ def _smallest_budget(client, params) -> int:
 
 def _budgets(client, params, workers) -> dict:
     """Each worker's device budget (of ``workers``, None: every worker): max_device_matrix_bytes,
-    else on GPUs its automatic budget (asked of it), else none (0)."""
+    else on GPUs its automatic budget (asked of it; 0 for a worker that could not answer: gone,
+    say, which the attempt then finds), else none (0)."""
     if params.max_device_matrix_bytes or not params.device.startswith("cuda"):
         workers = list(client.nthreads()) if workers is None else workers
         return dict.fromkeys(workers, int(params.max_device_matrix_bytes))
-    return client.run(_budget_here, params, workers=workers)
+    answers = client.run(_budget_here, params, workers=workers, on_error="return")
+    return {worker: answer if isinstance(answer, int) else 0 for worker, answer in answers.items()}
 
 
 def _budget_here(params) -> int:
@@ -143,10 +146,15 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     if len(widths) > 1:
         raise ValueError(f"{what}X's partitions have {sorted(widths)} columns: every partition needs the same "
                          "features")
+    if lengths is not None and rows != lengths:
+        raise ValueError(f"{what}X's partitions hold {_shards._short(rows)} rows where its chunks say "
+                         f"{_shards._short(lengths)}: give chunks that match the data (X.compute_chunk_sizes())")
     if cuts is not None:  # an eval set: packed by the training rows' cuts
         client.cancel(surveyed)
-        return _Rows([], summaries, qid is not None, Stream(parts, what, params, categories, label_name, cuts,
-                                                            EllpackLayout.smaller(cuts, widest)))
+        if widths - {cuts.n_features}:
+            raise ValueError(f"{what}X has {widths.pop()} features but the training X has {cuts.n_features}")
+        return _Rows([], summaries, qid is not None, Stream(parts, tuple(rows), what, params, categories, label_name,
+                                                            cuts, EllpackLayout.smaller(cuts, widest)))
     if sum(rows) == 0:
         return _Rows([], summaries, qid is not None)
     if offsets is None:  # the rows are known now: the sample is drawn in a pass of its own
@@ -163,7 +171,8 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     layout = EllpackLayout.smaller(cuts, widest)
     logger.info("dgboost.dask: rows streamed into pages where they are read (%d partitions, %d rows); "
                 "compressed rows of %d bytes", n_parts, sum(rows), layout.bytes_per_row)
-    return _Rows([], summaries, qid is not None, Stream(parts, what, params, categories, label_name, cuts, layout))
+    return _Rows([], summaries, qid is not None, Stream(parts, tuple(rows), what, params, categories, label_name, cuts,
+                                                        layout))
 
 
 def _known_lengths(X) -> list[int] | None:
@@ -173,25 +182,42 @@ def _known_lengths(X) -> list[int] | None:
     return [int(n) for n in X.chunks[0]]
 
 
-def pack_futures(client, futures, stream: Stream, plan: dict, init_model) -> dict:
+class Packing:
+    """What an attempt's pieces are packed with, taken or sent once for its rows and its eval
+    sets alike: each worker's budget (so that every matrix of a rank is cut for one budget, and
+    its page buffers fit them all), the cuts and init_model, scattered to the workers."""
+
+    def __init__(self, init_model):
+        self.init_model = init_model
+        self.budgets: dict | None = None
+        self.cuts = self.model = None
+
+    def take(self, client, futures, stream: Stream, workers) -> "Packing":
+        if self.budgets is None:
+            self.budgets = _budgets(client, stream.params, list(workers))
+            scatter = lambda value: futures.track_one(client.scatter(value, broadcast=True, hash=False))  # noqa: E731
+            self.cuts = scatter(stream.cuts)
+            self.model = None if self.init_model is None else scatter(self.init_model)
+        return self
+
+
+def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing) -> dict:
     """Each worker's pieces packed on it (step 3 above): {worker: [future, ...]}, the pieces
     in plan order. Each partition is computed where its piece is packed (the tasks' graphs
-    are restricted to that worker), unless Dask holds it already. Each worker's budget is
-    taken once, here, and travels with its pages (``PackedRows.budget``), so its pieces and
-    its rank page alike."""
+    are restricted to that worker), unless Dask holds it already. A worker's budget (of
+    ``packing``, the attempt's) travels with its pages (``PackedRows.budget``), so its pieces
+    and its rank page alike."""
     shards = {}
     params = stream.params
-    budgets = _budgets(client, params, list(plan))
-    model = None if init_model is None else futures.track_one(client.scatter(init_model, broadcast=True, hash=False))
     for worker, pieces in plan.items():
-        rank_rows, budget = sum(p.n_rows for p in pieces), budgets[worker]
+        rank_rows, budget = sum(p.n_rows for p in pieces), packing.budgets[worker]
         paged = bool(budget) and rank_rows * stream.layout.bytes_per_row > budget  # else joined in core
         if paged:  # raises where too small for two pages, before any task
             rows_per_page(stream.layout, budget, f"{stream.what}X", automatic=not params.max_device_matrix_bytes)
-        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, p.start, p.stop,
-                                                      budget if paged else 0, budget, stream.what, params,
-                                                      stream.categories, stream.label_name, stream.cuts,
-                                                      stream.layout, model)
+        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part], p.start,
+                                                      p.stop, budget if paged else 0, budget, stream.what, params,
+                                                      stream.categories, stream.label_name, packing.cuts,
+                                                      stream.layout, packing.model)
                  for p in pieces]
         shards[worker] = futures.track(client.compute(tasks, workers=[worker], allow_other_workers=False)) \
             if tasks else []
@@ -250,9 +276,10 @@ def cuts_of(n_features: int, max_bin: int, *samples):
     return compute_cuts(Sample.merge([Sample.from_bytes(s, n_features) for s in samples]), max_bin)
 
 
-def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int, page_budget: int, budget: int,
-               what: str, params, categories, label_name: str, cuts, layout: EllpackLayout, init_model):
-    """Rows [start, stop) of partition ``part`` as a bundle whose X is packed (PackedRows), on
+def pack_piece(X, y, weight, base_margin, qid, part: int, n_rows: int, start: int, stop: int, page_budget: int,
+               budget: int, what: str, params, categories, label_name: str, cuts, layout: EllpackLayout, init_model):
+    """Rows [start, stop) of partition ``part`` (of ``n_rows`` when surveyed) as a bundle whose
+    X is packed (PackedRows), on
     this worker's device: into pages of at most half ``page_budget`` (0: one page, where the
     rank's rows fit its ``budget``, which the pages carry to it); its base_margin, where
     init_model is given, the margins training starts from (init_model's, from the float
@@ -260,7 +287,10 @@ def pack_piece(X, y, weight, base_margin, qid, part: int, start: int, stop: int,
     from ._job import _worker_device
 
     bundle = _read_again(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
-    if (start, stop) != (0, int(bundle[0].shape[0])):
+    if int(bundle[0].shape[0]) != n_rows:
+        raise ValueError(f"partition {part} changed since it was first read: {bundle[0].shape[0]} rows where it had "
+                         f"{n_rows}")
+    if (start, stop) != (0, n_rows):
         bundle = _shards.slice_bundle(bundle, start, stop)
     X, label, weight, base_margin, qid, names, frame_categories = bundle
     xp = device_module(_worker_device(params.device))

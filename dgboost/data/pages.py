@@ -422,16 +422,17 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: 
 def pack_rows(X, cuts: Cuts, xp, layout: EllpackLayout, budget: int, *, name: str = "X",
               automatic: bool = False) -> PackedRows:
     """``X``'s rows packed in ``layout`` on ``xp``'s device into pages of at most half of
-    ``budget`` (0: one page), for a rank to train on (PackedRows): on a GPU moved to pinned
-    host memory while it has room (``dgboost.host-page-bytes``, else half the memory
-    available), else to files in the spill directory; on a CPU to files where a budget is
-    given (its memory is the device's), else kept as they are."""
+    ``budget`` (0: one page, in pageable host memory: the rank joins it into its in-core
+    matrix), for a rank to train on (PackedRows): on a GPU moved to pinned host memory while
+    it has room (``dgboost.host-page-bytes``, else half the memory available), else to files in
+    the spill directory; on a CPU to files where a budget is given (its memory is the
+    device's)."""
     n_rows = int(X.shape[0])
     on_gpu = xp is not np
     spill = bool(budget) and (not on_gpu or n_rows * layout.bytes_per_row > _host_room())
     directory = _spill_directory() if spill else None
     page_rows = rows_per_page(layout, budget, name, automatic) if budget else max(n_rows, 1)
-    pages, starts = _pack_pages(X, cuts, xp, layout, page_rows, directory, keep=spill or on_gpu)
+    pages, starts = _pack_pages(X, cuts, xp, layout, page_rows, directory, keep=spill or (on_gpu and bool(budget)))
     if directory is not None:
         pages = [PageFile(page) for page in pages]  # each removes its file (and the directory, once empty)
     sizes = tuple(stop - start for start, stop in zip(starts, starts[1:] + [n_rows]))
@@ -458,14 +459,14 @@ def _pack_pages(X, cuts: Cuts, xp, layout: EllpackLayout, page_rows: int, direct
                 keep: bool = True) -> tuple[list, list[int]]:
     """X's rows packed a page of ``page_rows`` at a time: (the pages, each page's first row).
     ``keep``: each page moved off the device (``_keep``: to a file in ``directory``, else to
-    pinned host memory); else left where it was packed (the host). A failure removes the
+    pinned host memory); else to (or left in) pageable host memory. A failure removes the
     directory, with the pages written."""
     pages, starts = [], []
     try:
         for start in range(0, max(int(X.shape[0]), 1), page_rows):
             packed = build_ellpack(X[start:start + page_rows], cuts, xp, layout).packed
             starts.append(start)
-            pages.append(_keep(packed, directory, len(pages)) if keep else packed)
+            pages.append(_keep(packed, directory, len(pages)) if keep else to_numpy(packed))
     except BaseException:
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
