@@ -279,11 +279,10 @@ def cuts_of(n_features: int, max_bin: int, *samples):
 def pack_piece(X, y, weight, base_margin, qid, part: int, n_rows: int, start: int, stop: int, page_budget: int,
                budget: int, what: str, params, categories, label_name: str, cuts, layout: EllpackLayout, init_model):
     """Rows [start, stop) of partition ``part`` (of ``n_rows`` when surveyed) as a bundle whose
-    X is packed (PackedRows), on
-    this worker's device: into pages of at most half ``page_budget`` (0: one page, where the
-    rank's rows fit its ``budget``, which the pages carry to it); its base_margin, where
-    init_model is given, the margins training starts from (init_model's, from the float
-    values, which only this task sees)."""
+    X is packed (PackedRows), on this worker's device: into pages of at most half
+    ``page_budget`` (0: one page, where the rank's rows fit its ``budget``, which the pages
+    carry to it); its base_margin, where init_model is given, the margins training starts from
+    (init_model's, from the float values, which only this task sees)."""
     from ._job import _worker_device
 
     bundle = _read_again(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
