@@ -62,3 +62,15 @@ def stream_partitions() -> bool | str:
     if value not in (True, False, "auto"):
         raise ValueError(f"dask config dgboost.stream-partitions={value!r} must be True, False or 'auto'")
     return value
+
+
+def worker_memory_limit() -> int | None:
+    """The memory limit of the Dask worker this runs on (bytes), or None: not on a worker, or
+    a worker without one."""
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):  # not on a Dask worker
+        return None
+    return int(limit) if limit else None

@@ -299,3 +299,19 @@ def test_a_page_file_pickles_as_its_rows_and_keeps_its_file(tmp_path):
     assert sizeof(packed) == rows.nbytes  # the file counts for nothing, the array for its bytes
     del page, packed
     assert not os.path.exists(path) and not (tmp_path / "pages").exists()  # the file and its directory
+
+
+def test_pinned_pages_keep_within_half_a_workers_memory_limit(client, monkeypatch):
+    """Pages pinned on a Dask worker stay under half its memory limit (Dask counts them, and past
+    60% of it would spill them, unpinned), less those pinned already."""
+    from dgboost import _settings
+    from dgboost.data import pages
+
+    limit = client.submit(_settings.worker_memory_limit, pure=False).result()  # in a task, as pack_piece is
+    assert isinstance(limit, int) and limit > 0, limit
+    assert _settings.worker_memory_limit() is None  # not on a worker
+    monkeypatch.setattr(_settings, "worker_memory_limit", lambda: 1000)
+    monkeypatch.setattr(pages, "_pinned_bytes", [300])
+    assert pages._host_room() == 200
+    monkeypatch.setattr(_settings, "worker_memory_limit", lambda: None)
+    assert pages._host_room() > 200  # half the memory available

@@ -568,13 +568,17 @@ def _unpin(nbytes: int) -> None:
 
 def _host_room() -> int:
     """Bytes of host memory more pages may take: dask config ``dgboost.host-page-bytes`` (less
-    the pinned pages alive) if set, else half the memory available now."""
+    the pinned pages alive) if set, else half the memory available now, and on a Dask worker
+    with a memory limit no more than half of it less the pinned pages alive (Dask counts a
+    piece's pinned pages: past 60% of the limit it would spill them, unpinned, to its disk)."""
     configured = _settings.host_page_bytes()
     if configured is not None:
         return configured - _pinned_bytes[0]
     import psutil
 
-    return int(psutil.virtual_memory().available // 2)
+    room = int(psutil.virtual_memory().available // 2)
+    limit = _settings.worker_memory_limit()
+    return room if limit is None else min(room, limit // 2 - _pinned_bytes[0])
 
 
 def _spill_directory() -> str:
