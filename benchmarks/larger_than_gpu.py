@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks.dask_scaling import ClientLines  # noqa: E402
+from benchmarks.side_by_side import _extra_params  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 
 _N_FEATURES = 28
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     from dgboost.dask import local_cluster
 
     record = {"rows": args.rows, "features": _N_FEATURES, "x_bytes": args.rows * _N_FEATURES * 4,
-              "rounds": args.rounds, "depth": args.depth, "params": _extra(args), "kind": args.kind,
+              "rounds": args.rounds, "depth": args.depth, "params": _extra_params(args), "kind": args.kind,
               "lazy": args.lazy, "stream": args.stream}
     options = {"memory_limit": 0}  # the worker keeps its rows in host memory: no spilling, no pausing
     if args.device == "cpu":
@@ -100,7 +101,7 @@ def _train(client, args, X, y):
     import dgboost.dask
 
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
-              "verbosity": 2, **_extra(args)}
+              "verbosity": 2, **_extra_params(args)}
     return dgboost.dask.train(client, params, X, y, num_boost_round=args.rounds,
                               callbacks=[_Progress()])
 
@@ -116,21 +117,6 @@ class _Progress(TrainingCallback):
         self.started = self.started or now
         print(f"round {epoch} done at {now - self.started:.1f} s", flush=True)
         return False
-
-
-def _extra(args) -> dict:
-    """--param's NAME=VALUE pairs, numbers read as numbers."""
-    extra = {}
-    for pair in args.param:
-        name, _, value = pair.partition("=")
-        try:
-            extra[name] = int(value)
-        except ValueError:
-            try:
-                extra[name] = float(value)
-            except ValueError:
-                extra[name] = value
-    return extra
 
 
 def _data(client, args):

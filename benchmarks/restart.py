@@ -38,6 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from dgboost.callback import TrainingCallback  # noqa: E402
 from dask_scaling import _N_FEATURES, ClientLines, _data, _environment  # noqa: E402  (the same data, generated on the workers)
+from side_by_side import _extra_params  # noqa: E402
 
 
 
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
 
     logging.getLogger("dgboost").setLevel(logging.INFO)
     params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device,
-              "verbosity": 2, **_extra(args.param)}  # the client's info lines: the restart's steps, with their times
+              "verbosity": 2, **_extra_params(args)}  # the client's info lines: the restart's steps, with their times
     kwargs = {} if args.device == "cuda" else {"threads_per_worker": max(1, (os.cpu_count() or 1) // args.workers)}
     record: dict = {}
     with ClientLines() as lines, dgboost.dask.local_cluster(args.device, args.workers, **kwargs) as cluster, \
@@ -146,15 +147,6 @@ def main(argv=None) -> int:
     print(json.dumps(record))
     print(_table(results))
     return 0
-
-
-def _extra(pairs) -> dict:
-    """--param's NAME=VALUE pairs, integers read as integers."""
-    extra = {}
-    for pair in pairs:
-        name, _, value = pair.partition("=")
-        extra[name] = int(value) if value.lstrip("-").isdigit() else value
-    return extra
 
 
 def _blocks_on(client, X, worker: str) -> list[int]:

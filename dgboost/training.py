@@ -27,7 +27,8 @@ from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
-from .data.pages import PackedRows, PageBuffers, PagedMatrix, build_matrix, device_budget, stays_on_host
+from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
+                         stays_on_host)
 from .tree import make_grower
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
@@ -224,8 +225,8 @@ class _Matrices:
 
     def build(self, data: Dataset, cuts: Cuts, name: str = "X"):
         budget = self._budget(data)
-        if budget and self.xp is not np and self.buffers is None:  # pages packed elsewhere may be larger
-            self.buffers = PageBuffers(max(budget // 2, getattr(data.X, "largest_page_bytes", 0)))
+        if budget and self.xp is not np and self.buffers is None:
+            self.buffers = PageBuffers(buffer_bytes(data.X, budget))
         matrix = build_matrix(data.X, cuts, self.xp, budget, name=name,
                               automatic=not self.params.max_device_matrix_bytes, buffers=self.buffers)
         if isinstance(matrix, PagedMatrix):
@@ -324,10 +325,10 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
-    margins = start_margins(training, base_margin, xp, init_model)
+    margins = _start_margins(training, base_margin, xp, init_model)
     evals = [(_EvalState(e.name, matrix, training, margins) if e.is_training
               else _EvalState(e.name, matrices.build(e.data, cuts, f"evals {e.name!r} X"), e.data,
-                              start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
+                              _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
     grower = make_grower(matrix, params, n_total, comm, features,
                          None if categories is None or categories.by_statistics else categories)
@@ -517,7 +518,7 @@ def agree_cuts(training: Dataset, rows: RowSpans, n_total: int, seed: int, max_b
     return Cuts(values, offsets)
 
 
-def start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
+def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Booster | None = None):
     """Each row's starting margins: its own base_margin if given, else the model's; then
     the trees of ``init_model``, if any. With categorical features ``data.X`` holds the rows as
     the trees read them (codes, or target statistics: the training rows' ordered ones, which the

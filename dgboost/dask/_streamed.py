@@ -308,7 +308,7 @@ _PREDICT_VALUES = 1 << 25
 
 def _model_margins(init_model, X, base_margin, xp) -> np.ndarray:
     """init_model's margins of X's rows (from its base_margin where given), on the host,
-    predicted on ``xp``'s device a block of rows at a time (``training.start_margins``'s
+    predicted on ``xp``'s device a block of rows at a time (``training._start_margins``'s
     numbers: a row's margin does not depend on its block)."""
     step = max(1, _PREDICT_VALUES // max(int(X.shape[1]), 1))
     blocks = []

@@ -413,7 +413,7 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: 
     directory = _spill_directory() if not on_gpu or n_rows * layout.bytes_per_row > _host_room() else None
     pages, starts = _pack_pages(X, cuts, xp, layout, rows_per_page(layout, budget, name, automatic), directory)
     if on_gpu and buffers is None:
-        buffers = PageBuffers(budget // 2)
+        buffers = PageBuffers(buffer_bytes(X, budget))
     return PagedMatrix(layout, asarray(xp, np.asarray(cuts.bin_offsets)), np.asarray(cuts.bin_offsets),
                        tuple(starts) + (n_rows,), budget, directory or "pinned host memory", pages, directory,
                        buffers if on_gpu else None)
@@ -437,6 +437,12 @@ def pack_rows(X, cuts: Cuts, xp, layout: EllpackLayout, budget: int, *, name: st
         pages = [PageFile(page) for page in pages]  # each removes its file (and the directory, once empty)
     sizes = tuple(stop - start for start, stop in zip(starts, starts[1:] + [n_rows]))
     return PackedRows(pages, sizes, layout, cuts)
+
+
+def buffer_bytes(X, budget: int) -> int:
+    """Bytes of each of a GPU's two page buffers for X's pages: half the budget, or a page packed
+    elsewhere (PackedRows) that is larger."""
+    return max(budget // 2, X.largest_page_bytes if isinstance(X, PackedRows) else 0)
 
 
 def rows_per_page(layout: EllpackLayout, budget: int, name: str, automatic: bool) -> int:
@@ -492,15 +498,14 @@ def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
     where = " and ".join((["pinned host memory"] if not all(map(_on_disk, pages)) else []) + spill)
     if not on_gpu:
         return PagedMatrix(layout, host_offsets, host_offsets, starts, budget, where, pages, None, None)
-    buffer_bytes = max(budget // 2, X.largest_page_bytes)
     if buffers is None:
-        buffers = PageBuffers(buffer_bytes)
+        buffers = PageBuffers(buffer_bytes(X, budget))
     # Pieces smaller than a buffer (a partition's rows, where partitions are small) go to the
     # device together, as one page: a pass's copies and kernels a page are as many as the
     # in-core-built matrix's.
     groups, sizes = [], []
     for page, n in zip(pages, X.page_rows):
-        if groups and (sizes[-1] + n) * layout.bytes_per_row <= buffer_bytes:
+        if groups and (sizes[-1] + n) * layout.bytes_per_row <= buffers.words * 4:
             groups[-1].append(page)
             sizes[-1] += n
         else:
