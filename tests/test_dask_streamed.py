@@ -18,7 +18,7 @@ import dask  # noqa: E402
 import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dgboost.dask._streamed import streams  # noqa: E402
+from dgboost.dask._streamed import stream_setting, streams  # noqa: E402
 from dgboost.params import TrainParams  # noqa: E402
 from _queries import uneven_queries  # noqa: E402  (tests/_queries.py)
 
@@ -199,23 +199,27 @@ def test_the_decision_to_stream(client, data):
     dX = da.from_array(X, chunks=500)
     small = TrainParams.from_dict({"max_device_matrix_bytes": 3000})
     large = TrainParams.from_dict({"max_device_matrix_bytes": 10**9})
-    assert streams(client, dX, small, categorical=False)  # a share of 1000 rows: 8000 bytes
-    assert not streams(client, dX, large, categorical=False)
-    assert not streams(client, dX, TrainParams.from_dict({}), categorical=False)  # a CPU: no budget
-    assert not streams(client, dX, small, categorical=True)
+    assert streams(client, dX, small, "auto")  # a share of 1000 rows: 8000 bytes
+    assert not streams(client, dX, large, "auto")
+    assert not streams(client, dX, TrainParams.from_dict({}), "auto")  # a CPU: no budget
+    assert stream_setting(categorical=False) == "auto"  # the default
+    assert stream_setting(categorical=True) is False
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")
     frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
-    assert not streams(client, frame, small, categorical=False)  # its rows are not known yet
+    assert not streams(client, frame, small, "auto")  # its rows are not known yet
+    assert streams(client, frame, large, True) and not streams(client, dX, small, False)
     with dask.config.set({"dgboost.stream-partitions": True}):
-        assert streams(client, frame, large, categorical=False)
+        assert stream_setting(categorical=False) is True
         with pytest.raises(ValueError, match="stream-partitions=True: categorical features are not streamed"):
-            streams(client, dX, small, categorical=True)
+            stream_setting(categorical=True)
     with dask.config.set({"dgboost.stream-partitions": False}):
-        assert not streams(client, dX, small, categorical=False)
+        assert stream_setting(categorical=False) is False
     with dask.config.set({"dgboost.stream-partitions": "yes"}):
         with pytest.raises(ValueError, match="dgboost.stream-partitions='yes' must be True, False or 'auto'"):
-            streams(client, dX, small, categorical=False)
+            stream_setting(categorical=False)
+        with pytest.raises(ValueError, match="dgboost.stream-partitions='yes'"):  # at submit, before any task
+            dgboost.dask.submit(client, {}, dX, da.from_array(y, chunks=500))
 
 
 def test_bad_input_is_named_before_any_rank_starts(client, data):

@@ -107,6 +107,35 @@ def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     assert table[first.id]["started"] < table[high.id]["started"] < table[low.id]["started"]
 
 
+def _slowly(block):
+    time.sleep(0.5)
+    return block
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["held", "streamed"])
+def test_a_queued_job_cuts_its_rows_in_its_turn_not_against_its_timeout(client, data, stream):
+    """Jobs queued behind another read their rows once it ends; the first of them, its rows
+    read sooner, then runs, its ranks holding the workers' one thread each. The second's
+    pieces (its slices, or its streamed pages) are made in its own turn: the wait for them,
+    bounded by dgboost.timeout (1 s here), does not count the first one's rounds (some 3 s)."""
+    X, y, dX, dy = data
+    long = dict(num_boost_round=20, callbacks=[Slow(0.15)])
+    with dask.config.set({"dgboost.stream-partitions": stream}):
+        running = dgboost.dask.submit(client, PARAMS, dX, dy, name="running", **long)
+        wait_for(lambda: running.status == "running", "the first job to run")
+        ahead = dgboost.dask.submit(client, PARAMS, dX, dy, name="ahead", **long)
+        slowly = dX.map_blocks(_slowly, dtype=dX.dtype)  # read after the job ahead has started its ranks
+        with dask.config.set({"dgboost.timeout": "1s"}):
+            behind = dgboost.dask.submit(client, PARAMS, slowly, dy, num_boost_round=3, name="behind")
+        wait_for(lambda: job_status(client, behind.id) == "queued", "the last job queued")
+        model = behind.result(timeout=120)
+        for job in (running, ahead):
+            job.result(timeout=120)
+    table = {j["id"]: j for j in dgboost.dask.jobs(client)}
+    assert table[running.id]["started"] < table[ahead.id]["started"] < table[behind.id]["started"]
+    assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=3).save_raw()
+
+
 def test_cancelling_a_running_and_a_queued_job(client, data):
     X, y, dX, dy = data
     running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])

@@ -56,7 +56,7 @@ from . import _shards
 from ._attempts import _Attempts
 from ._job import ATTEMPT_PREFIX, JobSpec
 from ._placing import _Futures, _rows, worker_info  # noqa: F401 - worker_info: dgboost info
-from ._streamed import streamed_rows, streams
+from ._streamed import stream_setting, streamed_rows, streams
 from ._service import JobCancelled, TrainingJob, _client, _has_job_table, cancel, install, job_info, jobs
 
 #: A job resumes this many times after lost workers (train's max_restarts).
@@ -169,6 +169,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     categories = _shards.column_categories(X, categorical)  # every partition codes its categories by these
     timeout = _timeout()
     keep_nccl = _keep_nccl()
+    stream = stream_setting(_is_categorical(categories, options.params))  # read now: the job reads later
     n_features = _shards.n_columns(X)
     if feature_weights is not None:
         feature_weights = np.asarray(to_numpy(feature_weights.compute() if hasattr(feature_weights, "compute")
@@ -195,8 +196,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         started = time.perf_counter()
         with _Futures(client) as futures:
             job._hold(futures)
-            read = streamed_rows if streams(client, X, options.params, _is_categorical(categories, options.params)) \
-                else _rows
+            read = streamed_rows if streams(client, X, options.params, stream) else _rows
             rows = read(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid,
                         label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:

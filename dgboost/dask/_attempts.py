@@ -82,34 +82,41 @@ class _Attempts:
             packing = Packing(job.options.init_model)  # a streamed job's, for its rows and eval sets alike
             job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout, packing)
             evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, packing)
-            # Every piece (training and eval) in memory before any rank starts: a rank occupies
-            # its worker's thread, so a slice still to be cut there would wait for the whole job.
-            pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
-                                                                    for f in parts]
-            if self.rows.stream is not None:  # packing reads every partition: as long as it goes on
-                _await_packing(self.client, pieces, job_workers, job.timeout)
-            else:
-                settle(pieces, job.timeout)
-            if any(f.status != "finished" for f in pieces):
-                gone = sorted(set(job_workers) - _alive(self.client, job_workers))
-                if gone:  # a slice's worker lost while it was cut: share again
-                    raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
-                                       time.monotonic(), gone[0])
-                failed = next(f for f in pieces if f.status != "finished")
-                raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
-                                   f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
-            logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
-            if resumed_at is not None:
-                seconds = time.monotonic() - resumed_at
-                logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the loss",
-                               job.name, len(job_workers), moved, seconds)
-                self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
-                    "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
             job = dataclasses.replace(job, addresses=tuple(job_workers))
-            self.last_workers = len(job_workers)
-            self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
-            self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
-            return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
+            # The pieces are cut (or packed) in the job's turn, where its workers' threads are its
+            # own: a queued job's pieces would wait behind another job's ranks, and a wait bounded
+            # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
+            with self.owner._turn(job):
+                self._await_pieces(job, job_workers, shards, evals_of)
+                if resumed_at is not None:
+                    seconds = time.monotonic() - resumed_at
+                    logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
+                                   "loss", job.name, len(job_workers), moved, seconds)
+                    self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
+                        "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
+                self.last_workers = len(job_workers)
+                self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
+                self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
+                return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
+
+    def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of) -> None:
+        """Every piece (training and eval) in memory before any rank starts: a rank occupies its
+        worker's thread, so a slice still to be cut there would wait for the whole job."""
+        pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
+                                                                for f in parts]
+        if self.rows.stream is not None:  # packing reads every partition: as long as it goes on
+            _await_packing(self.client, pieces, job_workers, job.timeout)
+        else:
+            settle(pieces, job.timeout)
+        if any(f.status != "finished" for f in pieces):
+            gone = sorted(set(job_workers) - _alive(self.client, job_workers))
+            if gone:  # a slice's worker lost while it was cut: share again
+                raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
+                                   time.monotonic(), gone[0])
+            failed = next(f for f in pieces if f.status != "finished")
+            raise RuntimeError(f"a piece of the job's rows was not cut within {job.timeout:g} s (its future is "
+                               f"{failed.status}{': ' + repr(failed.exception()) if failed.status == 'error' else ''})")
+        logger.info("dgboost.dask: shards ready in %.3f s", time.perf_counter() - self.started)
 
     def _restart(self, interrupted: _Interrupted, restarts: int) -> JobSpec:
         """The next attempt's JobSpec, or the job's error when it may not go on."""
@@ -180,12 +187,11 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, ow
     from ..collective.host import CollectivePlugin
 
     client.register_plugin(CollectivePlugin())
-    with owner._turn(job):
-        tasks = [futures.track_one(client.submit(
-            train_rank, job, rank, shards[w], runs[w], evals_of[w], key=rank_key(job.name, rank),
-            workers=[w], allow_other_workers=False, pure=False, retries=0))
-            for rank, w in enumerate(job.addresses)]
-        return _watch(client, job, tasks, owner)
+    tasks = [futures.track_one(client.submit(
+        train_rank, job, rank, shards[w], runs[w], evals_of[w], key=rank_key(job.name, rank),
+        workers=[w], allow_other_workers=False, pure=False, retries=0))
+        for rank, w in enumerate(job.addresses)]
+    return _watch(client, job, tasks, owner)
 
 
 class _ProgressFromEvents:

@@ -74,12 +74,10 @@ def _sizeof_packed(rows: PackedRows) -> int:
 
 # ---- the client's side --------------------------------------------------------------------------
 
-def streams(client, X, params, categorical: bool) -> bool:
-    """Whether this job's rows are streamed (``dgboost.stream-partitions``): always where True
-    (not with categorical features, whose codes and statistics are made from the joined X); by
-    "auto" where X is a dask array whose rows are known and an equal share of them might not fit
-    a worker's device budget beside its matrix (``pages.stays_on_host``, the rule a rank keeps
-    its X on the host by)."""
+def stream_setting(categorical: bool) -> bool | str:
+    """``dgboost.stream-partitions`` as a job takes it when it is submitted (True, False or
+    "auto"): never streamed with categorical features, whose codes and statistics are made
+    from a rank's joined X (refused where the setting says True)."""
     setting = _settings.stream_partitions()
     if categorical:
         if setting is True:
@@ -87,6 +85,14 @@ def streams(client, X, params, categorical: bool) -> bool:
                              "(their codes and target statistics are made from a rank's joined rows); set it to "
                              "'auto' or False")
         return False
+    return setting
+
+
+def streams(client, X, params, setting: bool | str) -> bool:
+    """Whether this job's rows are streamed, by its ``stream_setting``: as it says where True
+    or False; by "auto" where X is a dask array whose rows are known and an equal share of
+    them might not fit a worker's device budget beside its matrix (``pages.stays_on_host``,
+    the rule a rank keeps its X on the host by)."""
     if setting != "auto":
         return setting
     if not _shards.is_dask_array(X) or any(math.isnan(n) for n in X.shape):
