@@ -1241,13 +1241,33 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     if roots.shape[0] == 0 or X.shape[0] == 0:
         return margins
     node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
-    arguments = (*feature_rows(X), node(left), node(right), node(feature),
-                 np.ascontiguousarray(threshold, dtype=CUT_DTYPE), np.ascontiguousarray(default_left, dtype=bool),
-                 None if category_row is None else node(category_row),
+    steps, walked_threshold = walk_table(left, feature, default_left, threshold)
+    arguments = (*feature_rows(X), steps, walked_threshold, None if category_row is None else node(category_row),
                  None if category_words is None else np.ascontiguousarray(category_words, dtype=np.uint32),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))
     loops.predict(_threads_for(X.shape[0]), *arguments, margins)
     return margins
+
+
+def walk_table(left, feature, default_left, threshold):
+    """The nodes as loops.predict walks them, one int64 a node and a threshold.
+
+    A step's low 32 bits are the node's left child (a leaf's: the leaf itself), its high 32
+    the split feature (0 at a leaf) with the sign bit set where missing values go left (set at
+    a leaf). A leaf's threshold is NaN: no value compares at or above it, and a missing one
+    goes left, to the leaf, so a row that reached it stays for the rest of the levels.
+
+    Returns
+    -------
+    (array of shape (n_nodes_total,), int64; array of shape (n_nodes_total,), float32)
+    """
+    left = np.asarray(left, dtype=np.int64)
+    leaf = left < 0
+    child = np.where(leaf, np.arange(left.shape[0], dtype=np.int64), left)
+    missing_left = leaf | np.asarray(default_left, dtype=bool)
+    rule = np.where(leaf, 0, np.asarray(feature, dtype=np.int64)) | np.where(missing_left, np.int64(1) << 31, 0)
+    steps = np.ascontiguousarray(child | (rule << 32), dtype=np.int64)
+    return steps, np.ascontiguousarray(np.where(leaf, np.nan, threshold), dtype=CUT_DTYPE)
 
 
 # ---- learning to rank ----------------------------------------------------------------------

@@ -642,8 +642,8 @@ def _value(X, data, indices, indptr, row, feature):
     ``data`` is given (``X`` None), of a CSR matrix's row, by a binary search of its
     ascending ``indices``. (numba drops a branch on ``x is not None`` where ``x`` is None,
     which both branches' tests here rely on.)"""
-    if X is not None:
-        return X[row, feature]
+    if X is not None:  # a row index is never negative: unsigned, numba checks for no wraparound
+        return X[np.uint64(row), feature]
     if data is not None:
         lo, hi = indptr[row], indptr[row + 1]
         stop = hi
@@ -664,16 +664,18 @@ _PREDICT_BLOCK = 64
 
 
 @over_runs
-def predict(run, n_runs, X, data, indices, indptr, left, right, feature, threshold, default_left, category_row,
-            category_words, value, roots, outputs, depth, margins):
+def predict(run, n_runs, X, data, indices, indptr, steps, threshold, category_row, category_words, value, roots,
+            outputs, depth, margins):
     """Add every tree's leaf value to each row of ``margins``, the row's trees in model
     order: its float32 additions are the NumPy twin's, in its order (see
     cpu.predict_margins). The blocks of rows cut into ``n_runs`` runs.
 
     Rows go in blocks of _PREDICT_BLOCK, tree by tree, a level of the whole block at a
-    time (``depth`` levels: a row at a leaf stays there). A step chooses without a branch:
-    right is ``left + 1``, as every tree numbers its nodes. The rows: the dense ``X``, or a
-    CSR matrix's ``data``, ``indices`` and ``indptr`` (see _value). ``category_row`` and
+    time (``depth`` levels). A step reads one int64 of its node and chooses without a branch
+    (cpu.walk_table): the next node is the step's child (a leaf's: itself) plus whether the
+    value goes right, as every tree numbers right ``left + 1``; a leaf's threshold is NaN and
+    it sends missing values left, so a row at a leaf stays there. The rows: the dense ``X``, or
+    a CSR matrix's ``data``, ``indices`` and ``indptr`` (see _value). ``category_row`` and
     ``category_words``: see _value_goes_right.
     """
     n_rows = margins.shape[0]
@@ -687,13 +689,17 @@ def predict(run, n_runs, X, data, indices, indptr, left, right, feature, thresho
             for _ in range(depth):
                 for index in range(size):
                     node = nodes[index]
-                    child = left[node]
-                    x = _value(X, data, indices, indptr, block + index, feature[node])
-                    go_right = _value_goes_right(x, node, threshold, default_left, category_row, category_words)
-                    nodes[index] = child + np.int32(go_right) if child >= 0 else node
+                    step = steps[node]
+                    rule = np.int32(step >> 32)  # the feature; its sign bit: missing values go left
+                    x = _value(X, data, indices, indptr, block + index, rule & 0x7FFFFFFF)
+                    go_right = (x >= threshold[node]) | (np.isnan(x) & (rule >= 0))
+                    if category_row is not None:  # (numba drops the branch where it is None)
+                        if category_row[node] >= 0 and not np.isnan(x):
+                            go_right = _in_category_set(x, category_row[node], category_words)
+                    nodes[index] = np.int32(step & 0xFFFFFFFF) + np.int32(go_right)
             output = outputs[tree]
             for index in range(size):
-                margins[block + index, output] += value[nodes[index]]
+                margins[np.uint64(block + index), output] += value[nodes[index]]
 
 
 @compiled
@@ -705,11 +711,18 @@ def _value_goes_right(x, node, threshold, default_left, category_row, category_w
     if np.isnan(x):
         return not default_left[node]
     if category_row is not None and category_row[node] >= 0:
-        if not (x >= 0 and x < category_words.shape[1] * 32):  # in no set (codes past K are missing already)
-            return False
-        code = np.int64(x)
-        return (category_words[category_row[node], code >> 5] >> (code & 31)) & 1 != 0
+        return _in_category_set(x, category_row[node], category_words)
     return not x < threshold[node]
+
+
+@compiled
+def _in_category_set(x, row, category_words):
+    """Whether the category ``x`` (a value, not NaN) is in row ``row`` of ``category_words``
+    (uint32): a code beyond them, or no code, is in no set (codes past K are missing already)."""
+    if not (x >= 0 and x < category_words.shape[1] * 32):
+        return False
+    code = np.int64(x)
+    return (category_words[row, code >> 5] >> (code & 31)) & 1 != 0
 
 
 @over_runs
@@ -737,7 +750,7 @@ def predict_oblivious(run, n_runs, X, data, indices, indptr, level_feature, leve
                     leaves[index] = 2 * leaves[index] + np.int64(right)
             output = outputs[tree]
             for index in range(size):
-                margins[block + index, output] += leaf_value[tree, leaves[index]]
+                margins[np.uint64(block + index), output] += leaf_value[tree, leaves[index]]
 
 
 @compiled
