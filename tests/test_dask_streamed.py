@@ -86,16 +86,19 @@ def test_streamed_rows_train_the_model_of_held_rows(client, data, case, tmp_path
     assert model.evals_result() == local.evals_result()
 
 
-def test_frames_whose_rows_are_unknown_are_read_for_the_sample_once_counted(client, data, tmp_path):
-    """A DataFrame's partition lengths are known only once computed: the sample takes a pass of
-    its own, and the model is still the one of the in-memory rows."""
+def test_frames_whose_rows_are_unknown_are_read_for_the_sample_once_counted(client, data, tmp_path, caplog):
+    """A DataFrame's partition lengths are known only once computed: "auto" streams it by an
+    estimate of its rows (its first partition's, four times), the sample takes a pass of its
+    own, and the model is still the one of the in-memory rows."""
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")
     X, y, _ = data
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     dX, dy = dd.from_pandas(frame, npartitions=4), dd.from_pandas(pd.Series(y), npartitions=4)
     params = {"max_depth": 3, "max_device_matrix_bytes": 3000}
-    model = _streamed(client, params, dX, dy, num_boost_round=3)
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        model = dgboost.dask.train(client, {**params, "verbosity": 2}, dX, dy, num_boost_round=3)  # "auto"
+    assert "rows streamed into pages where they are read (4 partitions, 3000 rows)" in caplog.text
     assert _bytes(model, tmp_path, "streamed") == _bytes(dgboost.train(params, frame, y, num_boost_round=3), tmp_path,
                                                          "local")
 
@@ -207,7 +210,10 @@ def test_the_decision_to_stream(client, data):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")
     frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
-    assert not streams(client, frame, small, "auto")  # its rows are not known yet
+    assert streams(client, frame, small, "auto")  # its rows estimated from its first partition's
+    assert not streams(client, frame, large, "auto")
+    unknown = dX[dX[:, 0] > -100]  # rows unknown until computed
+    assert streams(client, unknown, small, "auto") and not streams(client, unknown, large, "auto")
     assert streams(client, frame, large, True) and not streams(client, dX, small, False)
     with dask.config.set({"dgboost.stream-partitions": True}):
         assert stream_setting(categorical=False) is True

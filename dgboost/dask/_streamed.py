@@ -90,21 +90,40 @@ def stream_setting(categorical: bool) -> bool | str:
 
 def streams(client, X, params, setting: bool | str) -> bool:
     """Whether this job's rows are streamed, by its ``stream_setting``: as it says where True
-    or False; by "auto" where X is a dask array whose rows are known and an equal share of
-    them might not fit a worker's device budget beside its matrix (``pages.stays_on_host``,
-    the rule a rank keeps its X on the host by)."""
+    or False; by "auto" where the workers have a device budget and an equal share of X's rows
+    might not fit it beside its matrix (``pages.stays_on_host``, the rule a rank keeps its X on
+    the host by), X's rows counted as ``_rows_and_columns`` does."""
     if setting != "auto":
         return setting
-    if not _shards.is_dask_array(X) or any(math.isnan(n) for n in X.shape):
-        return False
     budget = _smallest_budget(client, params)
     if not budget:
         return False
-    n_rows, n_features = (int(n) for n in X.shape)
+    n_rows, n_features = _rows_and_columns(client, X)
+    if not n_rows or not n_features:
+        return False
     workers = max(1, len(client.nthreads()))
     share = -(-n_rows // workers)
     value_bytes = 0 if sparse.is_sparse(X._meta) else share * n_features * np.dtype(FEATURE_DTYPE).itemsize
     return stays_on_host(share, n_features, value_bytes, budget, params.max_bin)
+
+
+def _rows_and_columns(client, X) -> tuple[int, int]:
+    """X's rows and columns: a dask array's where its chunks say them; else (a DataFrame, an
+    array of unknown chunks) its first partition's rows times its partitions, an estimate that
+    computes that partition once. The model is the same whichever way the job goes; only
+    where its float rows wait differs."""
+    array = _shards.is_dask_array(X)
+    if array and not any(math.isnan(n) for n in X.shape):
+        return int(X.shape[0]), int(X.shape[1])
+    first, parts = (X.blocks[0], X.numblocks[0]) if array else (X.partitions[0], X.npartitions)
+    n_rows, n_columns = client.compute(dask.delayed(_shape_of)(first)).result()
+    return n_rows * parts, n_columns
+
+
+def _shape_of(part) -> tuple[int, int]:
+    """A partition's rows and columns (a 1-D part: one column)."""
+    shape = tuple(int(n) for n in part.shape)
+    return shape[0], shape[1] if len(shape) > 1 else 1
 
 
 def _smallest_budget(client, params) -> int:
