@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..backend import get_xp, to_numpy
+from ..backend import get_xp, join, to_numpy
 from ..data import sparse
 from ..data.categories import frame_categories
 from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowBlocks, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
@@ -445,7 +445,9 @@ def concat_bundles(bundles, join_X: bool = True) -> Dataset:
             return parts[0]
         if k == 4:  # query ids, on the host
             return np.concatenate(parts)
-        return sparse.stack(parts) if sparse.is_sparse(parts[0]) else xp.concatenate(parts)
+        # join: on a GPU a device copy a piece, where cupy's concatenate of many pieces compiles a
+        # kernel the first time (0.18 s, a cold cache: a restart's survivor joining more pieces)
+        return sparse.stack(parts) if sparse.is_sparse(parts[0]) else join(parts)
 
     blocks = not join_X and len(bundles) > 1 and not sparse.is_sparse(bundles[0][0]) and xp is np
     if packed:
