@@ -212,6 +212,9 @@ def test_the_decision_to_stream(client, data):
     frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
     assert streams(client, frame, small, "auto")  # its rows estimated from its first partition's
     assert not streams(client, frame, large, "auto")
+    first_empty = frame.map_partitions(lambda part: part.iloc[:0] if part.index[0] == 0 else part)
+    assert streams(client, first_empty, small, "auto")  # from the first partition with rows
+    assert not streams(client, frame.map_partitions(lambda part: part.iloc[:0]), small, "auto")  # none has any
     unknown = dX[dX[:, 0] > -100]  # rows unknown until computed
     assert streams(client, unknown, small, "auto") and not streams(client, unknown, large, "auto")
     assert streams(client, frame, large, True) and not streams(client, dX, small, False)

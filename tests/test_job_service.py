@@ -136,6 +136,29 @@ def test_a_queued_job_cuts_its_rows_in_its_turn_not_against_its_timeout(client, 
     assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=3).save_raw()
 
 
+def _slower(block):
+    time.sleep(1.0)
+    return block
+
+
+def test_a_job_cancelled_while_its_pieces_are_made_stops_at_once(client, data):
+    """A job in its turn but still packing its rows (eight partitions of a second each over two
+    workers: some 4 s) ends at a cancel within the wait's half-second looks, starts no rank,
+    and leaves the workers to the next job."""
+    _, _, dX, dy = data
+    slow, labels = dX.rechunk(375).map_blocks(_slower, dtype=dX.dtype), dy.rechunk(375)
+    with dask.config.set({"dgboost.stream-partitions": True}):
+        job = dgboost.dask.submit(client, PARAMS, slow, labels, num_boost_round=3)
+        wait_for(lambda: job.status == "running", "the job's turn")
+        began = time.monotonic()
+        job.cancel()
+        with pytest.raises(dgboost.dask.JobCancelled):
+            job.result(timeout=60)
+    assert time.monotonic() - began < 3.0
+    no_task_left(client)
+    assert dgboost.dask.train(client, PARAMS, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
+
+
 def test_cancelling_a_running_and_a_queued_job(client, data):
     X, y, dX, dy = data
     running = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=500, callbacks=[Slow(0.05)])

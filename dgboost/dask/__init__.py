@@ -196,7 +196,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         started = time.perf_counter()
         with _Futures(client) as futures:
             job._hold(futures)
-            read = streamed_rows if streams(client, X, options.params, stream) else _rows
+            read = streamed_rows if streams(client, X, options.params, stream, futures) else _rows
             rows = read(client, futures, options.params, X, y, sample_weight, base_margin, "", categories, qid,
                         label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:

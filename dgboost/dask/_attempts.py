@@ -87,7 +87,7 @@ class _Attempts:
             # own: a queued job's pieces would wait behind another job's ranks, and a wait bounded
             # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
             with self.owner._turn(job):
-                self._await_pieces(job, job_workers, shards, evals_of)
+                self._await_pieces(job, job_workers, shards, evals_of)  # a cancel meanwhile ends it
                 if resumed_at is not None:
                     seconds = time.monotonic() - resumed_at
                     logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
@@ -104,10 +104,7 @@ class _Attempts:
         worker's thread, so a slice still to be cut there would wait for the whole job."""
         pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                 for f in parts]
-        if self.rows.stream is not None:  # packing reads every partition: as long as it goes on
-            _await_packing(self.client, pieces, job_workers, job.timeout)
-        else:
-            settle(pieces, job.timeout)
+        _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason)
         if any(f.status != "finished" for f in pieces):
             gone = sorted(set(job_workers) - _alive(self.client, job_workers))
             if gone:  # a slice's worker lost while it was cut: share again
@@ -151,21 +148,26 @@ class _Attempts:
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
 
 
-def _await_packing(client, pieces, job_workers, timeout: float) -> None:
-    """Wait for a streamed job's pieces to be packed (each partition read again and packed on
-    its worker) as long as one ends every ``timeout`` seconds; return at once where a job
-    worker is gone (its pieces, restricted to it, would wait for ever: the caller interrupts
-    the attempt). A piece that failed (a budget too small, input changed since the survey)
-    raises its error."""
+def _await_done(client, pieces, job_workers, timeout: float, cancelled) -> None:
+    """Wait for a job's pieces (slices cut, or a streamed job's partitions read again and
+    packed) as long as one ends every ``timeout`` seconds; return at once where a job worker is
+    gone (its pieces, restricted to it, would wait for ever: the caller interrupts the
+    attempt). A piece that failed (a budget too small, input changed since the survey) raises
+    its error; ``cancelled()``, the job's cancel reason or None, raises JobCancelled."""
     last, pending = time.monotonic(), list(pieces)
     while True:
         settle(pending, _POLL_SECONDS)  # all of them, or half a second: two looks a second however many
+        reason = cancelled()
+        if reason is not None:
+            raise JobCancelled(reason)
+        left = [f for f in pending if not f.done()]
         failed = next((f for f in pending if f.status == "error"), None)
+        if not left and failed is None:
+            return
+        if set(job_workers) - _alive(client, job_workers):
+            return
         if failed is not None:
             raise failed.exception()
-        left = [f for f in pending if not f.done()]
-        if not left or set(job_workers) - _alive(client, job_workers):
-            return
         if len(left) < len(pending):
             last, pending = time.monotonic(), left
         elif time.monotonic() - last > timeout:  # none ended for a whole wait: the caller says which
@@ -187,6 +189,7 @@ def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, ow
     from ..collective.host import CollectivePlugin
 
     client.register_plugin(CollectivePlugin())
+    owner._start_ranks()  # or JobCancelled, where a cancel came since the pieces were waited for
     tasks = [futures.track_one(client.submit(
         train_rank, job, rank, shards[w], runs[w], evals_of[w], key=rank_key(job.name, rank),
         workers=[w], allow_other_workers=False, pure=False, retries=0))

@@ -48,6 +48,7 @@ class TrainingJob:
         self._workers: list = []
         self._rows: int | None = None
         self._held: list = []  # the job's _Futures: cancelled with it where no rank runs
+        self._ranks = False  # an attempt's ranks submitted: a cancel then stops them, not its data
         self._bar = None  # the progress bar the job draws, if any
         if registry:
             import getpass
@@ -152,7 +153,7 @@ class TrainingJob:
     def _cancels_data(self) -> bool:
         """Whether the job's data futures are cancelled with it: it is cancelled and no rank runs
         (under ``_lock``)."""
-        return self._cancelled is not None and self._status != "running"
+        return self._cancelled is not None and not self._ranks
 
     def receive(self, message: dict) -> None:
         """The job's progress events, on the client's event loop: rounds, a cancel from elsewhere."""
@@ -166,6 +167,14 @@ class TrainingJob:
                 self._round, self._metrics = message["round"], message["metrics"]
         if self._bar is not None:
             self._bar.receive(message)
+
+    def _start_ranks(self) -> None:
+        """Say that the attempt's ranks are submitted now (a cancel from here on stops them, its
+        data left under them), or raise JobCancelled where the job was cancelled before."""
+        with self._lock:
+            if self._cancelled is not None:
+                raise JobCancelled(self._cancelled)
+            self._ranks = True
 
     def _on_attempt(self, workers, rows: int) -> None:
         with self._lock:
@@ -214,8 +223,9 @@ class TrainingJob:
             yield
         except BaseException as error:
             restarting = bool(getattr(error, "restartable", False))
-            if restarting:
-                with self._lock:
+            with self._lock:
+                self._ranks = False
+                if restarting:
                     self._status = "restarting"
             state = self._release(release, final=not restarting)
             if restarting and (state == "cancelled" or self._cancelled):

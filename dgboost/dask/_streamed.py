@@ -88,17 +88,18 @@ def stream_setting(categorical: bool) -> bool | str:
     return setting
 
 
-def streams(client, X, params, setting: bool | str) -> bool:
+def streams(client, X, params, setting: bool | str, futures=None) -> bool:
     """Whether this job's rows are streamed, by its ``stream_setting``: as it says where True
     or False; by "auto" where the workers have a device budget and an equal share of X's rows
     might not fit it beside its matrix (``pages.stays_on_host``, the rule a rank keeps its X on
-    the host by), X's rows counted as ``_rows_and_columns`` does."""
+    the host by), X's rows counted as ``_rows_and_columns`` does (``futures``: the job's
+    _placing._Futures, which hold and cancel what it computes)."""
     if setting != "auto":
         return setting
     budget = _smallest_budget(client, params)
     if not budget:
         return False
-    n_rows, n_features = _rows_and_columns(client, X)
+    n_rows, n_features = _rows_and_columns(client, X, futures)
     if not n_rows or not n_features:
         return False
     workers = max(1, len(client.nthreads()))
@@ -107,17 +108,27 @@ def streams(client, X, params, setting: bool | str) -> bool:
     return stays_on_host(share, n_features, value_bytes, budget, params.max_bin)
 
 
-def _rows_and_columns(client, X) -> tuple[int, int]:
+def _rows_and_columns(client, X, futures=None) -> tuple[int, int]:
     """X's rows and columns: a dask array's where its chunks say them; else (a DataFrame, an
-    array of unknown chunks) its first partition's rows times its partitions, an estimate that
-    computes that partition once. The model is the same whichever way the job goes; only
-    where its float rows wait differs."""
+    array of unknown chunks) estimated as a partition's rows times the partitions, from the
+    first partition with rows of the first three (0 where none has any: not streamed). Each
+    partition looked at is computed once more, and its graph with it: cheap for data read from
+    files or persisted, a whole shuffle's work for a partition a shuffle made. The model is the
+    same whichever way the job goes; only where its float rows wait differs."""
     array = _shards.is_dask_array(X)
     if array and not any(math.isnan(n) for n in X.shape):
         return int(X.shape[0]), int(X.shape[1])
-    first, parts = (X.blocks[0], X.numblocks[0]) if array else (X.partitions[0], X.npartitions)
-    n_rows, n_columns = client.compute(dask.delayed(_shape_of)(first)).result()
-    return n_rows * parts, n_columns
+    n_parts = X.numblocks[0] if array else X.npartitions
+    n_columns = 0
+    for index in range(min(3, n_parts)):
+        part = X.blocks[index] if array else X.partitions[index]
+        future = client.compute(dask.delayed(_shape_of)(part))
+        n_rows, n_columns = (future if futures is None else futures.track_one(future)).result()
+        if n_rows:
+            return n_rows * n_parts, n_columns
+    logger.info("dgboost.dask: X's first partitions have no rows: its rows are not estimated, nor streamed "
+                "by dgboost.stream-partitions='auto' (True streams them)")
+    return 0, n_columns
 
 
 def _shape_of(part) -> tuple[int, int]:
