@@ -1222,7 +1222,7 @@ def predict_leaves(X, left, right, feature, threshold, default_left, roots, dept
 
 
 def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
-                    margins, category_row=None, category_words=None):
+                    margins, category_row=None, category_words=None, walk=None):
     """Add every tree's leaf value to ``margins``, in model order (one float32 add each).
 
     Parameters
@@ -1233,6 +1233,7 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     value : array of shape (n_nodes_total,), float32: node values         # IN
     outputs : array of shape (n_trees,), int32: each tree's margin column # IN
     margins : array of shape (n_rows, n_outputs), float32                 # IN/OUT, updated in place
+    walk : walk_table's of these nodes, or None (made here): a forest's, made once   # IN
 
     Returns
     -------
@@ -1241,7 +1242,7 @@ def predict_margins(X, left, right, feature, threshold, default_left, value, roo
     if roots.shape[0] == 0 or X.shape[0] == 0:
         return margins
     node = lambda a: np.ascontiguousarray(a, dtype=POSITION_DTYPE)  # noqa: E731
-    steps, walked_threshold = walk_table(left, feature, default_left, threshold)
+    steps, walked_threshold = walk if walk is not None else walk_table(left, feature, default_left, threshold)
     arguments = (*feature_rows(X), steps, walked_threshold, None if category_row is None else node(category_row),
                  None if category_words is None else np.ascontiguousarray(category_words, dtype=np.uint32),
                  np.ascontiguousarray(value, dtype=LEAF_DTYPE), node(roots), node(outputs), int(depth))

@@ -772,7 +772,9 @@ def _category_words(categories):
 
 
 def predict_margins(X, left, right, feature, threshold, default_left, value, roots, outputs, depth,
-                    margins, category_row=None, category_words=None):
+                    margins, category_row=None, category_words=None, walk=None):
+    """cpu.predict_margins on the device (``walk``, the host's walk table, is not read: the
+    records below are the device's)."""
     import cupy
 
     n_rows = int(X.shape[0])

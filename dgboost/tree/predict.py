@@ -14,6 +14,7 @@ sides rather than walking: the same leaves, the same additions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -83,6 +84,12 @@ class Forest:
     @property
     def n_trees(self) -> int:
         return len(self.outputs)
+
+    @functools.cached_property
+    def walk(self):
+        """The nodes as the host's prediction walks them (kernels.cpu.walk_table), made once a
+        forest, not once a call; a host forest's (a device's kernel makes its own records)."""
+        return kernels.cpu.walk_table(self.left, self.feature, self.default_left, self.threshold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +186,8 @@ def predict_margins(forest: Forest, X, margins):
                                          forest.outputs_device, levels.depth, margins)
     return kernels.predict_margins(X, forest.left, forest.right, forest.feature, forest.threshold,
                                    forest.default_left, forest.value, forest.roots, forest.outputs_device,
-                                   forest.depth, margins, forest.category_row, forest.category_words)
+                                   forest.depth, margins, forest.category_row, forest.category_words,
+                                   walk=forest.walk if get_xp(forest.left) is np else None)
 
 
 def predict_leaf_ids(forest: Forest, X):
