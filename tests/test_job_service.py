@@ -107,8 +107,9 @@ def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     assert table[first.id]["started"] < table[high.id]["started"] < table[low.id]["started"]
 
 
-def _slowly(block):
-    time.sleep(0.5)
+def _slowly(block, seconds: float):
+    """A block made in ``seconds``: partitions that take a while to read."""
+    time.sleep(seconds)
     return block
 
 
@@ -124,7 +125,7 @@ def test_a_queued_job_cuts_its_rows_in_its_turn_not_against_its_timeout(client, 
         running = dgboost.dask.submit(client, PARAMS, dX, dy, name="running", **long)
         wait_for(lambda: running.status == "running", "the first job to run")
         ahead = dgboost.dask.submit(client, PARAMS, dX, dy, name="ahead", **long)
-        slowly = dX.map_blocks(_slowly, dtype=dX.dtype)  # read after the job ahead has started its ranks
+        slowly = dX.map_blocks(_slowly, seconds=0.5, dtype=dX.dtype)  # read after the job ahead has started its ranks
         with dask.config.set({"dgboost.timeout": "1s"}):
             behind = dgboost.dask.submit(client, PARAMS, slowly, dy, num_boost_round=3, name="behind")
         wait_for(lambda: job_status(client, behind.id) == "queued", "the last job queued")
@@ -136,17 +137,12 @@ def test_a_queued_job_cuts_its_rows_in_its_turn_not_against_its_timeout(client, 
     assert model.save_raw() == dgboost.train(PARAMS, X, y, num_boost_round=3).save_raw()
 
 
-def _slower(block):
-    time.sleep(1.0)
-    return block
-
-
 def test_a_job_cancelled_while_its_pieces_are_made_stops_at_once(client, data):
     """A job in its turn but still packing its rows (eight partitions of a second each over two
     workers: some 4 s) ends at a cancel within the wait's half-second looks, starts no rank,
     and leaves the workers to the next job."""
     _, _, dX, dy = data
-    slow, labels = dX.rechunk(375).map_blocks(_slower, dtype=dX.dtype), dy.rechunk(375)
+    slow, labels = dX.rechunk(375).map_blocks(_slowly, seconds=1.0, dtype=dX.dtype), dy.rechunk(375)
     with dask.config.set({"dgboost.stream-partitions": True}):
         job = dgboost.dask.submit(client, PARAMS, slow, labels, num_boost_round=3)
         wait_for(lambda: job.status == "running", "the job's turn")
