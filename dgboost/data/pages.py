@@ -403,17 +403,17 @@ def build_matrix(X, cuts: Cuts, xp, budget: int, *, name: str = "X", automatic: 
     a GPU through ``buffers`` (of half the budget). ``automatic``: the budget was not given but
     derived from the device's free memory (the error says so). X may be PackedRows, packed
     where its rows were read: its pages are the matrix's."""
+    on_gpu = xp is not np
+    if on_gpu and buffers is None:  # made at their first use: nothing is taken for an in-core matrix
+        buffers = PageBuffers(buffer_bytes(X, budget))
     if isinstance(X, PackedRows):
         return _from_packed(X, xp, budget, buffers)
     layout = matrix_layout(X, cuts)
     n_rows = int(X.shape[0])
     if not budget or n_rows * layout.bytes_per_row <= budget:
         return build_ellpack(X, cuts, xp, layout)
-    on_gpu = xp is not np
     directory = _spill_directory() if not on_gpu or n_rows * layout.bytes_per_row > _host_room() else None
     pages, starts = _pack_pages(X, cuts, xp, layout, rows_per_page(layout, budget, name, automatic), directory)
-    if on_gpu and buffers is None:
-        buffers = PageBuffers(buffer_bytes(X, budget))
     return PagedMatrix(layout, asarray(xp, np.asarray(cuts.bin_offsets)), np.asarray(cuts.bin_offsets),
                        tuple(starts) + (n_rows,), budget, directory or "pinned host memory", pages, directory,
                        buffers if on_gpu else None)
@@ -480,7 +480,7 @@ def _pack_pages(X, cuts: Cuts, xp, layout: EllpackLayout, page_rows: int, direct
     return pages, starts
 
 
-def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
+def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):  # buffers: a GPU's
     """The matrix of rows packed elsewhere: one in-core matrix where they fit ``budget`` (0:
     no limit), else a PagedMatrix of their pages (on a GPU, a page that came unpinned, from
     Dask's spill say, is copied into pinned memory)."""
@@ -498,8 +498,6 @@ def _from_packed(X: PackedRows, xp, budget: int, buffers: PageBuffers | None):
     where = " and ".join((["pinned host memory"] if not all(map(_on_disk, pages)) else []) + spill)
     if not on_gpu:
         return PagedMatrix(layout, host_offsets, host_offsets, starts, budget, where, pages, None, None)
-    if buffers is None:
-        buffers = PageBuffers(buffer_bytes(X, budget))
     # Pieces smaller than a buffer (a partition's rows, where partitions are small) go to the
     # device together, as one page: a pass's copies and kernels a page are as many as the
     # in-core-built matrix's.
