@@ -47,13 +47,6 @@ def check_root(root: int, world_size: int) -> None:
         raise ValueError(f"root={root} is not a rank of this {world_size}-rank job")
 
 
-def check_blocks(array, world_size: int) -> None:
-    """Refuse a reduce-scatter's ``array`` that is not one block a rank."""
-    if array.ndim == 0 or array.shape[0] != world_size:
-        raise ValueError(f"a reduce-scatter's array has one block a rank on its first dimension: shape "
-                         f"{tuple(array.shape)} in a {world_size}-rank job")
-
-
 @runtime_checkable
 class Communicator(Protocol):
     """Collectives over ``world_size`` ranks; rank 0 is the coordinator.
@@ -78,11 +71,6 @@ class Communicator(Protocol):
         """The element-wise sum of ``array`` over all ranks, on ``root``; on the other ranks an
         array of its shape and dtype whose values mean nothing. For what one rank alone reads
         (the coordinator's histograms): fewer bytes than ``allreduce``, the same sums on root."""
-
-    def reduce_scatter(self, array):
-        """Block ``rank`` of the sum of every rank's ``array`` (its first dimension is
-        ``world_size``: rank r's block is ``array[r]``), on each rank: the parts of a level's
-        histograms each rank evaluates, each rank sending (n - 1) / n of one array."""
 
     def broadcast(self, array, root: int = 0):
         """``root``'s ``array`` on every rank (others pass an array of the same shape)."""

@@ -28,7 +28,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.protocol import to_serialize
 
 from ..backend import asarray, get_xp, to_numpy
-from .base import CollectiveError, PeerUnreachable, ReduceOp, Traffic, check_blocks, check_root
+from .base import CollectiveError, PeerUnreachable, ReduceOp, Traffic, check_root
 
 logger = logging.getLogger("dgboost")
 
@@ -203,14 +203,6 @@ class DaskCommunicator:
         n = self.world_size
         edges = np.cumsum([0, *(flat.size // n + (rank < flat.size % n) for rank in range(n))])
         return lambda rank: flat[edges[rank]:edges[rank + 1]]
-
-    def reduce_scatter(self, array):
-        """Each rank's block ``array[r]`` to rank r, which sums them in rank order."""
-        check_blocks(array, self.world_size)
-        blocks = to_numpy(array)
-        parts = self._exchange(blocks, "reduce-scatter", senders=range(self.world_size), receivers=None,
-                               slice_for=lambda rank: blocks[rank])
-        return asarray(get_xp(array), functools.reduce(np.add, parts))
 
     def broadcast(self, array, root: int = 0):
         check_root(root, self.world_size)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ReduceOp, Traffic, check_blocks, check_root
+from .base import ReduceOp, Traffic, check_root
 
 
 class LocalCommunicator:
@@ -22,10 +22,6 @@ class LocalCommunicator:
     def reduce(self, array, root: int = 0):
         check_root(root, 1)
         return array
-
-    def reduce_scatter(self, array):
-        check_blocks(array, 1)
-        return array[0]
 
     def broadcast(self, array, root: int = 0):
         check_root(root, 1)

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from .base import CollectiveError, ReduceOp, Traffic, check_blocks, check_root
+from .base import CollectiveError, ReduceOp, Traffic, check_root
 
 logger = logging.getLogger("dgboost")
 
@@ -161,18 +161,6 @@ class NcclCommunicator:
         self.traffic.add(send.nbytes if self.rank != root else 0)  # a chain into root: each other rank sends it all
         self._enqueue("reduce", lambda stream: self._comm.reduce(
             send.data.ptr, out.data.ptr, send.size, self._type(send), self._ops["sum"], root, stream.ptr))
-        return out
-
-    def reduce_scatter(self, array):
-        if isinstance(array, np.ndarray):
-            return self.host.reduce_scatter(array)
-        check_blocks(array, self.world_size)
-        send = self._cupy.ascontiguousarray(array)
-        out = self._cupy.zeros_like(send[0])  # what an aborted call leaves (module text)
-        n = self.world_size
-        self.traffic.add((n - 1) / n * send.nbytes)  # a ring: each block but this rank's own passed on
-        self._enqueue("reduce-scatter", lambda stream: self._comm.reduceScatter(
-            send.data.ptr, out.data.ptr, out.size, self._type(send), self._ops["sum"], stream.ptr))
         return out
 
     def broadcast(self, array, root: int = 0):

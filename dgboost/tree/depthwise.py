@@ -29,11 +29,10 @@ class DepthwiseGrower(Grower):
             if last:
                 splits, n_parents = SplitTable.empty(frontier.size, xp, self.category_words), 0
             else:
-                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self._reduce) if streamed is None \
-                    else streamed
+                hist = frontier.histograms(self.matrix, gpair, scales, ridx, self.comm) if streamed is None else streamed
                 streamed = None
                 splits = self._level_splits(frontier, hist, scales, tree_index, depth)
-                n_parents = self._next_level_parents(splits, int(self.matrix.host_bin_offsets[-1]))
+                n_parents = self._next_level_parents(splits, hist.shape[1])
             left_child, slot_of_rank, n_split = number_children(splits.table, frontier.start, n_parents)
             level = Level(frontier.start, frontier.node_sums, frontier.active, splits, left_child, frontier.bounds)
             levels.append(level)
@@ -42,7 +41,7 @@ class DepthwiseGrower(Grower):
                 break
             if isinstance(self.matrix, PagedMatrix) and n_parents and depth + 1 < self.max_depth:
                 ridx, frontier, streamed = frontier.streamed_children(
-                    self.matrix, level, hist, slot_of_rank, n_split, ridx, gpair, scales, self._reduce,
+                    self.matrix, level, hist, slot_of_rank, n_split, ridx, gpair, scales, self.comm,
                     **self._children_rules(frontier, splits, slot_of_rank, n_split, scales))
                 continue
             ridx, n_left = partition.apply_level(self.matrix, ridx, frontier.seg_begin, frontier.seg_end, splits,

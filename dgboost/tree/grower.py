@@ -44,7 +44,7 @@ from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
 from .sampling import ColumnSampler
-from .split import FeatureSlices, SplitTable, find_splits
+from .split import SplitTable, find_splits
 
 #: Largest histogram of one level (bytes) allocated for the upper bound rather
 #: than the exact node count; see the module docstring.
@@ -143,21 +143,21 @@ class _Frontier:
     def size(self) -> int:
         return int(self.active.shape[0])
 
-    def histograms(self, matrix, gpair, scales, ridx, reduce):
-        """Every node's histogram, summed over all ranks by ``reduce`` (the grower's
-        ``_reduce``: this rank's slice of the features, or all of them on the coordinator):
-        (size, bins, 2) int64."""
+    def histograms(self, matrix, gpair, scales, ridx, comm):
+        """Every node's histogram, summed over all ranks on the coordinator, which alone
+        evaluates splits (``split.coordinated``; the other ranks' hold values that mean
+        nothing, in their shape): (size, n_bins_total, 2) int64."""
         if self.parent_hist is None:
-            return reduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
-        built = reduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
+            return comm.reduce(histogram.build(matrix, gpair, scales, ridx, self.seg_begin, self.seg_end))
+        built = comm.reduce(histogram.build(matrix, gpair, scales, ridx, self.build_begin, self.build_end))
         return histogram.children(self.parent_hist, self.parent_slot, built, self.build_left)
 
     def streamed_children(self, matrix: PagedMatrix, level: Level, hist, slot_of_rank, n_split, ridx, gpair, scales,
-                          reduce, bounds=None, paths: Paths | None = None):
+                          comm, bounds=None, paths: Paths | None = None):
         """For a paged matrix: this level's partition, the next level's ranges and its
         histograms, in one pass over the pages (``partition.apply_level``, ``children`` and
         ``histograms`` would read each page twice). Returns (the new ridx, the next level,
-        its histograms summed over all ranks by ``reduce``, as ``histograms``)."""
+        its histograms summed over all ranks on the coordinator)."""
         moved, pages, built = [], [], None
         for (start, page), rows, begin, end in zip(matrix.pages(), ridx, self.seg_begin, self.seg_end):
             rows, n_left = partition.apply_level(page, rows, begin, end, level.splits, level.left_child)
@@ -171,7 +171,7 @@ class _Frontier:
             pages.append(ranges)
         # Its histograms are built (returned): it keeps no parents' level, which goes the sooner.
         children = self._next_of_pages(pages, None, None, bounds, paths)
-        return tuple(moved), children, histogram.children(hist, slot_of_rank, reduce(built),
+        return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.reduce(built),
                                                           children.build_left)
 
     def children(self, level: Level, hist, slot_of_rank, n_split, n_left, n_rows,
@@ -202,18 +202,11 @@ class Grower(abc.ABC):
     """Grows trees on one rank's rows; every rank of a job grows the same tree.
 
     ``grow`` is the policy's; the steps every policy takes are here: the gradients'
-    fixed-point scale and the root (``_start``), a level's histograms summed over the
-    ranks (``_reduce``) and its splits (``_splits``), the room for the next level
-    (``_next_level_parents``) and the finished tree's record (``_finish``). ``eta`` may
-    change between trees (a learning-rate schedule).
-
-    Among several ranks split evaluation is spread over them (``slices``, split.FeatureSlices):
-    each rank keeps and scores a slice of the features' histograms. A policy whose split
-    is not one node's best (``SPREADS`` False) has the coordinator score whole histograms.
+    fixed-point scale and the root (``_start``), the coordinator's splits of a level
+    (``_splits``), the room for the next level (``_next_level_parents``) and the
+    finished tree's record (``_finish``). ``eta`` may change between trees (a
+    learning-rate schedule).
     """
-
-    #: Whether the policy's splits may be scored a slice of the features a rank (split.FeatureSlices).
-    SPREADS = True
 
     def __init__(self, matrix: EllpackMatrix, params: TrainParams, n_total: int, comm,
                  features: FeatureRules | None = None, categories=None):
@@ -237,8 +230,6 @@ class Grower(abc.ABC):
                                              params.max_cat_threshold, -(-max(categories.max_count, 1) // 64))
         self.columns = ColumnSampler(len(n_bins), params.colsample_bytree, params.colsample_bylevel,
                                      params.colsample_bynode, params.seed, features.feature_weights)
-        self.slices = FeatureSlices.of(matrix.host_bin_offsets, comm, xp, self.monotone, self.categories) \
-            if self.SPREADS else None
 
     @abc.abstractmethod
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
@@ -294,22 +285,13 @@ class Grower(abc.ABC):
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
 
-    def _reduce(self, hist):
-        """A level's histograms (n_slots, n_bins_total, 2) summed over the ranks: this rank's
-        slice of the features where split evaluation is spread, else all of them on the
-        coordinator (the other ranks' values mean nothing)."""
-        return self.comm.reduce(hist) if self.slices is None else self.slices.reduce(hist, self.comm)
-
     def _splits(self, frontier: "_Frontier", hist, scales, tree_index: int, depth, slots=None) -> SplitTable:
-        """The best split of each of the frontier's nodes, the same on every rank (``hist``:
-        ``_reduce``'s); ``depth`` (an int, or one a node) and ``slots`` key the nodes' column
-        draws (their slots in the level by default)."""
+        """The coordinator's best split of each of the frontier's nodes, on every rank; ``depth``
+        (an int, or one a node) and ``slots`` key the nodes' column draws (their slots in the
+        level by default)."""
         allowed = None
-        if self.slices is not None or self.comm.rank == 0:  # the features each node may split on
+        if self.comm.rank == 0:  # the features each node may split on: the coordinator's alone
             allowed = self._allowed(frontier, tree_index, depth, frontier.size if slots is None else slots)
-        if self.slices is not None:
-            return self.slices.find_splits(hist, frontier.node_sums, frontier.active, scales, self.rules, self.comm,
-                                           allowed, frontier.bounds, self.category_words)
         return find_splits(hist, frontier.node_sums, frontier.active, self.feature_of_bin,
                            self.matrix.bin_offsets, scales, self.rules, self.comm, allowed=allowed,
                            monotone=self.monotone, bounds=frontier.bounds, categories=self.categories)

@@ -212,7 +212,7 @@ class LossguideGrower(Grower):
         gpair, scales, positions, ridx, root = self._start(gpair, drawn)
         xp = get_xp(gpair)
         n_places = int(to_numpy(root.seg_end)[0])  # the rows drawn come first in ridx
-        hist = root.histograms(self.matrix, gpair, scales, ridx, self._reduce)
+        hist = root.histograms(self.matrix, gpair, scales, ridx, self.comm)
         splits = self._splits(root, hist, scales, tree_index, 0, slots=np.zeros(1, np.int64))
         pools = self._pools(xp, hist.shape[1], splits.table.shape[1])
         (slot,) = pools.take(1)
@@ -256,8 +256,9 @@ class LossguideGrower(Grower):
         table = xp.take(pools.table, step.slots_by_range, axis=0)  # the nodes' split rows, by range order
         n_left = self._partition(step, table, tree.ridx)
         child = self._children(step, table, tree.steps, batch, n_left, tree.scales)
-        hist_built = self._reduce(histogram.build(self.matrix, tree.gpair, tree.scales, tree.ridx[step.first:step.stop],
-                                                  child.build_begin, child.build_end))
+        hist_built = self.comm.reduce(histogram.build(self.matrix, tree.gpair, tree.scales,
+                                                      tree.ridx[step.first:step.stop], child.build_begin,
+                                                      child.build_end))  # the coordinator's
         hist = histogram.children(pools.hist, step.slots, hist_built, child.build_left)
         depths = np.repeat([node.depth + 1 for node in batch], 2)
         paths = [_child_path(node.path, side) if self.by_node else 0 for node in batch for side in (0, 1)]

@@ -16,8 +16,6 @@ class SymmetricGrower(DepthwiseGrower):
     weight 0 where it holds no rows. Column sampling draws one set of features a level:
     the tree's, the level's, and (colsample_bynode) the level's first node's."""
 
-    SPREADS = False  # a candidate's score sums over every node: the coordinator scores whole histograms
-
     def _level_splits(self, frontier, hist, scales, tree_index: int, depth: int) -> SplitTable:
         xp = get_xp(hist)
 
