@@ -2,6 +2,7 @@
 
     python benchmarks/dask_scaling.py --rows 10000000 --rounds 500 --workers 1 2 4 --device cuda
     python benchmarks/dask_scaling.py --rows 200000 --rounds 20 --workers 1 2 --device cpu   # a smoke run
+    python benchmarks/dask_scaling.py --dataset wide --rows 2000000 --rounds 100 --workers 1 2 4 --device cuda
     python benchmarks/dask_scaling.py --rows 10000000 --workers 1 2 --device cuda --systems dgboost --out-of-core 4
 
 For each worker count: a fresh cluster (dask-cuda ``LocalCUDACluster`` on the
@@ -61,9 +62,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import dgboost  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dgboost.datasets import make_higgs_like  # noqa: E402
+from dgboost.datasets import make_higgs_like, make_wide  # noqa: E402
 
-_N_FEATURES = 28
+#: --dataset: its generator (rows, seed -> X, y) and its features.
+_DATASETS = {"higgs": (make_higgs_like, 28), "wide": (make_wide, 500)}
 #: Rows of the warm-up job (both systems): past dgboost's cut sample size (2**18 rows).
 _WARM_UP_ROWS = 1_000_000
 #: --out-of-core's sampled jobs: issue 21's share of rows, gradient-based (out_of_core.py's default).
@@ -75,6 +77,8 @@ _OUT_OF_CORE_RUNS = {"in-core-sampled": (True, False), "out-of-core-sampled": (T
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=sorted(_DATASETS), default="higgs",
+                        help="higgs-like (28 features) or wide (500: split evaluation's work grows with them)")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--test-rows", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=100)
@@ -107,13 +111,13 @@ def main(argv=None) -> int:
         parser.error(f"--out-of-core with --max-bin {args.max_bin}: the budget is sized as out_of_core.py sizes it, "
                      "for max_bin 256 (a byte a cell); use --max-bin 256")
     args.out.mkdir(parents=True, exist_ok=True)
-    X_test, y_test = make_higgs_like(args.test_rows, seed=10_000)
+    X_test, y_test = _DATASETS[args.dataset][0](args.test_rows, seed=10_000)
     runs = []
     for n in args.workers:
         runs.append(_run_cluster(args, n, X_test, y_test))
         print(json.dumps(runs[-1]), flush=True)
     results = {"environment": _environment(args), "config": vars(args) | {"out": str(args.out)}, "runs": runs}
-    name = f"dask-scaling-{args.rows}-{args.device}.json"
+    name = f"dask-scaling-{'' if args.dataset == 'higgs' else args.dataset + '-'}{args.rows}-{args.device}.json"
     (args.out / name).write_text(json.dumps(results, indent=2))
     print(_table(results))
     if args.out_of_core:
@@ -129,9 +133,9 @@ def _cluster(args, n: int):
     return local_cluster(args.device, n, **kwargs)
 
 
-def _block(index: int, rows: int, device: str):
-    """Block ``index`` of the data, from its own seed: X and y side by side (28 + 1 columns)."""
-    X, y = make_higgs_like(rows, seed=1 + index)
+def _block(index: int, rows: int, device: str, dataset: str = "higgs"):
+    """Block ``index`` of the data, from its own seed: X and y side by side (the features + 1 columns)."""
+    X, y = _DATASETS[dataset][0](rows, seed=1 + index)
     block = np.concatenate([X, y[:, None]], axis=1)
     if device == "cuda":
         import cupy
@@ -152,9 +156,11 @@ def _data(args, client):
 
         meta = cupy.empty((0, 0), np.float32)
     sizes = [len(part) for part in np.array_split(np.arange(args.rows), args.chunks)]
-    whole = da.concatenate([da.from_delayed(dask.delayed(_block)(i, rows, args.device), shape=(rows, _N_FEATURES + 1),
-                                            dtype=np.float32, meta=meta) for i, rows in enumerate(sizes)])
-    X, y = client.persist([whole[:, :_N_FEATURES], whole[:, _N_FEATURES]])
+    n_features = _DATASETS[args.dataset][1]
+    whole = da.concatenate([da.from_delayed(dask.delayed(_block)(i, rows, args.device, args.dataset),
+                                            shape=(rows, n_features + 1), dtype=np.float32, meta=meta)
+                            for i, rows in enumerate(sizes)])
+    X, y = client.persist([whole[:, :n_features], whole[:, n_features]])
     wait([X, y])
     return X, y
 
@@ -392,7 +398,8 @@ def _table(results) -> str:
     nccl = "; dgboost starts NCCL in every job" if config.get("fresh_nccl") else ""
     repeat = config.get("repeat", 1)
     median = f"; each time the median of {repeat} jobs (each job's in brackets)" if repeat > 1 else ""
-    lines = [f"higgs-like {config['rows']:,} rows x {_N_FEATURES}, {config['rounds']} rounds, depth "
+    dataset = config.get("dataset", "higgs")
+    lines = [f"{dataset}-like {config['rows']:,} rows x {_DATASETS[dataset][1]}, {config['rounds']} rounds, depth "
              f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}"
              f"{median}", "",
              "| workers | dgboost.dask | speed-up | AUC | the ranks sent a round | xgboost.dask | speed-up | AUC | "

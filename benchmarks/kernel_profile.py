@@ -16,7 +16,7 @@ loops (``dgboost.kernels.loops``: each call is synchronous) by the wall clock;
 
 With ``--workers N`` (GPUs only) it profiles a dgboost.dask job over N GPUs of this machine
 (dask-cuda workers, the Higgs-like data generated on them as dask_scaling.py does): the same
-timers on every rank, NCCL's collectives among the kernels (``nccl_allreduce``, ...: their
+timers on every rank, NCCL's collectives among the kernels (``nccl_reduce``, ...: their
 time includes waiting for the slowest rank to join), and each rank's table beside the
 others'. Rank 0's rounds are the wall.
 
@@ -167,7 +167,7 @@ class _Recorder:
         for name, value in list(vars(cuda).items()):
             if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == cuda.__name__:
                 self._patch(cuda, name, self._timed(name, value))
-        for name in ("allreduce", "broadcast", "allgather"):
+        for name in ("allreduce", "reduce", "broadcast", "allgather"):  # reduce: a level's histograms
             self._patch(nccl.NcclCommunicator, name, self._timed(f"nccl_{name}", getattr(nccl.NcclCommunicator, name)))
         device_read = backend._device_read
 
