@@ -156,8 +156,9 @@ def _data(args, client):
 
         meta = cupy.empty((0, 0), np.float32)
     sizes = [len(part) for part in np.array_split(np.arange(args.rows), args.chunks)]
-    n_features = _DATASETS[args.dataset][1]
-    whole = da.concatenate([da.from_delayed(dask.delayed(_block)(i, rows, args.device, args.dataset),
+    dataset = getattr(args, "dataset", "higgs")  # restart.py's and kernel_profile.py's arguments have none
+    n_features = _DATASETS[dataset][1]
+    whole = da.concatenate([da.from_delayed(dask.delayed(_block)(i, rows, args.device, dataset),
                                             shape=(rows, n_features + 1), dtype=np.float32, meta=meta)
                             for i, rows in enumerate(sizes)])
     X, y = client.persist([whole[:, :n_features], whole[:, n_features]])

@@ -37,8 +37,10 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from dgboost.callback import TrainingCallback  # noqa: E402
-from dask_scaling import _N_FEATURES, ClientLines, _data, _environment  # noqa: E402  (the same data, generated on the workers)
+from dask_scaling import _DATASETS, ClientLines, _data, _environment  # noqa: E402  (the same data, generated on the workers)
 from side_by_side import _extra_params  # noqa: E402
+
+_N_FEATURES = _DATASETS["higgs"][1]
 
 
 
