@@ -6,8 +6,8 @@
     python benchmarks/dask_scaling.py --rows 10000000 --workers 1 2 --device cuda --systems dgboost --out-of-core 4
 
 For each worker count: a fresh cluster (dask-cuda ``LocalCUDACluster`` on the
-first N GPUs, or a CPU ``LocalCluster`` of N processes); the Higgs-like data
-generated on the workers in ``--chunks`` blocks, each from its own seed, so
+first N GPUs, or a CPU ``LocalCluster`` of N processes); the ``--dataset``'s data
+(Higgs-like by default, or make_wide's 500 features) generated on the workers in ``--chunks`` blocks, each from its own seed, so
 every worker count trains on the same rows; both systems warmed up on a slice
 (kernel compilation stays out of the timings); then each system's job timed
 from the dask collections to a trained model: dgboost.dask.train (which builds
@@ -107,6 +107,9 @@ def main(argv=None) -> int:
         parser.error(f"--repeat {args.repeat} must be at least 1")
     if args.out_of_core is not None and not args.out_of_core > 1:
         parser.error(f"--out-of-core {args.out_of_core:g} must be above 1: a matrix within its budget stays in core")
+    if args.out_of_core is not None and args.dataset != "higgs":
+        parser.error(f"--out-of-core with --dataset {args.dataset}: the budget is sized as out_of_core.py sizes it, "
+                     "for the higgs-like 28 features; use --dataset higgs")
     if args.out_of_core is not None and args.max_bin != 256:
         parser.error(f"--out-of-core with --max-bin {args.max_bin}: the budget is sized as out_of_core.py sizes it, "
                      "for max_bin 256 (a byte a cell); use --max-bin 256")
@@ -156,7 +159,7 @@ def _data(args, client):
 
         meta = cupy.empty((0, 0), np.float32)
     sizes = [len(part) for part in np.array_split(np.arange(args.rows), args.chunks)]
-    dataset = getattr(args, "dataset", "higgs")  # restart.py's and kernel_profile.py's arguments have none
+    dataset = getattr(args, "dataset", "higgs")  # restart.py's arguments have none
     n_features = _DATASETS[dataset][1]
     whole = da.concatenate([da.from_delayed(dask.delayed(_block)(i, rows, args.device, dataset),
                                             shape=(rows, n_features + 1), dtype=np.float32, meta=meta)
@@ -400,7 +403,8 @@ def _table(results) -> str:
     repeat = config.get("repeat", 1)
     median = f"; each time the median of {repeat} jobs (each job's in brackets)" if repeat > 1 else ""
     dataset = config.get("dataset", "higgs")
-    lines = [f"{dataset}-like {config['rows']:,} rows x {_DATASETS[dataset][1]}, {config['rounds']} rounds, depth "
+    lines = [f"{'higgs-like' if dataset == 'higgs' else dataset} {config['rows']:,} rows x {_DATASETS[dataset][1]}, "
+             f"{config['rounds']} rounds, depth "
              f"{config['depth']}, on {config['device']} ({results['environment'].get('kind') or 'local'}){nccl}"
              f"{median}", "",
              "| workers | dgboost.dask | speed-up | AUC | the ranks sent a round | xgboost.dask | speed-up | AUC | "

@@ -43,7 +43,6 @@ from side_by_side import _extra_params  # noqa: E402
 _N_FEATURES = _DATASETS["higgs"][1]
 
 
-
 class KillAfter(TrainingCallback):
     """On the coordinator: kill process ``pid`` after round ``at``, once (``marker`` says it was done)."""
 
