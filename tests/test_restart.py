@@ -228,6 +228,58 @@ def test_a_job_that_stopped_early_and_lost_its_coordinator_trains_no_more(client
     assert model.save_raw() == expected.save_raw() and model.evals_result() == expected.evals_result()
 
 
+class _Fetch:
+    """A finished rank 0's future whose result arrives after ``seconds`` of one look's wait (a
+    transfer a shorter look cuts short), or never (its worker gone with it)."""
+
+    def __init__(self, seconds: float = float("inf")):
+        self.seconds, self.waits = seconds, []
+
+    def result(self, timeout):
+        self.waits.append(timeout)
+        if timeout < self.seconds:
+            raise TimeoutError(f"timed out after {timeout} s.")
+        return "the model"
+
+
+def test_a_coordinator_lost_before_its_model_is_fetched_is_a_lost_worker(monkeypatch):
+    """Rank 0 finished, then its worker died before the client fetched the model: the result
+    went with it, and its task, pinned there, cannot run again. The attempt is interrupted at
+    the first look (the journal holds every round for the next), where the client used to wait
+    dgboost.timeout and fail without a restart."""
+    from types import SimpleNamespace
+
+    from dgboost.dask import _attempts
+
+    stopped = []
+    monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers[1:]))
+    monkeypatch.setattr(_attempts, "_stop", lambda client, job, tasks, reason, alive: stopped.append(reason))
+    job = SimpleNamespace(addresses=("tcp://rank0", "tcp://rank1"), timeout=300.0, name="a-job")
+    fetch = _Fetch()
+    with pytest.raises(_attempts._Interrupted, match=r"worker tcp://rank0 \(rank 0\) left the cluster") as raised:
+        _attempts._model_of(None, job, [fetch, None])
+    assert fetch.waits == [0.5] and stopped == ["worker tcp://rank0 (rank 0) left the cluster"]
+    assert raised.value.worker == "tcp://rank0"
+
+
+def test_a_coordinator_model_slow_to_fetch_is_waited_for_in_longer_looks(monkeypatch):
+    """A large model's transfer, which a look cut short starts again, completes: each look waits
+    twice the last, to the job's timeout; past it the fetch fails as it did before."""
+    from types import SimpleNamespace
+
+    from dgboost.dask import _attempts
+
+    monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers))
+    job = SimpleNamespace(addresses=("tcp://rank0", "tcp://rank1"), timeout=3.0, name="a-job")
+    fetch = _Fetch(seconds=1.5)
+    assert _attempts._model_of(None, job, [fetch, None]) == "the model"
+    assert fetch.waits == [0.5, 1.0, 2.0]
+    never = _Fetch()
+    with pytest.raises(TimeoutError):
+        _attempts._model_of(None, job, [never, None])
+    assert never.waits == [0.5, 1.0, 2.0, 3.0]
+
+
 def test_restarts_are_bounded_by_max_restarts(cluster, client, data, tmp_path):
     X, y = data
     dX, dy = _collections(X, y)

@@ -231,8 +231,8 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
             _stop(client, job, tasks, reason, _alive(client, job.addresses))
             raise JobCancelled(reason)
         if tasks[0].status == "finished":  # the model is whole: the other ranks only close
+            booster, phases, notes, traffic = _model_of(client, job, tasks)
             settle(tasks, min(_STOP_GRACE_SECONDS, job.timeout))
-            booster, phases, notes, traffic = tasks[0].result(timeout=job.timeout)
             logger.info("dgboost.dask: rank 0 took %s", ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
             if traffic["calls"] and len(job.addresses) > 1 and logger.isEnabledFor(logging.INFO):
                 _log_traffic(job, traffic, _held_results(tasks[1:]))
@@ -272,6 +272,29 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
                 raise _Interrupted(f"{type(error).__name__} on worker {job.addresses[rank]} (rank {rank}): {error}",
                                    noticed, job.addresses[rank], error)
             _raise_first(job, first)
+
+
+def _model_of(client, job: JobSpec, tasks) -> tuple:
+    """Rank 0's result (its task finished), fetched while its worker lives. A worker lost once
+    its rank has finished takes the result with it, and the task, pinned there, cannot run
+    again: that is a lost worker, which the next attempt resumes from (the journal holds every
+    round), not a wait of dgboost.timeout. Each look waits twice as long as the last, from
+    _POLL_SECONDS to the job's timeout, so that a large model's transfer (which a look cut
+    short starts again) completes; one that does not within the timeout raises, as before."""
+    wait = min(_POLL_SECONDS, job.timeout)
+    while True:
+        try:
+            return tasks[0].result(timeout=wait)
+        except TimeoutError:
+            alive = _alive(client, job.addresses)
+            if job.addresses[0] not in alive:
+                reason = f"worker {job.addresses[0]} (rank 0) left the cluster"
+                _stop(client, job, tasks, reason, alive)
+                raise _Interrupted(f"{reason} during dgboost job {job.name}, before its model was fetched (it died "
+                                   "or was shut down)", time.monotonic(), job.addresses[0]) from None
+            if wait >= job.timeout:
+                raise
+            wait = min(2 * wait, job.timeout)
 
 
 def _held_results(tasks) -> list:
