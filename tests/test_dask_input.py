@@ -124,6 +124,23 @@ def test_a_frame_filtered_to_no_rows_says_so_even_with_weights(client, data, qui
         _train(client, empty[list("abcd")], empty["label"], sample_weight=empty["weight"])
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["held", "streamed"])
+@pytest.mark.parametrize("ranking", [False, True], ids=["regression", "ranking"])
+def test_an_eval_set_filtered_to_no_rows_is_refused_before_any_rank(client, data, quiet_workers, stream, ranking):
+    """An eval set whose rows are known only once read (a filter's unknown chunks) and turn out
+    none is refused as dgboost.train refuses it: a ranking job divided by its zero rows in its
+    plan's log line, another trained on with NaN metrics."""
+    X, y = data
+    keep = _chunked(X)[:, 0] > 100.0
+    params = {"objective": "rank:ndcg" if ranking else "reg:squarederror", "max_depth": 2}
+    qid = np.repeat(np.arange(N_ROWS // 20), 20)
+    queries = {"qid": _chunked(qid), "eval_qid": [_chunked(qid)[keep]]} if ranking else {}
+    with dask.config.set({"dgboost.stream-partitions": stream}), \
+            pytest.raises(ValueError, match=r"evals\[0\] X has no rows: training and prediction need at least one"):
+        dgboost.dask.train(client, params, _chunked(X), _chunked(y), evals=[(_chunked(X)[keep], _chunked(y)[keep], "none")],
+                           num_boost_round=1, **queries)
+
+
 def test_the_first_bad_row_of_the_whole_set_is_named(client, data, quiet_workers):
     """Two partitions with bad labels: the one earlier in the data set is reported."""
     X, y = data

@@ -207,6 +207,9 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
                      streamed_rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
                                    categories, eval_qid, cuts=rows.stream.cuts)
                      for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
+            for index, eval_rows in enumerate(evals):  # rows known only once read (a filter's unknown chunks)
+                if eval_rows is not None and sum(summary.n_rows for summary in eval_rows.summaries) == 0:
+                    raise ValueError(f"evals[{index}] X has no rows: training and prediction need at least one")
             return _Attempts(client, spec, rows, evals, max_restarts, started, job).run()
 
     job._start(run)
