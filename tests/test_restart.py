@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -278,6 +279,33 @@ def test_a_coordinator_model_slow_to_fetch_is_waited_for_in_longer_looks(monkeyp
     with pytest.raises(TimeoutError):
         _attempts._model_of(None, job, [never, None])
     assert never.waits == [0.5, 1.0, 2.0, 3.0]
+
+
+class _Pending:
+    status = "pending"
+
+    def done(self):
+        return False
+
+
+def test_a_slice_cut_on_a_worker_outside_the_job_is_watched(monkeypatch):
+    """A slice is cut where its partition lies, which may be a worker the job does not train on
+    (fewer rows than workers, or queries leaving one empty). Its loss leaves the slice waiting
+    for ever, so it ends the wait at once, as a job worker's does, and the attempt is
+    interrupted (a restart shares the rows again). Before, the job failed after dgboost.timeout
+    ("a piece of the job's rows was not cut")."""
+    from types import SimpleNamespace
+
+    from dgboost.dask import _attempts
+
+    monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers) - {"tcp://holder"})
+    monkeypatch.setattr(_attempts, "settle", lambda futures, seconds, first=False: None)
+    attempts = SimpleNamespace(client=None, owner=SimpleNamespace(_cancel_reason=lambda: None))
+    started = time.monotonic()
+    with pytest.raises(_attempts._Interrupted, match="worker tcp://holder left the cluster while the rows were shared"):
+        _attempts._Attempts._await_pieces(attempts, SimpleNamespace(timeout=300.0), ["tcp://job"],
+                                          {"tcp://job": [_Pending()]}, {"tcp://job": []}, ["tcp://holder", "tcp://job"])
+    assert time.monotonic() - started < 5
 
 
 def test_restarts_are_bounded_by_max_restarts(cluster, client, data, tmp_path):

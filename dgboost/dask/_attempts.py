@@ -87,7 +87,8 @@ class _Attempts:
             # own: a queued job's pieces would wait behind another job's ranks, and a wait bounded
             # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
             with self.owner._turn(job):
-                self._await_pieces(job, job_workers, shards, evals_of)  # a cancel meanwhile ends it
+                # A cancel meanwhile ends it; a slice cut on a worker outside the job is watched too.
+                self._await_pieces(job, job_workers, shards, evals_of, sorted(set(job_workers) | futures.pinned))
                 if resumed_at is not None:
                     seconds = time.monotonic() - resumed_at
                     logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
@@ -99,14 +100,16 @@ class _Attempts:
                 self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
                 return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 
-    def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of) -> None:
+    def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of, watched) -> None:
         """Every piece (training and eval) in memory before any rank starts: a rank occupies its
-        worker's thread, so a slice still to be cut there would wait for the whole job."""
+        worker's thread, so a slice still to be cut there would wait for the whole job.
+        ``watched``: the workers whose loss interrupts the wait (the job's, and those its slices
+        are cut on)."""
         pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                 for f in parts]
-        _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason)
+        _await_done(self.client, pieces, watched, job.timeout, self.owner._cancel_reason)
         if any(f.status != "finished" for f in pieces):
-            gone = sorted(set(job_workers) - _alive(self.client, job_workers))
+            gone = sorted(set(watched) - _alive(self.client, watched))
             if gone:  # a slice's worker lost while it was cut: share again
                 raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
                                    time.monotonic(), gone[0])
@@ -148,10 +151,10 @@ class _Attempts:
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
 
 
-def _await_done(client, pieces, job_workers, timeout: float, cancelled) -> None:
+def _await_done(client, pieces, watched, timeout: float, cancelled) -> None:
     """Wait for a job's pieces (slices cut, or a streamed job's partitions read again and
-    packed) as long as one ends every ``timeout`` seconds; return at once where a job worker is
-    gone (its pieces, restricted to it, would wait for ever: the caller interrupts the
+    packed) as long as one ends every ``timeout`` seconds; return at once where a ``watched``
+    worker is gone (the pieces restricted to it would wait for ever: the caller interrupts the
     attempt). A piece that failed (a budget too small, input changed since the survey) raises
     its error; ``cancelled()``, the job's cancel reason or None, raises JobCancelled."""
     last, pending = time.monotonic(), list(pieces)
@@ -164,7 +167,7 @@ def _await_done(client, pieces, job_workers, timeout: float, cancelled) -> None:
         failed = next((f for f in pending if f.status == "error"), None)
         if not left and failed is None:
             return
-        if set(job_workers) - _alive(client, job_workers):
+        if set(watched) - _alive(client, watched):
             return
         if failed is not None:
             raise failed.exception()
