@@ -233,8 +233,8 @@ class _Fetch:
     """A finished rank 0's future whose result arrives after ``seconds`` of one look's wait (a
     transfer a shorter look cuts short), or never (its worker gone with it)."""
 
-    def __init__(self, seconds: float = float("inf")):
-        self.seconds, self.waits = seconds, []
+    def __init__(self, seconds: float = float("inf"), status: str = "finished"):
+        self.seconds, self.status, self.waits = seconds, status, []
 
     def result(self, timeout):
         self.waits.append(timeout)
@@ -243,29 +243,32 @@ class _Fetch:
         return "the model"
 
 
-def test_a_coordinator_lost_before_its_model_is_fetched_is_a_lost_worker(monkeypatch):
+@pytest.mark.parametrize("how", ["worker gone", "future lost, worker back"])
+def test_a_coordinator_lost_before_its_model_is_fetched_is_a_lost_worker(monkeypatch, how):
     """Rank 0 finished, then its worker died before the client fetched the model: the result
-    went with it, and its task, pinned there, cannot run again. The attempt is interrupted at
-    the first look (the journal holds every round for the next), where the client used to wait
-    dgboost.timeout and fail without a restart."""
+    went with it. The attempt is interrupted at once (the journal holds every round for the
+    next), where the client used to wait dgboost.timeout and fail without a restart. A nanny
+    may bring the worker back at the same address: the future is lost all the same (and the
+    scheduler would run rank 0 again there, alone)."""
     from types import SimpleNamespace
 
     from dgboost.dask import _attempts
 
     stopped = []
-    monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers[1:]))
+    gone = how == "worker gone"
+    monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers[1:] if gone else workers))
     monkeypatch.setattr(_attempts, "_stop", lambda client, job, tasks, reason, alive: stopped.append(reason))
     job = SimpleNamespace(addresses=("tcp://rank0", "tcp://rank1"), timeout=300.0, name="a-job")
-    fetch = _Fetch()
-    with pytest.raises(_attempts._Interrupted, match=r"worker tcp://rank0 \(rank 0\) left the cluster") as raised:
+    fetch = _Fetch(status="finished" if gone else "lost")
+    with pytest.raises(_attempts._Interrupted, match=r"worker tcp://rank0 \(rank 0\) lost its finished model") as raised:
         _attempts._model_of(None, job, [fetch, None])
-    assert fetch.waits == [0.5] and stopped == ["worker tcp://rank0 (rank 0) left the cluster"]
+    assert fetch.waits == ([0.5] if gone else []) and stopped == ["worker tcp://rank0 (rank 0) lost its finished model"]
     assert raised.value.worker == "tcp://rank0"
 
 
 def test_a_coordinator_model_slow_to_fetch_is_waited_for_in_longer_looks(monkeypatch):
     """A large model's transfer, which a look cut short starts again, completes: each look waits
-    twice the last, to the job's timeout; past it the fetch fails as it did before."""
+    twice the last, to the job's timeout; one not fetched in a look of the whole timeout fails."""
     from types import SimpleNamespace
 
     from dgboost.dask import _attempts
@@ -276,7 +279,7 @@ def test_a_coordinator_model_slow_to_fetch_is_waited_for_in_longer_looks(monkeyp
     assert _attempts._model_of(None, job, [fetch, None]) == "the model"
     assert fetch.waits == [0.5, 1.0, 2.0]
     never = _Fetch()
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="not fetched within 3 s"):
         _attempts._model_of(None, job, [never, None])
     assert never.waits == [0.5, 1.0, 2.0, 3.0]
 
@@ -288,23 +291,35 @@ class _Pending:
         return False
 
 
-def test_a_slice_cut_on_a_worker_outside_the_job_is_watched(monkeypatch):
+class _Cut:
+    status = "finished"
+
+    def done(self):
+        return True
+
+
+@pytest.mark.parametrize("holder_slice", ["being cut", "cut"])
+def test_a_slice_cut_on_a_worker_outside_the_job_is_watched(monkeypatch, holder_slice):
     """A slice is cut where its partition lies, which may be a worker the job does not train on
-    (fewer rows than workers, or queries leaving one empty). Its loss leaves the slice waiting
-    for ever, so it ends the wait at once, as a job worker's does, and the attempt is
-    interrupted (a restart shares the rows again). Before, the job failed after dgboost.timeout
-    ("a piece of the job's rows was not cut")."""
+    (fewer rows than workers, or queries leaving one empty). Its loss before the slice is cut
+    leaves the slice waiting for ever, so it ends the wait at once, as a job worker's does, and
+    the attempt is interrupted (a restart shares the rows again); before, the job failed after
+    dgboost.timeout. A worker gone whose slices are all cut (a retired worker's data moved off
+    it) interrupts nothing: the wait goes on for the job's own pieces."""
     from types import SimpleNamespace
 
     from dgboost.dask import _attempts
 
     monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers) - {"tcp://holder"})
-    monkeypatch.setattr(_attempts, "settle", lambda futures, seconds, first=False: None)
+    monkeypatch.setattr(_attempts, "settle", lambda futures, seconds, first=False: time.sleep(0.01))
     attempts = SimpleNamespace(client=None, owner=SimpleNamespace(_cancel_reason=lambda: None))
+    pinned = {"tcp://holder": [_Pending() if holder_slice == "being cut" else _Cut()]}
     started = time.monotonic()
-    with pytest.raises(_attempts._Interrupted, match="worker tcp://holder left the cluster while the rows were shared"):
-        _attempts._Attempts._await_pieces(attempts, SimpleNamespace(timeout=300.0), ["tcp://job"],
-                                          {"tcp://job": [_Pending()]}, {"tcp://job": []}, ["tcp://holder", "tcp://job"])
+    expected = (_attempts._Interrupted, "worker tcp://holder left the cluster while the rows were shared") \
+        if holder_slice == "being cut" else (RuntimeError, "was not cut within 0.3 s")
+    with pytest.raises(expected[0], match=expected[1]):
+        _attempts._Attempts._await_pieces(attempts, SimpleNamespace(timeout=0.3 if holder_slice == "cut" else 300.0),
+                                          ["tcp://job"], {"tcp://job": [_Pending()]}, {"tcp://job": []}, pinned)
     assert time.monotonic() - started < 5
 
 

@@ -13,7 +13,7 @@ from ..booster import Booster
 from ..callback import ProgressLine
 from ..collective import CollectiveError, PeerUnreachable
 from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, train_rank
-from ._placing import _CANCELLED, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
+from ._placing import _CANCELLED, _TIMEOUTS, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
 from ._streamed import Packing
@@ -88,7 +88,7 @@ class _Attempts:
             # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
             with self.owner._turn(job):
                 # A cancel meanwhile ends it; a slice cut on a worker outside the job is watched too.
-                self._await_pieces(job, job_workers, shards, evals_of, sorted(set(job_workers) | futures.pinned))
+                self._await_pieces(job, job_workers, shards, evals_of, futures.pinned)
                 if resumed_at is not None:
                     seconds = time.monotonic() - resumed_at
                     logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
@@ -100,16 +100,15 @@ class _Attempts:
                 self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
                 return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
 
-    def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of, watched) -> None:
+    def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of, pinned: dict) -> None:
         """Every piece (training and eval) in memory before any rank starts: a rank occupies its
         worker's thread, so a slice still to be cut there would wait for the whole job.
-        ``watched``: the workers whose loss interrupts the wait (the job's, and those its slices
-        are cut on)."""
+        ``pinned``: each worker slices are cut on, those slices (``_Futures.pinned``)."""
         pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
                                                                 for f in parts]
-        _await_done(self.client, pieces, watched, job.timeout, self.owner._cancel_reason)
+        _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason, pinned)
         if any(f.status != "finished" for f in pieces):
-            gone = sorted(set(watched) - _alive(self.client, watched))
+            gone = _gone(self.client, job_workers, pinned)
             if gone:  # a slice's worker lost while it was cut: share again
                 raise _Interrupted(f"worker {gone[0]} left the cluster while the rows were shared",
                                    time.monotonic(), gone[0])
@@ -151,12 +150,23 @@ class _Attempts:
         return dataclasses.replace(self.spec, name=name, options=options, resume=resume)
 
 
-def _await_done(client, pieces, watched, timeout: float, cancelled) -> None:
+def _gone(client, job_workers, pinned: dict) -> list:
+    """The job's workers gone, and the workers gone that slices are cut on while one of theirs is
+    not cut (pinned to its worker, it would wait for ever; one cut is held elsewhere too once
+    fetched, or was moved off a retired worker)."""
+    alive = _alive(client, sorted(set(job_workers) | set(pinned)))
+    gone = {w for w in job_workers if w not in alive}
+    gone |= {w for w, slices in pinned.items() if w not in alive and any(f.status != "finished" for f in slices)}
+    return sorted(gone)
+
+
+def _await_done(client, pieces, job_workers, timeout: float, cancelled, pinned: dict | None = None) -> None:
     """Wait for a job's pieces (slices cut, or a streamed job's partitions read again and
-    packed) as long as one ends every ``timeout`` seconds; return at once where a ``watched``
-    worker is gone (the pieces restricted to it would wait for ever: the caller interrupts the
-    attempt). A piece that failed (a budget too small, input changed since the survey) raises
-    its error; ``cancelled()``, the job's cancel reason or None, raises JobCancelled."""
+    packed) as long as one ends every ``timeout`` seconds; return at once where a job worker is
+    gone, or a worker a slice is cut on before it is (``_gone``: the pieces restricted to it
+    would wait for ever; the caller interrupts the attempt). A piece that failed (a budget too
+    small, input changed since the survey) raises its error; ``cancelled()``, the job's cancel
+    reason or None, raises JobCancelled."""
     last, pending = time.monotonic(), list(pieces)
     while True:
         settle(pending, _POLL_SECONDS)  # all of them, or half a second: two looks a second however many
@@ -167,7 +177,7 @@ def _await_done(client, pieces, watched, timeout: float, cancelled) -> None:
         failed = next((f for f in pending if f.status == "error"), None)
         if not left and failed is None:
             return
-        if set(watched) - _alive(client, watched):
+        if _gone(client, job_workers, pinned or {}):
             return
         if failed is not None:
             raise failed.exception()
@@ -278,26 +288,31 @@ def _watch(client, job: JobSpec, tasks, owner: TrainingJob) -> Booster:
 
 
 def _model_of(client, job: JobSpec, tasks) -> tuple:
-    """Rank 0's result (its task finished), fetched while its worker lives. A worker lost once
-    its rank has finished takes the result with it, and the task, pinned there, cannot run
-    again: that is a lost worker, which the next attempt resumes from (the journal holds every
-    round), not a wait of dgboost.timeout. Each look waits twice as long as the last, from
-    _POLL_SECONDS to the job's timeout, so that a large model's transfer (which a look cut
-    short starts again) completes; one that does not within the timeout raises, as before."""
+    """Rank 0's result (its task finished), fetched while it is held. A worker lost once its
+    rank has finished takes the result with it: that is a lost worker, which the next attempt
+    resumes from (the journal holds every round), not a wait of dgboost.timeout. It shows as
+    the worker gone, or as the future lost (a nanny may bring the worker back at the same
+    address at once, and the scheduler would run rank 0 again there, alone, waiting for peers
+    that have finished). Each look waits twice as long as the last, from _POLL_SECONDS to the
+    job's timeout, so that a large model's transfer (which a look cut short starts again)
+    completes; one that has not after a look of the whole timeout raises."""
     wait = min(_POLL_SECONDS, job.timeout)
     while True:
-        try:
-            return tasks[0].result(timeout=wait)
-        except TimeoutError:
-            alive = _alive(client, job.addresses)
-            if job.addresses[0] not in alive:
-                reason = f"worker {job.addresses[0]} (rank 0) left the cluster"
-                _stop(client, job, tasks, reason, alive)
-                raise _Interrupted(f"{reason} during dgboost job {job.name}, before its model was fetched (it died "
-                                   "or was shut down)", time.monotonic(), job.addresses[0]) from None
-            if wait >= job.timeout:
-                raise
-            wait = min(2 * wait, job.timeout)
+        if tasks[0].status != "lost":
+            try:
+                return tasks[0].result(timeout=wait)
+            except _TIMEOUTS:
+                pass
+        alive = _alive(client, job.addresses)
+        if job.addresses[0] not in alive or tasks[0].status == "lost":
+            reason = f"worker {job.addresses[0]} (rank 0) lost its finished model"
+            _stop(client, job, tasks, reason, alive)
+            raise _Interrupted(f"{reason} during dgboost job {job.name}, before the client fetched it (the worker "
+                               "died, was shut down or restarted)", time.monotonic(), job.addresses[0]) from None
+        if wait >= job.timeout:
+            raise TimeoutError(f"rank 0's model of dgboost job {job.name} was not fetched within {job.timeout:g} s "
+                               "(raise dgboost.timeout if it is only large)")
+        wait = min(2 * wait, job.timeout)
 
 
 def _held_results(tasks) -> list:

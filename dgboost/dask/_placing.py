@@ -160,7 +160,7 @@ class _Futures:
         self.client = client
         self.held = []
         self.cancelled = False
-        self.pinned: set[str] = set()  # the workers pieces are cut on (``_piece``): a job's or not
+        self.pinned: dict[str, list] = {}  # each worker slices are cut on (``_piece``): those slices
 
     def track(self, futures: list) -> list:
         self.held.extend(futures)
@@ -230,10 +230,10 @@ def _piece(client, futures, bundle, piece, length: int, holder):
     if piece.start == 0 and piece.stop == length:
         return bundle
     placed = {"workers": [holder], "allow_other_workers": False} if holder else {}
-    if holder:
-        futures.pinned.add(holder)  # its loss leaves the slice waiting for ever: watched (_attempts)
-    return futures.track_one(client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, pure=False,
-                                           **placed))
+    cut = futures.track_one(client.submit(_shards.slice_bundle, bundle, piece.start, piece.stop, pure=False, **placed))
+    if holder:  # its loss before the slice is cut leaves it waiting for ever: watched (_attempts._gone)
+        futures.pinned.setdefault(holder, []).append(cut)
+    return cut
 
 
 def _log_balance(lengths, holders, plan, workers) -> int:
