@@ -16,7 +16,7 @@ from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
 from .data.categories import Categories, known_codes
-from .data.inputs import check_feature_names, features, margins as margins_argument
+from .data.inputs import check_feature_names, features, is_dataframe, margins as margins_argument
 from .data.sparse import from_arrays as sparse_from_arrays, is_sparse
 from .kernels.loops import using_threads
 from .objectives import make_objective
@@ -168,6 +168,8 @@ class Booster:
 
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
         frame_values = None if self.categories is None else self.categories.values[:self.categories.n_inputs]
+        if is_dataframe(X):  # names before codes: a column out of place is named as such, not by its dtype
+            check_feature_names(self.feature_names, tuple(str(c) for c in X.columns), "X")
         X, names, _ = features(X, missing=self.params.missing, categories=frame_values)
         if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
             X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)
@@ -350,8 +352,9 @@ class Booster:
     def _from_document(cls, document: dict, path: str) -> "Booster":
         learner = _field(document, "learner", dict, path)
         raw_params = dict(_field(learner, "params", dict, path))
-        if raw_params.get("missing") == "nan":
-            raw_params["missing"] = math.nan
+        for name, value in raw_params.items():  # a non-finite number, as TrainParams.to_dict writes it
+            if value in ("nan", "inf", "-inf"):
+                raw_params[name] = float(value)
         try:
             params = TrainParams.from_dict(raw_params)
         except (TypeError, ValueError) as error:

@@ -325,6 +325,10 @@ class TrainingCheckpoint(TrainingCallback):
         self.interval = interval
         self._last: int | None = None
 
+    def before_training(self, model):
+        self._last = None  # a callback given to another run (a refit estimator's) saves that run's end
+        return model
+
     def after_iteration(self, model, epoch, evals_log):
         if (epoch + 1) % self.interval == 0:
             self._save(model, epoch)

@@ -677,12 +677,13 @@ class TrainParams:
         return dataclasses.replace(self, num_target=n_targets)
 
     def to_dict(self) -> dict[str, Any]:
-        """The parameters under their XGBoost names, JSON-friendly (NaN as the string "nan")."""
+        """The parameters under their XGBoost names, JSON-friendly (NaN and infinities as the strings
+        "nan", "inf" and "-inf", which JSON has no numbers for: ``missing=np.inf`` is allowed)."""
         out = {}
         for spec in PARAMETERS:
             value = getattr(self, _FIELD_OF.get(spec.name, spec.name))
-            if isinstance(value, float) and math.isnan(value):
-                value = "nan"
+            if isinstance(value, float) and not math.isfinite(value):
+                value = str(value)  # "nan", "inf" or "-inf"
             elif spec.name == "monotone_constraints" and value and isinstance(value[0], tuple):
                 value = dict(value)  # the dict form, by feature name
             elif isinstance(value, tuple):

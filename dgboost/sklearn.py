@@ -153,6 +153,7 @@ class _DGBModel(BaseEstimator):
         if is_cupy_array(X):
             if reset:
                 self.n_features_in_ = int(X.shape[1])
+                self.__dict__.pop("feature_names_in_", None)  # a frame's, fitted before: not this array's
             return X, y
         if self.enable_categorical and type(X).__name__ == "DataFrame":  # its category columns reach dgboost
             if reset:
@@ -192,7 +193,8 @@ class _DGBModel(BaseEstimator):
             if not isinstance(entry, (list, tuple)) or len(entry) != 2:
                 raise TypeError(f"eval_set[{index}] must be a pair (X, y), got {entry!r:.80}")
             evals.append((check_eval_X(entry[0]), self._eval_labels(entry[1]), f"validation_{index}"))
-        return trainer(params, X, y, num_boost_round=self.n_estimators, evals=evals, sample_weight=sample_weight,
+        rounds = 100 if self.n_estimators is None else self.n_estimators  # None: the training default, as XGBoost's
+        return trainer(params, X, y, num_boost_round=rounds, evals=evals, sample_weight=sample_weight,
                        base_margin=base_margin, early_stopping_rounds=self.early_stopping_rounds,
                        callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
                        init_model=_booster_of(init_model), feature_weights=self.feature_weights,
@@ -263,15 +265,24 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
         if len(self.classes_) < 2:
             raise ValueError(f"y has one class ({self.classes_[0]!r}): a classifier needs at least two")
         self.n_classes_ = len(self.classes_)
+        objective = self.objective
+        if objective is not None and objective.startswith("multi:"):
+            return {"objective": objective, "num_class": self.n_classes_}
         if self.n_classes_ == 2:
-            return {"objective": self.objective or "binary:logistic"}
-        return {"objective": self.objective or "multi:softprob", "num_class": self.n_classes_}
+            return {"objective": objective or "binary:logistic"}
+        return {"objective": "multi:softprob", "num_class": self.n_classes_}  # a binary objective too, as XGBoost
 
     def _eval_labels(self, y):
         return encode_labels(y, self.classes_)
 
     def predict_proba(self, X, *, iteration_range=None) -> np.ndarray:
-        """Class probabilities, shape (n_rows, n_classes), columns in ``classes_`` order."""
+        """Class probabilities, shape (n_rows, n_classes), columns in ``classes_`` order (for
+        ``multi:softmax``, whose predictions are classes, the softmax of its margins, as XGBoost's)."""
+        if self.get_booster().params.objective == "multi:softmax":
+            margins = self._margins(X, True, iteration_range)
+            xp = get_xp(margins)
+            exponentials = xp.exp(margins - margins.max(axis=1, keepdims=True))
+            return exponentials / exponentials.sum(axis=1, keepdims=True)
         return two_columns(self._margins(X, False, iteration_range))
 
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):

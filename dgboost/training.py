@@ -24,7 +24,7 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, make_dataset
+from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, is_dataframe, make_dataset
 from .data.ellpack import EllpackMatrix
 from .data import sparse
 from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
@@ -700,6 +700,8 @@ def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: O
         if eval_X is X and eval_y is y and qid is None and group is None:
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue
+        if is_dataframe(eval_X):  # names before codes, as Booster.predict checks them
+            check_feature_names(training.feature_names, tuple(str(c) for c in eval_X.columns), f"{where} X")
         data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ",
                                categories=training.frame_categories, qid=qid, group=group)
         if data.n_features != training.n_features:
@@ -740,6 +742,8 @@ def _count(name: str, value, minimum: int) -> int:
 def _period(verbose_eval) -> int:
     if isinstance(verbose_eval, bool):
         return 1 if verbose_eval else 0
+    if verbose_eval is None or (isinstance(verbose_eval, numbers.Integral) and verbose_eval == 0):
+        return 0  # silent, as XGBoost takes them (scikit-learn's verbose=0 comes here)
     return _count("verbose_eval", verbose_eval, minimum=1)
 
 

@@ -67,6 +67,17 @@ def test_checkpoints(task, tmp_path):
     assert continued.save_raw() == model.save_raw()
 
 
+def test_a_checkpoint_given_to_a_second_run_saves_its_end(task, tmp_path):
+    """The same TrainingCheckpoint in two runs (a refit estimator's callbacks): the second run's
+    model is written at its end, though its last round is the first run's last round number."""
+    X, y = task
+    checkpoint = TrainingCheckpoint(tmp_path / "model.json", interval=100)
+    dgboost.train({}, X, y, num_boost_round=5, callbacks=[checkpoint])
+    (tmp_path / "model.json").unlink()
+    second = dgboost.train({"max_depth": 2}, X, y, num_boost_round=5, callbacks=[checkpoint])
+    assert (tmp_path / "model.json").read_bytes() == second.save_raw()
+
+
 def test_checkpoints_to_an_fsspec_url(task):
     fsspec = pytest.importorskip("fsspec")
     X, y = task

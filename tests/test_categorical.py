@@ -420,6 +420,34 @@ def test_predict_refuses_a_numeric_column_for_a_categorical_one():
         model.predict(numeric)
 
 
+def test_predict_and_eval_sets_name_columns_out_of_place_before_their_codes():
+    """A categorical model given its columns in another order, or one too many or too few: the
+    columns are named as a numeric model's are, not a column's dtype blamed (or a train-only
+    enable_categorical advised)."""
+    frame, y = _table(n=200)
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=1)
+    reordered = frame[list(frame.columns)[::-1]]
+    for X, detail in [(reordered, "same names in another order"), (frame.assign(extra=1.0), "missing \\[\\], unexpected \\['extra'\\]"),
+                      (frame[list(frame.columns)[:1]], "missing \\[")]:
+        with pytest.raises(ValueError, match=f"X columns do not match the training features \\({detail}"):
+            model.predict(X)
+    with pytest.raises(ValueError, match="evals\\[0\\] X columns do not match the training features"):
+        dgboost.train(PARAMS, frame, y, num_boost_round=1, evals=[(reordered, y, "v")])
+
+
+def test_categories_of_another_kind_than_the_models_are_refused():
+    """Numbers in training, their text at predict (or the reverse): every value would be unseen,
+    the column lost without a word; refused, as XGBoost refuses it. Another order is fine."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": pd.Categorical(rng.choice([1, 2, 3], 60)), "b": rng.normal(size=60)})
+    y = (frame["a"].cat.codes.to_numpy() == 1) + rng.normal(size=60) * 0.1
+    model = dgboost.train(PARAMS, frame, y, num_boost_round=2)
+    with pytest.raises(TypeError, match="column 'a' has categories of text but the model's are numbers"):
+        model.predict(frame.assign(a=pd.Categorical(frame["a"].astype(str))))
+    reordered = frame.assign(a=pd.Categorical(frame["a"], categories=[3, 2, 1]))
+    np.testing.assert_array_equal(model.predict(reordered), model.predict(frame))
+
+
 def test_monotone_constraints_by_name_on_a_category_column_are_refused():
     frame, y = _table(n=100)
     with pytest.raises(ValueError, match=r"monotone_constraints\['a'\]=1: feature 'a' is categorical"):

@@ -99,7 +99,8 @@ def _nan_margin(X, y):
     (_nan_label, "y has a non-finite value (nan) at row 999 (partition 3, its row 249): y must be finite"),
     (_bad_class, "y has 3.0 at row 640 (partition 2, its row 140): labels must be 0 or 1"),
     (_negative_weight, "sample_weight is negative (-1.0) at row 510 (partition 2, its row 10): weights must be >= 0"),
-    (_infinite_feature, "X has an infinite value at row 777 (partition 3, its row 27), column 2: replace it"),
+    (_infinite_feature, "X has an infinite value at row 777 (partition 3, its row 27), column 2 (or one beyond "
+                        "float32's range, 3.4e38): replace it"),
     (_nan_margin, "base_margin has a non-finite value ([nan]) at row 260 (partition 1, its row 10)"),
 ], ids=lambda v: getattr(v, "__name__", "")[1:])
 def test_bad_values_name_the_global_row_once(client, data, quiet_workers, damage, message):

@@ -99,6 +99,22 @@ def test_non_numeric_column_is_named():
         dgboost.train(PARAMS, frame, y)
 
 
+def test_a_complex_column_is_refused_not_cut_to_its_real_part():
+    X, y = _xy()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["a"] = frame["a"] + 1j  # numeric to pandas: cast to float32, its imaginary part would go
+    with pytest.raises(TypeError, match="X column 'a' has dtype complex128, which is not numeric"):
+        dgboost.train(PARAMS, frame, y)
+
+
+def test_a_value_beyond_float32_is_named_as_such():
+    X, y = _xy()
+    X = X.astype(np.float64)
+    X[3, 1] = 1e39  # finite in float64, infinite once float32
+    with pytest.raises(ValueError, match=r"X has an infinite value at row 3, column 1 \(or one beyond float32's range"):
+        dgboost.train(PARAMS, X, y)
+
+
 def test_categorical_column_says_how_to_fix():
     X, y = _xy()
     frame = pd.DataFrame(X, columns=["a", "b", "c"])

@@ -201,6 +201,12 @@ def test_other_ranking_objectives_export(ranking, objective, tmp_path):
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "auc"}, X, y, qid=q), "does not fit"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q, evals=[(X[:9], y[:9], "v")]),
      "pass evals\\[0\\] qid"),
+    # XGBoost casts query ids to integers (0.1 and 0.2 one query): refused, as group's sizes are
+    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q + 0.5), "qid is 0.5 at row 0.*integers"),
+    # A NaN weight is not a weight that differs within its query: its own check names it
+    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,
+                                   sample_weight=np.where(np.arange(len(y)) == 0, np.nan, 1.0)),
+     "sample_weight has a non-finite value \\(nan\\) at row 0"),
 ])
 def test_bad_query_input_is_refused_before_any_work(ranking, call, match):
     X, y, qid = ranking

@@ -71,6 +71,48 @@ def test_classifier_maps_labels_of_any_type(task):
     np.testing.assert_array_equal(binary.predict(X), proba[:, 1] > 0.5)
 
 
+def test_classifier_objectives_as_xgboost_takes_them(task):
+    """multi:softmax predicts classes: its probabilities are its margins' softmax and its
+    predictions every class, as softprob's; a binary objective on three classes trains
+    multi:softprob (XGBoost's switch), as does the default."""
+    X, score = task
+    labels = np.digitize(score, [-0.5, 0.5])
+    softprob = DGBClassifier(n_estimators=10, max_depth=3).fit(X, labels)
+    softmax = DGBClassifier(n_estimators=10, max_depth=3, objective="multi:softmax").fit(X, labels)
+    np.testing.assert_array_equal(softmax.predict(X), softprob.predict(X))
+    assert set(softmax.predict(X)) == {0, 1, 2}
+    np.testing.assert_allclose(softmax.predict_proba(X), softprob.predict_proba(X), rtol=1e-5, atol=1e-6)
+    switched = DGBClassifier(n_estimators=10, max_depth=3, objective="binary:logistic").fit(X, labels)
+    assert switched.get_booster().params.objective == "multi:softprob"
+    np.testing.assert_array_equal(switched.predict_proba(X), softprob.predict_proba(X))
+    two = DGBClassifier(n_estimators=4, objective="multi:softprob").fit(X, score > 0)  # num_class=2 given
+    assert two.predict_proba(X).shape == (500, 2)
+
+
+def test_n_estimators_none_and_verbose_zero_as_xgboost_takes_them(task):
+    X, score = task
+    model = DGBRegressor(n_estimators=None, max_depth=2).fit(X, score, eval_set=[(X, score)], verbose=0)
+    assert model.get_booster().num_boosted_rounds() == 100  # the training default
+    DGBRegressor(n_estimators=2).fit(X, score, eval_set=[(X, score)], verbose=None)
+    dgboost.train({}, X, score, num_boost_round=2, evals=[(X, score, "train")], verbose_eval=0)
+
+
+def test_a_device_array_refit_drops_the_frames_feature_names(task, monkeypatch, tmp_path):
+    """Refit on a device (cupy) array after a DataFrame: the frame's names are not the array's
+    (the model file would say 4 names of 3 features)."""
+    pd = pytest.importorskip("pandas")
+    from dgboost import sklearn as dgb_sklearn
+
+    X, score = task
+    model = DGBRegressor(n_estimators=2).fit(pd.DataFrame(X, columns=list("abcd")), score)
+    assert model.get_booster().feature_names == tuple("abcd")
+    monkeypatch.setattr(dgb_sklearn, "is_cupy_array", lambda array: isinstance(array, np.ndarray))  # a stand-in
+    model.fit(X[:, :3], score)
+    assert not hasattr(model, "feature_names_in_") and model.get_booster().feature_names is None
+    model.get_booster().save_model(tmp_path / "model.json")
+    assert dgboost.Booster.load_model(tmp_path / "model.json").num_features == 3
+
+
 def test_eval_set_early_stopping_and_best_iteration(task, rng):
     X, score = task
     y = (score + rng.standard_normal(500) > 0).astype(int)

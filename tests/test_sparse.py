@@ -64,6 +64,24 @@ def test_an_infinite_stored_value_is_named_by_row_and_column():
         make_dataset(sp.csr_matrix(np.array([[1 + 2j]])))
 
 
+def test_an_infinite_missing_value_is_missing_as_in_a_dense_X(tmp_path):
+    """missing=inf: a stored inf is missing, not refused, and the model is the dense X's; its
+    file keeps missing=inf (JSON has no infinity: written "inf", read back as the number)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)).astype(np.float32)
+    X[0, 0], X[5, 2] = np.inf, np.inf
+    y = rng.normal(size=40).astype(np.float32)
+    params = {"missing": np.inf, "max_depth": 3}
+    dense = dgboost.train(params, X, y, num_boost_round=3)
+    csr = dgboost.train(params, sp.csr_matrix(X), y, num_boost_round=3)
+    assert csr.save_raw() == dense.save_raw()
+    np.testing.assert_array_equal(csr.predict(sp.csr_matrix(X)), dense.predict(X))
+    csr.save_model(tmp_path / "model.json")
+    loaded = dgboost.Booster.load_model(tmp_path / "model.json")
+    assert loaded.params.missing == np.inf and loaded.save_raw() == csr.save_raw()
+    np.testing.assert_array_equal(loaded.predict(X), dense.predict(X))
+
+
 def test_indices_out_of_range_are_named_before_any_work():
     """scipy builds a CSR matrix from its arrays without checking them."""
     X = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 7, 1]), np.array([0, 1, 2, 3])), shape=(3, 4))

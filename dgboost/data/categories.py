@@ -295,6 +295,19 @@ def _plain(value):
     return str(value)
 
 
+def _check_kind(values, known: tuple, where: str) -> None:
+    """Refuse categories of another kind than the model's (text for numbers, or the reverse),
+    which would all be unseen (missing): the column silently lost, where XGBoost refuses it."""
+    def kind(value):
+        return "text" if isinstance(value, str) else "numbers"
+
+    have, want = {kind(v) for v in values}, {kind(v) for v in known}
+    if values.size and known and have.isdisjoint(want):
+        raise TypeError(f"{where} has categories of {' and '.join(sorted(have))} but the model's are "
+                        f"{' and '.join(sorted(want))} ({list(known)[:5]}...): give them as in training (e.g. "
+                        "astype(str) or astype(int) before astype('category'))")
+
+
 def frame_codes(frame, categories: tuple, name: str) -> np.ndarray:
     """A pandas frame as float32 (n_rows, n_columns): numeric columns as numbers (NaN missing),
     a column with ``categories[j]`` (a tuple) as the codes of its values in that tuple, by
@@ -316,6 +329,7 @@ def frame_codes(frame, categories: tuple, name: str) -> np.ndarray:
             if tuple(_plain(v) for v in values) == known:
                 codes = series.cat.codes.to_numpy()
             else:
+                _check_kind(values, known, f"{name} column {str(column)!r}")
                 codes = series.cat.set_categories(pd.Index(known)).cat.codes.to_numpy()  # by value: others NaN
         else:
             raise TypeError(f"{name} column {str(column)!r} has dtype {series.dtype} but is categorical in the "

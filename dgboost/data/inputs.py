@@ -219,7 +219,10 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
     _check_numeric_dtype(values.dtype, f"{where}qid")
     if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
         row = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise RowError(f"{where}qid is {values[row]!r} at row ", row, ": query ids must be finite")
+        raise RowError(f"{where}qid is {values[row].item()!r} at row ", row, ": query ids must be finite")
+    if values.dtype.kind == "f" and np.any(values != np.floor(values)):  # XGBoost casts them to integers
+        row = int(np.flatnonzero(values != np.floor(values))[0])
+        raise RowError(f"{where}qid is {values[row].item()!r} at row ", row, ": query ids must be integers")
     down = np.flatnonzero(values[1:] < values[:-1])
     if down.size:
         row = int(down[0]) + 1
@@ -240,7 +243,8 @@ def _row_weights(weight, ptr: np.ndarray, name: str):
     if values.ndim == 1 and values.shape[0] == n_rows and n_rows:
         host = to_numpy(values)
         first = np.repeat(host[ptr[:-1]], np.diff(ptr))
-        differs = np.flatnonzero(host != first)
+        # A NaN is no difference here: the weights' own check names it as not finite.
+        differs = np.flatnonzero((host != first) & ~np.isnan(host) & ~np.isnan(first))
         if differs.size:
             row = int(differs[0])
             raise RowError(f"{name} differs within a query at row ", row, ": ranking weighs each query as a whole; "
@@ -270,7 +274,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
         X = sparse.canonical(X, missing, name)
         _check_shape(X, name, allow_empty)
         return X, feature_names, frame_categories
-    if _is_dataframe(X):
+    if is_dataframe(X):
         X, feature_names, frame_categories = _dataframe_to_numpy(X, name, enable_categorical, categories)
     elif isinstance(X, (list, tuple)):
         X = np.asarray(X)
@@ -353,7 +357,7 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
 def as_array(values, name):
     """``values`` as an array: a frame's or Series' (cudf's on the device), a list's; numpy and
     cupy arrays as they are. Anything else raises, naming ``name``."""
-    if _is_dataframe(values) or type(values).__name__ == "Series":
+    if is_dataframe(values) or type(values).__name__ == "Series":
         return values.to_cupy() if _is_cudf(values) else values.to_numpy()
     if isinstance(values, (list, tuple)):
         return np.asarray(values)
@@ -397,7 +401,8 @@ def _check_finite(values, name):
     if bool(bad.any()):
         row = _first_bad_row(bad)
         raise RowError(f"{name} has a non-finite value ({values[row].tolist()}) at row ", row,
-                       f": {name} must be finite (no NaN or inf); drop or fix those rows")
+                       f": {name} must be finite (no NaN or inf, nothing beyond float32's range, 3.4e38); drop or "
+                       "fix those rows")
 
 
 def _check_weights(weight, name, some_positive: bool = True):
@@ -420,11 +425,12 @@ def _check_no_inf(X, name, feature_names):
         return
     row, column = divmod(index, X.shape[1])
     label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
-    raise RowError(f"{name} has an infinite value at row ", row, f", {label}: replace it with NaN "
-                   "(missing) or a finite number")
+    raise RowError(f"{name} has an infinite value at row ", row, f", {label} (or one beyond float32's range, "
+                   "3.4e38): replace it with NaN (missing) or a finite number")
 
 
-def _is_dataframe(obj) -> bool:
+def is_dataframe(obj) -> bool:
+    """A pandas or cudf DataFrame (by its type's name and attributes: importing neither)."""
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns") and hasattr(obj, "dtypes")
 
 
@@ -455,6 +461,8 @@ def is_numeric_dtype(dtype) -> bool:
     """Numbers or booleans, for a pandas (or numpy) dtype."""
     import pandas as pd
 
+    if pd.api.types.is_complex_dtype(dtype):  # numeric to pandas, but its imaginary part would be dropped
+        return False
     return pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
 
 

@@ -61,12 +61,13 @@ def canonical(X, missing: float, name: str):
     keep = ~xp.isnan(data)
     if not math.isnan(missing):
         keep &= data != FEATURE_DTYPE(missing)
-    infinite = xp.isinf(data)
+    infinite = xp.isinf(data) & keep  # an infinite ``missing`` is missing, as in a dense X
     if bool(infinite.any()):
         entry = int(xp.argmax(infinite))
         row = int(xp.searchsorted(indptr, entry, side="right")) - 1
-        raise RowError(f"{name} has an infinite value at row ", row, f", column {int(indices[entry])}: "
-                       "replace it with NaN (missing), leave the entry out, or give a finite number")
+        raise RowError(f"{name} has an infinite value at row ", row, f", column {int(indices[entry])} (or one "
+                       "beyond float32's range, 3.4e38): replace it with NaN (missing), leave the entry out, or give "
+                       "a finite number")
     if not bool(keep.all()):
         counts = xp.diff(xp.concatenate([xp.zeros(1, dtype=ROW_POINTER_DTYPE),
                                          xp.cumsum(keep, dtype=ROW_POINTER_DTYPE)])[indptr])
