@@ -266,11 +266,13 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
             raise ValueError(f"y has one class ({self.classes_[0]!r}): a classifier needs at least two")
         self.n_classes_ = len(self.classes_)
         objective = self.objective
-        if objective is not None and objective.startswith("multi:"):
+        if isinstance(objective, str) and objective.startswith("multi:"):
             return {"objective": objective, "num_class": self.n_classes_}
         if self.n_classes_ == 2:
             return {"objective": objective or "binary:logistic"}
-        return {"objective": "multi:softprob", "num_class": self.n_classes_}  # a binary objective too, as XGBoost
+        if objective is None or (isinstance(objective, str) and objective.startswith("binary:")):
+            return {"objective": "multi:softprob", "num_class": self.n_classes_}  # XGBoost's switch
+        return {"objective": objective}  # the parameters' check says what is wrong with it
 
     def _eval_labels(self, y):
         return encode_labels(y, self.classes_)
@@ -279,10 +281,7 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
         """Class probabilities, shape (n_rows, n_classes), columns in ``classes_`` order (for
         ``multi:softmax``, whose predictions are classes, the softmax of its margins, as XGBoost's)."""
         if self.get_booster().params.objective == "multi:softmax":
-            margins = self._margins(X, True, iteration_range)
-            xp = get_xp(margins)
-            exponentials = xp.exp(margins - margins.max(axis=1, keepdims=True))
-            return exponentials / exponentials.sum(axis=1, keepdims=True)
+            return softmax_rows(self._margins(X, True, iteration_range))
         return two_columns(self._margins(X, False, iteration_range))
 
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):
@@ -326,6 +325,14 @@ def encode_labels(y, classes: np.ndarray) -> np.ndarray:
         raise ValueError(f"labels {sorted(set(values[unknown].tolist()))[:5]} are not among the training "
                          f"classes {classes.tolist()[:10]}")
     return codes.astype(np.float32)
+
+
+def softmax_rows(margins):
+    """Each row's softmax, on the margins' device: multi:softmax's class probabilities (its
+    predictions are classes), as XGBoost's predict_proba gives them."""
+    xp = get_xp(margins)
+    exponentials = xp.exp(margins - margins.max(axis=1, keepdims=True))
+    return exponentials / exponentials.sum(axis=1, keepdims=True)
 
 
 def two_columns(probabilities):

@@ -749,6 +749,23 @@ def test_dask_classifier_maps_labels_lazily(client3, data):
         model.fit(dX, dl, eval_set=[(dX, dl + 1)])
 
 
+@pytest.mark.parametrize("objective, n_classes", [("multi:softmax", 3), ("multi:softprob", 2)])
+def test_dask_classifier_multi_objectives_predict_as_the_local_one(client3, data, objective, n_classes):
+    """multi:softmax's probabilities are its margins' softmax, a multi objective on two classes
+    has a column a class: lazily, as the local estimator gives them."""
+    pytest.importorskip("sklearn")
+    X, y, _ = data
+    labels = np.digitize(X[:, 0], [-0.5, 0.5]) if n_classes == 3 else (y > 0).astype(int)
+    local = dgboost.DGBClassifier(n_estimators=4, max_depth=3, objective=objective).fit(X, labels)
+    dX, dl = da.from_array(X, chunks=1000), da.from_array(labels, chunks=1000)
+    model = dgboost.dask.DaskDGBClassifier(n_estimators=4, max_depth=3, objective=objective, client=client3)
+    model.fit(dX, dl)
+    proba = model.predict_proba(dX)
+    assert proba.shape == (N_ROWS, n_classes)
+    np.testing.assert_allclose(proba.compute(), local.predict_proba(X), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(model.predict(dX).compute(), local.predict(X))
+
+
 def test_dask_classifier_on_dataframes_with_string_labels(client3, data):
     pytest.importorskip("sklearn")
     pd = pytest.importorskip("pandas")

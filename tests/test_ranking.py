@@ -203,6 +203,8 @@ def test_other_ranking_objectives_export(ranking, objective, tmp_path):
      "pass evals\\[0\\] qid"),
     # XGBoost casts query ids to integers (0.1 and 0.2 one query): refused, as group's sizes are
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q + 0.5), "qid is 0.5 at row 0.*integers"),
+    (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,
+                                   sample_weight=np.ones(len(y)).astype(object)), "sample_weight has dtype object"),
     # A NaN weight is not a weight that differs within its query: its own check names it
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,
                                    sample_weight=np.where(np.arange(len(y)) == 0, np.nan, 1.0)),

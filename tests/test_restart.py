@@ -243,7 +243,16 @@ class _Fetch:
         return "the model"
 
 
-@pytest.mark.parametrize("how", ["worker gone", "future lost, worker back"])
+class _RunAgain(_Fetch):
+    """Rank 0's future run again where its worker came back: the run fails (its peers gone)."""
+
+    def result(self, timeout):
+        self.waits.append(timeout)
+        self.status = "error"
+        raise ConnectionRefusedError("rank 0 could not reach rank 1")
+
+
+@pytest.mark.parametrize("how", ["worker gone", "future lost, worker back", "run again, erred"])
 def test_a_coordinator_lost_before_its_model_is_fetched_is_a_lost_worker(monkeypatch, how):
     """Rank 0 finished, then its worker died before the client fetched the model: the result
     went with it. The attempt is interrupted at once (the journal holds every round for the
@@ -259,10 +268,11 @@ def test_a_coordinator_lost_before_its_model_is_fetched_is_a_lost_worker(monkeyp
     monkeypatch.setattr(_attempts, "_alive", lambda client, workers: set(workers[1:] if gone else workers))
     monkeypatch.setattr(_attempts, "_stop", lambda client, job, tasks, reason, alive: stopped.append(reason))
     job = SimpleNamespace(addresses=("tcp://rank0", "tcp://rank1"), timeout=300.0, name="a-job")
-    fetch = _Fetch(status="finished" if gone else "lost")
+    fetch = _RunAgain() if how == "run again, erred" else _Fetch(status="finished" if gone else "lost")
     with pytest.raises(_attempts._Interrupted, match=r"worker tcp://rank0 \(rank 0\) lost its finished model") as raised:
         _attempts._model_of(None, job, [fetch, None])
-    assert fetch.waits == ([0.5] if gone else []) and stopped == ["worker tcp://rank0 (rank 0) lost its finished model"]
+    assert fetch.waits == ([] if how == "future lost, worker back" else [0.5])
+    assert stopped == ["worker tcp://rank0 (rank 0) lost its finished model"]
     assert raised.value.worker == "tcp://rank0"
 
 

@@ -87,6 +87,8 @@ def test_classifier_objectives_as_xgboost_takes_them(task):
     np.testing.assert_array_equal(switched.predict_proba(X), softprob.predict_proba(X))
     two = DGBClassifier(n_estimators=4, objective="multi:softprob").fit(X, score > 0)  # num_class=2 given
     assert two.predict_proba(X).shape == (500, 2)
+    with pytest.raises(ValueError, match="objective="):  # not a name: refused as before, not an AttributeError
+        DGBClassifier(n_estimators=2, objective=3).fit(X, labels)
 
 
 def test_n_estimators_none_and_verbose_zero_as_xgboost_takes_them(task):

@@ -291,20 +291,23 @@ def _model_of(client, job: JobSpec, tasks) -> tuple:
     """Rank 0's result (its task finished), fetched while it is held. A worker lost once its
     rank has finished takes the result with it: that is a lost worker, which the next attempt
     resumes from (the journal holds every round), not a wait of dgboost.timeout. It shows as
-    the worker gone, or as the future lost (a nanny may bring the worker back at the same
-    address at once, and the scheduler would run rank 0 again there, alone, waiting for peers
-    that have finished). Each look waits twice as long as the last, from _POLL_SECONDS to the
+    the worker gone, or as the future no longer finished (a nanny may bring the worker back at
+    the same address at once, and the scheduler run rank 0 again there, alone, failing or
+    waiting for peers that have finished). Each look waits twice as long as the last, from _POLL_SECONDS to the
     job's timeout, so that a large model's transfer (which a look cut short starts again)
     completes; one that has not after a look of the whole timeout raises."""
     wait = min(_POLL_SECONDS, job.timeout)
     while True:
-        if tasks[0].status != "lost":
+        if tasks[0].status == "finished":
             try:
                 return tasks[0].result(timeout=wait)
             except _TIMEOUTS:
                 pass
+            except (Exception, *_CANCELLED):  # the rank run again where its worker came back, and failed there
+                if tasks[0].status == "finished":
+                    raise
         alive = _alive(client, job.addresses)
-        if job.addresses[0] not in alive or tasks[0].status == "lost":
+        if job.addresses[0] not in alive or tasks[0].status != "finished":  # lost, run again, erred or cancelled
             reason = f"worker {job.addresses[0]} (rank 0) lost its finished model"
             _stop(client, job, tasks, reason, alive)
             raise _Interrupted(f"{reason} during dgboost job {job.name}, before the client fetched it (the worker "

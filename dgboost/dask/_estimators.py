@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, two_columns
+from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, softmax_rows, two_columns
 from . import _shards
 
 
@@ -103,8 +103,14 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         return y.map_partitions(_encode_series, classes, meta=(y.name, np.float32))
 
     def predict_proba(self, X):
+        booster = self.get_booster()
+        if booster.params.objective == "multi:softmax":  # its predictions are classes: its margins' softmax
+            margins = self._lazy(X, True)
+            if _shards.is_dask_array(margins):
+                return margins.map_blocks(softmax_rows, dtype=np.float32)
+            return margins.map_partitions(_softmax_frame, meta=margins._meta)
         probabilities = self._lazy(X, False)
-        if self.n_classes_ > 2:
+        if booster.n_outputs > 1:  # a column a class (a multi objective's, two classes too)
             return probabilities
         if _shards.is_dask_array(probabilities):
             return probabilities.map_blocks(two_columns, chunks=(probabilities.chunks[0], (2,)), new_axis=1,
@@ -148,6 +154,10 @@ def _unique(y):
 
 def _encode_series(series, classes):
     return type(series)(encode_labels(series.to_numpy(), classes), index=series.index, name=series.name)
+
+
+def _softmax_frame(frame):
+    return type(frame)(softmax_rows(frame.to_numpy()), index=frame.index, columns=frame.columns)
 
 
 def _two_columns_frame(series):

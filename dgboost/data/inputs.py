@@ -243,8 +243,10 @@ def _row_weights(weight, ptr: np.ndarray, name: str):
     if values.ndim == 1 and values.shape[0] == n_rows and n_rows:
         host = to_numpy(values)
         first = np.repeat(host[ptr[:-1]], np.diff(ptr))
-        # A NaN is no difference here: the weights' own check names it as not finite.
-        differs = np.flatnonzero((host != first) & ~np.isnan(host) & ~np.isnan(first))
+        differs = host != first
+        if host.dtype.kind == "f":  # a NaN is no difference here: the weights' own check names it as not finite
+            differs &= ~np.isnan(host) & ~np.isnan(first)
+        differs = np.flatnonzero(differs)
         if differs.size:
             row = int(differs[0])
             raise RowError(f"{name} differs within a query at row ", row, ": ranking weighs each query as a whole; "
