@@ -226,6 +226,8 @@ class Booster:
         except (TypeError, ValueError):
             raise TypeError(f"iteration_range={iteration_range!r} must be a pair (begin, end)") from None
         end = rounds if end == 0 else end
+        if (begin, end) == (0, 0):  # all the rounds of a model of none: its base margins, as predict(X) gives
+            return 0, 0
         if not 0 <= begin < end <= rounds:
             raise ValueError(f"iteration_range={iteration_range!r} must satisfy 0 <= begin < end <= "
                              f"{rounds} (the model's rounds; end=0 means all)")

@@ -7,6 +7,7 @@ evaluation log so far; returning True stops training) and after training.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
 from typing import TextIO
@@ -224,11 +225,11 @@ class EarlyStopping(TrainingCallback):
 
     def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
                  maximize: bool | None = None, save_best: bool = False, min_delta: float = 0.0):
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
             raise ValueError(f"rounds={rounds!r} must be an integer >= 1")
         if min_delta < 0:
             raise ValueError(f"min_delta={min_delta!r} must be >= 0")
-        self.rounds = rounds
+        self.rounds = int(rounds)  # a numpy integer too, as XGBoost takes it
         self.metric_name = metric_name
         self.data_name = data_name
         self.maximize = maximize
@@ -319,10 +320,10 @@ class TrainingCheckpoint(TrainingCallback):
     never_stops = True
 
     def __init__(self, path, interval: int = 100):
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
             raise ValueError(f"interval={interval!r} must be an integer >= 1")
         self.path = str(path)
-        self.interval = interval
+        self.interval = int(interval)
         self._last: int | None = None
 
     def before_training(self, model):

@@ -78,6 +78,19 @@ def test_a_checkpoint_given_to_a_second_run_saves_its_end(task, tmp_path):
     assert (tmp_path / "model.json").read_bytes() == second.save_raw()
 
 
+def test_callbacks_take_numpy_integers(task, tmp_path):
+    """Counts from numpy (a grid search's, a config's), as XGBoost's callbacks take them."""
+    from dgboost.callback import EarlyStopping
+
+    X, y = task
+    checkpoint = TrainingCheckpoint(tmp_path / "model.json", interval=np.int64(2))
+    model = dgboost.train({}, X, y, num_boost_round=4, evals=[(X, y, "train")],
+                          callbacks=[EarlyStopping(np.int64(2)), checkpoint])
+    assert checkpoint.interval == 2 and (tmp_path / "model.json").read_bytes() == model.save_raw()
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
+        EarlyStopping(np.float64(2.0))
+
+
 def test_checkpoints_to_an_fsspec_url(task):
     fsspec = pytest.importorskip("fsspec")
     X, y = task

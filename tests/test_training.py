@@ -268,6 +268,8 @@ def test_iteration_range_uses_the_first_rounds(binary_data):
     np.testing.assert_array_equal(booster.predict(X, iteration_range=(0, 3)), short.predict(X))
     np.testing.assert_array_equal(booster.predict(X, iteration_range=(0, 0)), booster.predict(X))
     np.testing.assert_array_equal(booster[:3].predict(X), short.predict(X))
+    none = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=0)  # end 0: all of no rounds
+    np.testing.assert_array_equal(none.predict(X, iteration_range=(0, 0)), none.predict(X))
 
 
 def test_subsample_changes_trees_and_still_learns(binary_data):
