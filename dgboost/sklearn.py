@@ -206,8 +206,8 @@ class _DGBModel(BaseEstimator):
     def _margins(self, X, output_margin: bool, iteration_range):
         check_is_fitted(self, "_Booster")
         X, _ = self._check(X, reset=False)
-        if iteration_range is None and self._Booster.best_iteration is not None:
-            iteration_range = (0, self._Booster.best_iteration + 1)
+        if self._Booster.best_iteration is not None and (iteration_range is None or iteration_range[1] == 0):
+            iteration_range = (0, self._Booster.best_iteration + 1)  # end 0 too, as XGBoost's estimators take it
         return self._Booster.predict(X, output_margin=output_margin, iteration_range=iteration_range)
 
 

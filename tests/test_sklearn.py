@@ -127,6 +127,9 @@ def test_eval_set_early_stopping_and_best_iteration(task, rng):
     # Prediction uses the best iteration, as XGBoost's does.
     best = model.get_booster()[: model.best_iteration + 1]
     np.testing.assert_allclose(model.predict_proba(X)[:, 1], best.predict(X), rtol=0, atol=0)
+    np.testing.assert_array_equal(model.predict_proba(X, iteration_range=(0, 0)), model.predict_proba(X))
+    whole = model.predict_proba(X, iteration_range=(0, model.get_booster().num_boosted_rounds()))
+    np.testing.assert_array_equal(whole[:, 1], model.get_booster().predict(X))
     with pytest.raises(ValueError, match="not among the training classes"):
         DGBClassifier(n_estimators=2).fit(X, y, eval_set=[(X, y + 5)])
 
