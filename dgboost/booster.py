@@ -168,16 +168,15 @@ class Booster:
 
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
         frame_values = None if self.categories is None else self.categories.values[:self.categories.n_inputs]
-        if is_dataframe(X):  # names before codes: a column out of place is named as such, not by its dtype
+        if is_dataframe(X):  # names (a frame's alone) before codes: a column out of place is named as such
             check_feature_names(self.feature_names, tuple(str(c) for c in X.columns), "X")
-        X, names, _ = features(X, missing=self.params.missing, categories=frame_values)
+        X, _, _ = features(X, missing=self.params.missing, categories=frame_values)
         if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
             X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)
         if X.shape[1] != self.num_features:
             fix = " (a sparse X may have fewer columns: the last ones missing)" if is_sparse(X) else ""
             raise ValueError(f"X has {X.shape[1]} features but the model was trained on "
                              f"{self.num_features}{fix}")
-        check_feature_names(self.feature_names, names, "X")
         if self.categories is not None:
             X = known_codes(X, self.categories, "X", self.feature_names)
         xp = get_xp(X)

@@ -293,18 +293,16 @@ def _model_of(client, job: JobSpec, tasks) -> tuple:
     resumes from (the journal holds every round), not a wait of dgboost.timeout. It shows as
     the worker gone, or as the future no longer finished (a nanny may bring the worker back at
     the same address at once, and the scheduler run rank 0 again there, alone, failing or
-    waiting for peers that have finished). Each look waits twice as long as the last, from _POLL_SECONDS to the
-    job's timeout, so that a large model's transfer (which a look cut short starts again)
-    completes; one that has not after a look of the whole timeout raises."""
+    waiting for peers that have finished). Each look waits twice as long as the last, from
+    _POLL_SECONDS to the job's timeout, so that a large model's transfer (which a look cut
+    short starts again) completes; one that has not after a look of the whole timeout raises."""
     wait = min(_POLL_SECONDS, job.timeout)
     while True:
         if tasks[0].status == "finished":
             try:
                 return tasks[0].result(timeout=wait)
-            except _TIMEOUTS:
-                pass
-            except (Exception, *_CANCELLED):  # the rank run again where its worker came back, and failed there
-                if tasks[0].status == "finished":
+            except (Exception, *_CANCELLED) as error:  # a look cut short, or rank 0 run again and failed there
+                if not isinstance(error, _TIMEOUTS) and tasks[0].status == "finished":
                     raise
         alive = _alive(client, job.addresses)
         if job.addresses[0] not in alive or tasks[0].status != "finished":  # lost, run again, erred or cancelled
