@@ -319,6 +319,34 @@ def test_workers_beyond_the_rows_sit_the_job_out(client3, tmp_path):
     assert _model_bytes(got, tmp_path, "dask") == _model_bytes(expected, tmp_path, "local")
 
 
+def _dependencies(keys, dask_scheduler=None):
+    return {key: sorted(str(d.key) for d in dask_scheduler.tasks[key].dependencies) for key in keys}
+
+
+def test_the_partitions_tasks_take_the_params_as_one_key(client3, data):
+    """Each partition's bundle task reads the job's TrainParams from one key of the graph, not
+    a copy of its own (dask walks an argument's dataclass fields in every call, and pickles it
+    into every task): its dependencies are X's and y's blocks and that one key."""
+    from dask.core import flatten
+
+    from dgboost.dask._placing import _bundles
+    from dgboost.training import Options
+
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    params = Options.check({"max_depth": 3}, 1, None, None, False, has_evals=False, init_model=None).params
+    bundles = _bundles(client3, params, dX, dy, None, None, "")
+    try:
+        distributed.wait(bundles)
+        found = client3.run_on_scheduler(_dependencies, [b.key for b in bundles])
+        blocks = {str(k) for k in flatten([dX.__dask_keys__(), dy.__dask_keys__()])}
+        others = {d for deps in found.values() for d in deps if d not in blocks}
+        assert len(found) == 6 and len(others) == 1, found
+        assert all(len(deps) == 3 and others <= set(deps) for deps in found.values()), found
+    finally:
+        client3.cancel(bundles)
+
+
 def test_weights_are_checked_over_every_shard(client3, data, tmp_path):
     X, y, _ = data
     weight = np.ones(N_ROWS, np.float32)

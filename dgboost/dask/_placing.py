@@ -189,6 +189,7 @@ def _bundles(client, params, X, y, weight, base_margin, what: str, categories=No
     parts = [_shards.partitions(v) for v in (X, y, weight, base_margin, qid)]
     n = len(parts[0])
     parts = [p if p is not None else [None] * n for p in parts]
+    params, categories = _shards.shared(params, categories)
     bundles = [dask.delayed(_shards.make_bundle, pure=False)(x, yy, w, m, q, i, what, params, categories,
                                                              label_name)
                for i, (x, yy, w, m, q) in enumerate(zip(*parts))]

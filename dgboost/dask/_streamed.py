@@ -170,8 +170,9 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     lengths = _known_lengths(X) if cuts is None else None
     offsets = None if lengths is None else np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     n_total = None if lengths is None else int(offsets[-1])
+    params_key, categories_key = _shards.shared(params, categories)
     surveyed = futures.track(client.compute([
-        dask.delayed(survey, pure=False)(*part, i, what, params, categories, label_name,
+        dask.delayed(survey, pure=False)(*part, i, what, params_key, categories_key, label_name,
                                          None if offsets is None else int(offsets[i]), n_total)
         for i, part in enumerate(parts)]))
     summaries = client.gather(futures.track(client.map(_summary_of, surveyed, pure=False)))
@@ -196,8 +197,8 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     if offsets is None:  # the rows are known now: the sample is drawn in a pass of its own
         offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
         samples = futures.track(client.compute([
-            dask.delayed(sample_part, pure=False)(*part, i, what, params, categories, label_name, int(offsets[i]),
-                                                  int(offsets[-1]))
+            dask.delayed(sample_part, pure=False)(*part, i, what, params_key, categories_key, label_name,
+                                                  int(offsets[i]), int(offsets[-1]))
             for i, part in enumerate(parts)]))
     else:
         samples = futures.track(client.map(_sample_of, surveyed, pure=False))
@@ -250,10 +251,13 @@ def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing) 
         paged = bool(budget) and rank_rows * stream.layout.bytes_per_row > budget  # else joined in core
         if paged:  # raises where too small for two pages, before any task
             rows_per_page(stream.layout, budget, f"{stream.what}X", automatic=not params.max_device_matrix_bytes)
+        # The shared values' keys are this worker's own: restricted to it, a key another worker's
+        # tasks read could not be made again were it lost.
+        params_key, categories_key, layout_key = _shards.shared(params, stream.categories, stream.layout)
         tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part], p.start,
-                                                      p.stop, budget if paged else 0, budget, stream.what, params,
-                                                      stream.categories, stream.label_name, packing.cuts,
-                                                      stream.layout, packing.model)
+                                                      p.stop, budget if paged else 0, budget, stream.what, params_key,
+                                                      categories_key, stream.label_name, packing.cuts, layout_key,
+                                                      packing.model)
                  for p in pieces]
         shards[worker] = futures.track(client.compute(tasks, workers=[worker], allow_other_workers=False)) \
             if tasks else []
