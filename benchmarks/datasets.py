@@ -48,6 +48,8 @@ def ndcg_at(y, p, qid, k: int) -> float:
 #: name -> (objective, extra params, number of features, scorer)
 TASKS = {
     "higgs": ("binary:logistic", {}, 28, _auc),
+    # The higgs-like set and 22 columns of noise: the 2M x 50 shape of issue 24's shallow trees.
+    "higgs50": ("binary:logistic", {}, 50, _auc),
     "wide": ("binary:logistic", {}, 500, _auc),
     "year": ("reg:squarederror", {}, 90, _rmse),
     "covtype": ("multi:softprob", {"num_class": 7}, 54, _accuracy),
@@ -63,7 +65,14 @@ TASKS = {
     # Queries of 10-100 documents, relevance 0-4, 136 features (MSLR-WEB's shape).
     "ranking": ("rank:ndcg", {}, 136, _ndcg10),
 }
-_GENERATORS = {"higgs": make_higgs_like, "wide": make_wide, "year": make_year_like,
+def _make_higgs50(rows: int, seed: int):
+    """make_higgs_like's rows (its label) beside 22 columns of N(0, 1) noise from their own seed."""
+    X, y = make_higgs_like(rows, seed)
+    noise = np.random.default_rng(1_000_003 + seed).standard_normal((rows, 22), dtype=np.float32)
+    return np.concatenate([X, noise], axis=1), y
+
+
+_GENERATORS = {"higgs": make_higgs_like, "higgs50": _make_higgs50, "wide": make_wide, "year": make_year_like,
                "covtype": make_covtype_like, "clicklog": make_clicklog_like, "bosch": make_bosch_like,
                "airline": make_airline_like, "ranking": make_ranking_like,
                "bosch-csr": lambda rows, seed: _as_csr(*make_bosch_like(rows, seed))}
