@@ -57,6 +57,9 @@ class Booster:
 
     def __init__(self, params: TrainParams | None = None, n_features: int = 0, feature_names=None,
                  base_margin=None, categories: Categories | None = None):
+        if params is not None and not isinstance(params, TrainParams):
+            raise TypeError(f"Booster(params) takes dgboost's TrainParams, got {type(params).__name__}: train a model "
+                            "with dgboost.train(params, X, y), or read one with dgboost.Booster.load_model(path)")
         params = TrainParams() if params is None else params
         self.categories = categories  # the categorical features and their categories, or None
         self.params = params
@@ -297,7 +300,9 @@ class Booster:
         else:
             raise ValueError(f"format={format!r} must be 'json' (dgboost's model file) or 'xgboost' "
                              "(XGBoost's JSON model, for xgboost.Booster().load_model, treelite, Triton FIL)")
-        return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+        # XGBoost's: its names in UTF-8 as they are (its reader keeps a "\u" escape as text)
+        return json.dumps(document, separators=(",", ":"), allow_nan=False,
+                          ensure_ascii=format != "xgboost").encode()
 
     def save_model(self, path, format: str = "json") -> None:
         """Write the model; the file is replaced atomically.
@@ -306,6 +311,9 @@ class Booster:
         ``format="xgboost"``: XGBoost's JSON model format, whose predictions in
         XGBoost equal dgboost's (to float32 rounding of the intercept).
         """
+        if format == "xgboost" and os.fspath(path).lower().endswith(".ubj"):
+            raise ValueError(f"save_model({os.fspath(path)!r}, format='xgboost') writes XGBoost's JSON model, which "
+                             "XGBoost reads as UBJSON by the '.ubj' name and fails on: name the file '.json'")
         write_atomically(path, self.save_raw(format))
 
     @_ClassOrInstanceMethod

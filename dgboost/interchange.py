@@ -51,7 +51,7 @@ def xgboost_document(booster) -> dict:
             },
             "learner_model_param": {
                 "base_score": _vector(_base_score(booster)),
-                "boost_from_average": "1",
+                "boost_from_average": "0",  # base_score is the intercept itself, as XGBoost writes a given one
                 "num_class": str(params.num_class if params.objective.startswith("multi:") else 0),
                 "num_feature": str(booster.num_features),
                 "num_target": str(1 if params.objective.startswith("multi:") else n_outputs),
@@ -193,19 +193,19 @@ def text_dump(booster, with_stats: bool = False) -> list[str]:
 
         def visit(node: int, depth: int) -> None:
             tab = "\t" * depth
-            stats = f",cover={float(tree.cover[node]):g}" if with_stats else ""
+            stats = f",cover={float(tree.cover[node]):.9g}" if with_stats else ""
             if tree.left[node] < 0:
-                lines.append(f"{tab}{node}:leaf={float(tree.value[node]):g}{stats}")
+                lines.append(f"{tab}{node}:leaf={float(tree.value[node]):.9g}{stats}")
                 return
             left, right = int(tree.left[node]), int(tree.right[node])
             missing = left if tree.default_left[node] else right
-            gain = f",gain={float(tree.gain[node]):g}" if with_stats else ""
+            gain = f",gain={float(tree.gain[node]):.9g}" if with_stats else ""
             if node in tree.categories:  # XGBoost's form: "yes" the set's categories, which go right
                 codes = ",".join(str(int(c)) for c in tree.categories[node])
                 lines.append(f"{tab}{node}:[{names[tree.feature[node]]}:{{{codes}}}] "
                              f"yes={right},no={left},missing={missing}{gain}{stats}")
             else:
-                lines.append(f"{tab}{node}:[{names[tree.feature[node]]}<{float(tree.threshold[node]):g}] "
+                lines.append(f"{tab}{node}:[{names[tree.feature[node]]}<{float(tree.threshold[node]):.9g}] "
                              f"yes={left},no={right},missing={missing}{gain}{stats}")
             visit(left, depth + 1)
             visit(right, depth + 1)

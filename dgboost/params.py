@@ -136,8 +136,8 @@ def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
             rho = float(argument)
         except ValueError:
             rho = math.nan
-        if not 1.0 <= rho < 2.0:
-            raise ValueError(f"eval_metric {name!r}: the variance power after '@' must be a number in [1, 2), as "
+        if not 1.0 < rho < 2.0:  # its loss divides by 1 - rho
+            raise ValueError(f"eval_metric {name!r}: the variance power after '@' must be a number in (1, 2), as "
                              "in 'tweedie-nloglik@1.5'")
         return base, rho, False
     raise ValueError(f"eval_metric {name!r}: {base!r} takes no '@' argument; write {base!r}")
@@ -752,7 +752,8 @@ def _check_together(values: dict[str, Any]) -> None:
     if (values.get("num_target") or 1) > 1 and objective not in MULTI_TARGET:
         raise ValueError(f"num_target={values['num_target']} (several targets) does not fit objective={objective!r}; "
                          f"the objectives of several targets are {', '.join(MULTI_TARGET)}")
-    if base_score is not None and objective in ("reg:gamma", "reg:tweedie") and base_score <= 0.0:
+    if base_score is not None and objective in ("reg:gamma", "reg:tweedie", "survival:cox", "survival:aft") \
+            and base_score <= 0.0:
         raise ValueError(f"base_score={base_score!r} must be > 0 for objective={objective!r} (its link is log)")
     if base_score is not None and objective == "reg:squaredlogerror" and base_score <= -1.0:
         raise ValueError(f"base_score={base_score!r} must be > -1 for objective='reg:squaredlogerror'")

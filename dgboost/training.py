@@ -37,6 +37,7 @@ from .kernels.loops import using_threads
 from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
 from .objectives.base import raise_for_first
+from .objectives.ranking import MAX_EXP_RELEVANCE
 from .params import RANKING, TrainParams
 from . import replay
 from ._settings import cuda_graphs
@@ -321,7 +322,9 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     else:
         base_margin = init_model.base_margin
         _check_continues(init_model, coded)
-    booster = Booster(params, coded.n_features, coded.feature_names, base_margin, categories)
+    # A model continued on an array keeps its names (checked against a frame's in _check_continues)
+    names = coded.feature_names if coded.feature_names is not None or init_model is None else init_model.feature_names
+    booster = Booster(params, coded.n_features, names, base_margin, categories)
     if init_model is not None:
         for tree, output in zip(init_model.trees, init_model.tree_outputs):
             booster.append(tree, output)
@@ -658,11 +661,18 @@ def check_bounds(y, label_lower_bound, label_upper_bound, params: TrainParams) -
 
 
 def check_metric_labels(params: TrainParams, label, name: str) -> None:
-    """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule)."""
+    """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule). An
+    ndcg named in eval_metric with ndcg_exp_gain (gain 2**label - 1) takes integers in [0, 31]."""
     binary = [m for m in params.metrics if m.split("@")[0].rstrip("-") in ("map", "pre")]
     if binary:
         raise_for_first((label != 0) & (label != 1), label, name, f"eval_metric {binary[0]!r} needs labels 0 or 1 "
                         "(relevant or not); use ndcg for graded relevance", get_xp(label))
+    graded = [m for m in params.eval_metric or () if m.split("@")[0].rstrip("-") == "ndcg"]
+    if graded and params.ndcg_exp_gain:
+        xp = get_xp(label)
+        raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
+                        f"eval_metric {graded[0]!r} with ndcg_exp_gain (gain 2**label - 1) needs integer labels in "
+                        f"[0, {MAX_EXP_RELEVANCE}]; set ndcg_exp_gain=False for other labels", xp)
 
 
 def target_columns(y, params: TrainParams) -> int:

@@ -166,3 +166,45 @@ def test_treelite_serves_the_exported_model(objective, tmp_path, rng):
     served = treelite.gtil.predict(treelite.frontend.load_xgboost_model(str(path)), X)
     ours = model.predict(X)
     np.testing.assert_allclose(served.reshape(ours.shape), ours, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "count:poisson", "reg:gamma"])
+def test_xgboost_reads_a_model_of_no_rounds_as_its_intercept(objective, tmp_path, rng):
+    """base_score is written as the intercept itself (boost_from_average 0): XGBoost took it for a
+    margin where a file held no tree, and transformed it again."""
+    X = rng.standard_normal((50, 3)).astype(np.float32)
+    y = (rng.random(50) < 0.7).astype(np.float32) + (objective != "binary:logistic")
+    model = dgboost.train({"objective": objective}, X, y, num_boost_round=0)
+    model.save_model(tmp_path / "m.json", format="xgboost")
+    theirs = xgb.Booster(model_file=str(tmp_path / "m.json")).predict(xgb.DMatrix(X))
+    np.testing.assert_allclose(theirs, model.predict(X), rtol=1e-6)
+
+
+def test_names_beyond_ascii_reach_xgboost_as_written(tmp_path):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": [1.0, 2, 3, 4], "é": [1.0, 0, 1, 0]})
+    y = np.array([0, 1, 0, 1], np.float32)
+    model = dgboost.train({}, frame, y, num_boost_round=2)
+    model.save_model(tmp_path / "m.json", format="xgboost")
+    theirs = xgb.Booster(model_file=str(tmp_path / "m.json"))
+    assert theirs.feature_names == ["x", "é"]
+    np.testing.assert_allclose(theirs.predict(xgb.DMatrix(frame)), model.predict(frame), rtol=1e-6)
+    continued = dgboost.train({}, frame.to_numpy(np.float32), y, num_boost_round=1, init_model=model)
+    assert continued.feature_names == ("x", "é")  # continued on an array, the model keeps its names
+    with pytest.raises(ValueError, match="same names in another order"):
+        continued.predict(frame[["é", "x"]])
+    with pytest.raises(ValueError, match=r"m.ubj.*name the file '.json'"):
+        model.save_model(tmp_path / "m.ubj", format="xgboost")
+
+
+def test_the_dump_routes_rows_as_the_model_does(rng):
+    """Thresholds and leaves in the text dump have float32's nine digits: a row between the
+    printed and the true threshold went the other way by the dump."""
+    X = rng.standard_normal((200, 1)).astype(np.float32)
+    model = dgboost.train({"max_depth": 1}, X, X[:, 0] + 0.1 * rng.standard_normal(200).astype(np.float32),
+                          num_boost_round=1)
+    threshold = model.trees[0].threshold[0]
+    printed = float(model.get_dump()[0].splitlines()[0].split("<")[1].split("]")[0])
+    assert np.float32(printed) == threshold
+    with pytest.raises(TypeError, match=r"Booster\(params\) takes dgboost's TrainParams, got dict"):
+        dgboost.Booster({"nthread": 4})

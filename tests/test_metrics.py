@@ -117,3 +117,32 @@ def test_compiled_exact_sums_equal_the_array_program(dtype, n_threads, monkeypat
             if finite:  # exact_sums_partial sums in fixed point only then
                 fixed = cpu.host_fixed_sums(columns, scale)
                 np.testing.assert_array_equal(fixed, fixed_column_sums(columns, scale))
+
+
+def test_soft_labels_score_by_their_share_as_xgboost():
+    """reg:logistic's labels lie anywhere in [0, 1]: error, auc and aucpr count a row's label as its
+    positive share (XGBoost 3.2.0 gives these values for the same labels and predictions)."""
+    y = np.array([0.3, 0.3, 0.8, 0.5], np.float32)
+    p = (1 / (1 + np.exp(-np.array([2, -2, 2, 2])))).astype(np.float32)
+    assert _metric("error", objective="reg:logistic")(y, p, None, COMM) == pytest.approx(0.425)
+    assert _metric("auc", objective="reg:logistic")(y, p, None, COMM) == pytest.approx(0.5877192966)
+    assert _metric("aucpr", objective="reg:logistic")(y, p, None, COMM) == pytest.approx(0.5282876756)
+
+
+def test_logloss_bounds_both_sides_alike():
+    """A certain wrong prediction costs -log(1e-16) whichever side it is on (XGBoost's 36.8414)."""
+    logloss = _metric("logloss", objective="binary:logistic")
+    assert logloss(np.zeros(2, np.float32), np.ones(2, np.float32), None, COMM) == pytest.approx(-math.log(1e-16))
+    assert logloss(np.ones(2, np.float32), np.zeros(2, np.float32), None, COMM) == pytest.approx(-math.log(1e-16))
+
+
+def test_regression_metrics_of_several_quantiles_compare_each_with_the_label():
+    y = np.array([1.0, 2.0, 4.0], np.float32)
+    p = np.array([[1.0, 2.0, 3.0]] * 3, np.float32)  # as many rows as quantiles: a wrong broadcast runs too
+    params = {"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9]}
+    assert _metric("mape", **params)(y, p, None, COMM) == pytest.approx(np.mean(np.abs((y[:, None] - p) / y[:, None])))
+    rmsle = np.sqrt(np.mean((np.log1p(y[:, None]) - np.log1p(p)) ** 2))
+    assert _metric("rmsle", **params)(y, p, None, COMM) == pytest.approx(rmsle)
+    y10 = np.arange(1, 11, dtype=np.float32)  # 10 rows, 3 quantiles: it failed to broadcast
+    assert _metric("mape", **params)(y10, np.ones((10, 3), np.float32), None, COMM) == \
+        pytest.approx(np.mean(np.abs((y10 - 1) / y10)))

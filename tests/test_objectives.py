@@ -156,7 +156,7 @@ def test_metrics_are_xgboosts(rows, name, objective, extra):
     ({"objective": "reg:squarederror", "quantile_alpha": 0.5}, [1.0, 2.0, 3.0], "only for"),
     ({"objective": "reg:tweedie", "tweedie_variance_power": 2.0}, [1.0, 2.0, 3.0], "out of range"),
     ({"objective": "reg:gamma", "base_score": -1.0}, [1.0, 2.0, 3.0], "must be > 0"),
-    ({"objective": "reg:gamma", "eval_metric": "tweedie-nloglik@2.5"}, [1.0, 2.0, 3.0], "\\[1, 2\\)"),
+    ({"objective": "reg:gamma", "eval_metric": "tweedie-nloglik@2.5"}, [1.0, 2.0, 3.0], "\\(1, 2\\)"),
     ({"objective": "reg:gamma", "eval_metric": "ndcg@5"}, [1.0, 2.0, 3.0], "does not fit"),
     ({"objective": "reg:gamma", "eval_metric": "rmse@5"}, [1.0, 2.0, 3.0], "takes no '@'"),
 ])
@@ -357,3 +357,30 @@ def test_several_targets_in_the_estimator_and_their_errors(rows):
     with pytest.raises(ValueError, match="does not take several targets"):
         dgboost.train({"objective": "binary:logistic", "eval_metric": "auc"}, X, (Y > 0).astype(np.float32),
                       num_boost_round=1)
+
+
+def test_a_given_base_score_of_a_log_link_is_taken_as_it_is():
+    X = np.zeros((4, 1), np.float32)
+    booster = dgboost.train({"objective": "count:poisson", "base_score": 1e-8}, X, np.ones(4, np.float32),
+                            num_boost_round=0)
+    assert booster.predict(X, output_margin=True)[0] == pytest.approx(np.log(1e-8), rel=1e-6)  # XGBoost's -18.42
+
+
+@pytest.mark.parametrize("objective", ["survival:aft", "survival:cox"])
+def test_a_survival_base_score_must_be_positive(objective):
+    X, y = np.zeros((4, 1), np.float32), np.ones((4, 2) if objective == "survival:aft" else 4, np.float32)
+    with pytest.raises(ValueError, match=r"base_score=0.0 must be > 0 for objective='survival"):
+        dgboost.train({"objective": objective, "base_score": 0.0}, X, y, num_boost_round=1)
+
+
+def test_metric_arguments_and_labels_that_cannot_be_scored_are_refused():
+    X = np.zeros((4, 1), np.float32)
+    with pytest.raises(ValueError, match=r"tweedie-nloglik@1.*in \(1, 2\)"):
+        dgboost.train({"objective": "reg:tweedie", "eval_metric": "tweedie-nloglik@1"}, X, np.ones(4, np.float32),
+                      num_boost_round=1)
+    graded = np.array([0, 0.5, 1, 2], np.float32)
+    with pytest.raises(ValueError, match=r"y has 0.5 at row 1: eval_metric 'ndcg' .* integer labels in \[0, 31\]"):
+        dgboost.train({"objective": "rank:pairwise", "eval_metric": "ndcg"}, X, graded, num_boost_round=1,
+                      qid=[0, 0, 1, 1])
+    dgboost.train({"objective": "rank:pairwise", "eval_metric": "ndcg", "ndcg_exp_gain": False}, X, graded,
+                  num_boost_round=1, qid=[0, 0, 1, 1])  # linear gain takes them

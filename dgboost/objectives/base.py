@@ -168,7 +168,9 @@ class LogLink(Objective):
     output-space intercept's margin its log."""
 
     def link(self, base_score):
-        return np.full(1, np.log(max(base_score, _MIN_PROBABILITY)), dtype=MARGIN_DTYPE)
+        # A given base_score is > 0 (params' check) and taken as it is; an estimated mean may be 0
+        estimated = self.params.base_score is None
+        return np.full(1, np.log(max(base_score, _MIN_PROBABILITY) if estimated else base_score), dtype=MARGIN_DTYPE)
 
     def transform(self, margins):
         return get_xp(margins).exp(margins[:, 0])

@@ -114,15 +114,17 @@ class LogLoss(_WeightedMean):
     name = "logloss"
 
     def _loss(self, label, prediction, xp):
-        p = xp.clip(prediction, _EPS, 1.0 - _EPS)
-        return -(label * xp.log(p) + (1.0 - label) * xp.log(1.0 - p))
+        # Each side bounded by _EPS itself: 1 - 1e-16 rounds to 1 - 1.1e-16 in float64
+        return -(label * xp.log(xp.maximum(prediction, _EPS)) + (1.0 - label) * xp.log(xp.maximum(1.0 - prediction,
+                                                                                             _EPS)))
 
 
 class BinaryError(_WeightedMean):
     name = "error"
 
     def _loss(self, label, prediction, xp):
-        return ((prediction > 0.5) != (label > 0.5)).astype(STAT_DTYPE)
+        # XGBoost's: a row's error is the label's share on the other side (reg:logistic's labels in [0, 1])
+        return xp.where(prediction > 0.5, 1.0 - label, label)
 
 
 class MultiLogLoss(_WeightedMean):
@@ -187,9 +189,11 @@ class AUC(Metric):
             [predictions[:, k:k + 1] for k in range(predictions.shape[1])]  # slices: no index array copied
         parts = []
         for k, score in enumerate(columns):
-            positive = label == (1 if predictions.ndim == 1 else k)
-            parts += _sorted_weights(score[:, 0], xp.where(positive, weight_fixed, 0),
-                                     xp.where(positive, 0, weight_fixed), comm, rows)
+            if predictions.ndim == 1:  # a row is positive by its label's share (reg:logistic's in [0, 1]), as XGBoost
+                positive_fixed = to_fixed(weight * label.astype(STAT_DTYPE), scale)
+            else:
+                positive_fixed = xp.where(label == k, weight_fixed, 0)
+            parts += _sorted_weights(score[:, 0], positive_fixed, weight_fixed - positive_fixed, comm, rows)
         return parts
 
     def finish(self, parts):
@@ -256,10 +260,17 @@ def _log_factorial(label, xp):
     return xp.asarray(values)[inverse.reshape(-1)]
 
 
+def _beside(label, prediction):
+    """The label as a column beside a prediction of several outputs (quantile_alpha's), where
+    each output is compared with it."""
+    return label[:, None] if prediction.ndim == 2 and label.ndim == 1 else label
+
+
 class MAPE(_WeightedMean):
     name = "mape"
 
     def _loss(self, label, prediction, xp):
+        label = _beside(label, prediction)
         return xp.abs((label - prediction) / label)
 
 
@@ -267,7 +278,7 @@ class RMSLE(_WeightedMean):
     name = "rmsle"
 
     def _loss(self, label, prediction, xp):
-        return (xp.log1p(label) - xp.log1p(prediction)) ** 2
+        return (xp.log1p(_beside(label, prediction)) - xp.log1p(prediction)) ** 2
 
     def _finish(self, mean):
         return math.sqrt(mean)
