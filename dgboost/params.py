@@ -123,7 +123,8 @@ def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
         hint = difflib.get_close_matches(base, METRICS, n=1)
         suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
         raise ValueError(f"eval_metric {name!r} is not one of {', '.join(METRICS)} (ndcg, map and pre take "
-                         f"'@k' and a trailing '-'; tweedie-nloglik takes '@rho').{suggestion}")
+                         f"'@k' and a trailing '-'; tweedie-nloglik takes '@rho', error '@threshold')."
+                         f"{suggestion}")
     if not at:
         return base, None, minus
     if base in RANKING_METRICS:
@@ -140,6 +141,15 @@ def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
             raise ValueError(f"eval_metric {name!r}: the variance power after '@' must be a number in (1, 2), as "
                              "in 'tweedie-nloglik@1.5'")
         return base, rho, False
+    if base == "error":
+        try:
+            threshold = float(argument)
+        except ValueError:
+            threshold = math.nan
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"eval_metric {name!r}: the threshold after '@' must be a number in [0, 1], as in "
+                             "'error@0.7' (a row counts as positive where its prediction is above it)")
+        return base, threshold, False
     raise ValueError(f"eval_metric {name!r}: {base!r} takes no '@' argument; write {base!r}")
 
 #: XGBoost parameters a user may bring that dgboost does not implement yet: named

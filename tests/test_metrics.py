@@ -146,3 +146,24 @@ def test_regression_metrics_of_several_quantiles_compare_each_with_the_label():
     y10 = np.arange(1, 11, dtype=np.float32)  # 10 rows, 3 quantiles: it failed to broadcast
     assert _metric("mape", **params)(y10, np.ones((10, 3), np.float32), None, COMM) == \
         pytest.approx(np.mean(np.abs((y10 - 1) / y10)))
+
+
+def test_error_at_a_threshold_is_xgboosts(binary, tmp_path):
+    """error@t counts a row as positive above t; its name keeps the "@t" (XGBoost's values and name)."""
+    xgb = pytest.importorskip("xgboost")
+    import dgboost
+
+    y, p, w = binary
+    X = np.zeros((len(y), 1), np.float32)
+    margin = np.log(p / (1 - p)).astype(np.float32)
+    ours = dgboost.train({"objective": "binary:logistic", "eval_metric": ["error@0.7", "error"], "eta": 0}, X, y,
+                         num_boost_round=1, sample_weight=w, base_margin=margin, evals=[(X, y, "t")])
+    matrix = xgb.DMatrix(X, y, weight=w, base_margin=margin)
+    theirs = {}
+    xgb.train({"objective": "binary:logistic", "eval_metric": ["error@0.7", "error"], "eta": 0}, matrix, 1,
+              evals=[(matrix, "t")], evals_result=theirs, verbose_eval=False)
+    assert list(ours.evals_result()["t"]) == list(theirs["t"]) == ["error@0.7", "error"]
+    for name in ("error@0.7", "error"):
+        assert ours.evals_result()["t"][name][0] == pytest.approx(theirs["t"][name][0], rel=1e-6)
+    with pytest.raises(ValueError, match=r"'error@1.5': the threshold after '@' must be a number in \[0, 1\]"):
+        dgboost.train({"eval_metric": "error@1.5", "objective": "binary:logistic"}, X, y, num_boost_round=1)

@@ -120,11 +120,19 @@ class LogLoss(_WeightedMean):
 
 
 class BinaryError(_WeightedMean):
+    """error, or error@t: a row counts as positive where its prediction is above t (0.5)."""
+
     name = "error"
+
+    def __init__(self, params: TrainParams, threshold: float | None = None):
+        super().__init__(params)
+        self.threshold = 0.5 if threshold is None else threshold
+        if threshold is not None:
+            self.name = f"error@{threshold:g}"
 
     def _loss(self, label, prediction, xp):
         # XGBoost's: a row's error is the label's share on the other side (reg:logistic's labels in [0, 1])
-        return xp.where(prediction > 0.5, 1.0 - label, label)
+        return xp.where(prediction > self.threshold, 1.0 - label, label)
 
 
 class MultiLogLoss(_WeightedMean):
@@ -466,6 +474,8 @@ def make_metric(name: str, params: TrainParams) -> Metric:
         return RankingMetric(params, base, argument, minus)
     if base == "tweedie-nloglik":
         return TweedieNegLogLik(params, argument)
+    if base == "error":
+        return BinaryError(params, argument)
     return _METRICS[base](params)
 
 
