@@ -325,6 +325,9 @@ class Booster:
                 text = stream.read()
         except UnicodeDecodeError:  # a binary file: XGBoost's UBJSON, a pickle, ...
             raise ValueError(f"{path} is not a dgboost model (not JSON text, but binary)") from None
+        if text[:1] == "{" and text[1:2] not in ('"', "}", " ", "\n", "\r", "\t"):  # UBJSON: a key's type marker
+            raise ValueError(f"{path} is not a dgboost model (not JSON text, but binary: XGBoost's UBJSON, by its "
+                             "first bytes)")
         loaded = cls._from_document(_parse(text, path), path)
         if self is None:
             return loaded

@@ -208,3 +208,12 @@ def test_the_dump_routes_rows_as_the_model_does(rng):
     assert np.float32(printed) == threshold
     with pytest.raises(TypeError, match=r"Booster\(params\) takes dgboost's TrainParams, got dict"):
         dgboost.Booster({"nthread": 4})
+
+
+def test_an_xgboost_ubjson_file_of_no_trees_is_named_binary(tmp_path, rng):
+    """An XGBoost UBJSON model can be valid UTF-8 (no tree in it): it is still named binary, not
+    taken for a truncated JSON document."""
+    X = rng.standard_normal((20, 2)).astype(np.float32)
+    xgb.train({}, xgb.DMatrix(X, rng.standard_normal(20)), 0).save_model(tmp_path / "m.ubj")
+    with pytest.raises(ValueError, match="not JSON text, but binary"):
+        dgboost.Booster.load_model(tmp_path / "m.ubj")
