@@ -193,13 +193,13 @@ def text_dump(booster, with_stats: bool = False) -> list[str]:
 
         def visit(node: int, depth: int) -> None:
             tab = "\t" * depth
-            stats = f",cover={float(tree.cover[node]):.9g}" if with_stats else ""
+            stats = f",cover={float(np.float32(tree.cover[node])):.9g}" if with_stats else ""  # float32, as exported
             if tree.left[node] < 0:
                 lines.append(f"{tab}{node}:leaf={float(tree.value[node]):.9g}{stats}")
                 return
             left, right = int(tree.left[node]), int(tree.right[node])
             missing = left if tree.default_left[node] else right
-            gain = f",gain={float(tree.gain[node]):.9g}" if with_stats else ""
+            gain = f",gain={float(np.float32(tree.gain[node])):.9g}" if with_stats else ""
             if node in tree.categories:  # XGBoost's form: "yes" the set's categories, which go right
                 codes = ",".join(str(int(c)) for c in tree.categories[node])
                 lines.append(f"{tab}{node}:[{names[tree.feature[node]]}:{{{codes}}}] "

@@ -429,7 +429,8 @@ PARAMETERS: tuple[Spec, ...] = (
          "Symbols per feature in the compressed matrix, one of them kept for missing values: a "
          "feature gets at most max_bin - 1 value bins, so the default packs into 8 bits a cell."),
     Spec("base_score", None, _check_optional(_CHECKS["base_score"][0]), "finite; in (0, 1) for "
-         "reg:logistic and binary:logistic, > 0 for count:poisson",
+         "reg:logistic and binary:logistic, > 0 for count:poisson, reg:gamma, reg:tweedie, survival:cox and "
+         "survival:aft, > -1 for reg:squaredlogerror",
          "Initial prediction, in output space (a probability for reg:logistic and "
          "binary:logistic, a margin for binary:logitraw and multiclass). Not given: estimated "
          "from the weighted labels (docs/parameters.md says how)."),

@@ -178,6 +178,10 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     objective = make_objective(params)
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
                                group=group, label_name=BOUNDS if bounds else "y")
+    init = options.init_model
+    if training.feature_names is None and init is not None and init.feature_names is not None \
+            and init.num_features == training.n_features:  # continued on an array: the model's names, eval frames too
+        training = dataclasses.replace(training, feature_names=init.feature_names)
     resolve_categories(params, training.n_features, training.frame_categories, feature_names=training.feature_names)
     features = FeatureRules.resolve(params, training.n_features, training.feature_names, feature_weights)
     eval_sets = _eval_sets(evals, X, y, training, params, objective, aligned_list(eval_qid, evals, "eval_qid"),
@@ -624,8 +628,8 @@ def checked_dataset(X, y, params: TrainParams, objective: Objective, *, weight=N
     if data.label is not None:
         objective.check_labels(data.label, f"{where}{label_name}")
     check_groups(params, data.group is not None, where)
-    if data.label is not None:
-        check_metric_labels(params, data.label, f"{where}{label_name}")
+    if data.label is not None:  # an eval set's (where it is named) are scored
+        check_metric_labels(params, data.label, f"{where}{label_name}", evaluated=bool(where))
     return data
 
 
@@ -660,15 +664,23 @@ def check_bounds(y, label_lower_bound, label_upper_bound, params: TrainParams) -
     return label_lower_bound, label_upper_bound
 
 
-def check_metric_labels(params: TrainParams, label, name: str) -> None:
-    """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule). An
-    ndcg named in eval_metric with ndcg_exp_gain (gain 2**label - 1) takes integers in [0, 31]."""
+def check_metric_labels(params: TrainParams, label, name: str, evaluated: bool = False) -> None:
+    """map and pre count relevant documents: their labels must be 0 or 1 (XGBoost's rule).
+    ``evaluated``: the labels of an eval set, whose ndcg is scored (``check_graded_labels``)."""
     binary = [m for m in params.metrics if m.split("@")[0].rstrip("-") in ("map", "pre")]
     if binary:
         raise_for_first((label != 0) & (label != 1), label, name, f"eval_metric {binary[0]!r} needs labels 0 or 1 "
                         "(relevant or not); use ndcg for graded relevance", get_xp(label))
-    graded = [m for m in params.eval_metric or () if m.split("@")[0].rstrip("-") == "ndcg"]
-    if graded and params.ndcg_exp_gain:
+    if evaluated:
+        check_graded_labels(params, label, name)
+
+
+def check_graded_labels(params: TrainParams, label, name: str) -> None:
+    """An eval set's ndcg (named, or the objective's default) with ndcg_exp_gain scores 2**label - 1:
+    its labels must be integers in [0, 31], which XGBoost refuses otherwise (rank:ndcg checks its
+    training labels alike; rank:pairwise takes any)."""
+    graded = [m for m in params.metrics if m.split("@")[0].rstrip("-") == "ndcg"]
+    if graded and params.ndcg_exp_gain and label is not None:
         xp = get_xp(label)
         raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
                         f"eval_metric {graded[0]!r} with ndcg_exp_gain (gain 2**label - 1) needs integer labels in "
@@ -708,6 +720,7 @@ def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: O
     eval_sets = []
     for (where, eval_X, eval_y, name), qid, group in zip(eval_entries(evals), qids, groups):
         if eval_X is X and eval_y is y and qid is None and group is None:
+            check_graded_labels(params, training.label, f"{where} y")
             eval_sets.append(EvalSet(name, training, is_training=True))
             continue
         if is_dataframe(eval_X):  # names before codes, as Booster.predict checks them

@@ -193,6 +193,9 @@ def test_names_beyond_ascii_reach_xgboost_as_written(tmp_path):
     assert continued.feature_names == ("x", "é")  # continued on an array, the model keeps its names
     with pytest.raises(ValueError, match="same names in another order"):
         continued.predict(frame[["é", "x"]])
+    with pytest.raises(ValueError, match="same names in another order"):  # an eval frame, checked alike
+        dgboost.train({}, frame.to_numpy(np.float32), y, num_boost_round=1, init_model=model,
+                      evals=[(frame[["é", "x"]], y, "e")])
     with pytest.raises(ValueError, match=r"m.ubj.*name the file '.json'"):
         model.save_model(tmp_path / "m.ubj", format="xgboost")
 

@@ -378,9 +378,14 @@ def test_metric_arguments_and_labels_that_cannot_be_scored_are_refused():
     with pytest.raises(ValueError, match=r"tweedie-nloglik@1.*in \(1, 2\)"):
         dgboost.train({"objective": "reg:tweedie", "eval_metric": "tweedie-nloglik@1"}, X, np.ones(4, np.float32),
                       num_boost_round=1)
-    graded = np.array([0, 0.5, 1, 2], np.float32)
-    with pytest.raises(ValueError, match=r"y has 0.5 at row 1: eval_metric 'ndcg' .* integer labels in \[0, 31\]"):
-        dgboost.train({"objective": "rank:pairwise", "eval_metric": "ndcg"}, X, graded, num_boost_round=1,
-                      qid=[0, 0, 1, 1])
-    dgboost.train({"objective": "rank:pairwise", "eval_metric": "ndcg", "ndcg_exp_gain": False}, X, graded,
-                  num_boost_round=1, qid=[0, 0, 1, 1])  # linear gain takes them
+    graded, qid = np.array([0, 0.5, 1, 2], np.float32), [0, 0, 1, 1]
+    copy = graded.copy()
+    for params in ({"objective": "rank:pairwise"}, {"objective": "rank:pairwise", "eval_metric": "ndcg@2"}):
+        with pytest.raises(ValueError, match=r"evals\[0\] y has 0.5 at row 1: eval_metric 'ndcg@(32|2)' .* integer "
+                                             r"labels in \[0, 31\]"):
+            dgboost.train(params, X, graded, num_boost_round=1, qid=qid, evals=[(X, copy, "e")], eval_qid=[qid])
+        with pytest.raises(ValueError, match=r"evals\[0\] y has 0.5 at row 1"):  # the training set as an eval set
+            dgboost.train(params, X, graded, num_boost_round=1, qid=qid, evals=[(X, graded, "train")])
+        dgboost.train(params, X, graded, num_boost_round=1, qid=qid)  # not scored: pairwise takes any labels
+    dgboost.train({"objective": "rank:pairwise", "ndcg_exp_gain": False}, X, graded, num_boost_round=1, qid=qid,
+                  evals=[(X, copy, "e")], eval_qid=[qid])  # linear gain takes them
