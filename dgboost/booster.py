@@ -291,6 +291,9 @@ class Booster:
     # -- the model file ------------------------------------------------------------------
     def save_raw(self, format: str = "json") -> bytes:
         """The model file's bytes (what ``save_model`` writes in that format)."""
+        if self.feature_names is not None and len(self.feature_names) != self.num_features:  # set by hand
+            raise ValueError(f"feature_names has {len(self.feature_names)} names for the model's {self.num_features} "
+                             "features: set one name a feature (or None) before saving")
         if format == "json":
             document = _with_checksum(self._document())
         elif format == "xgboost":

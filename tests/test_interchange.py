@@ -220,3 +220,13 @@ def test_an_xgboost_ubjson_file_of_no_trees_is_named_binary(tmp_path, rng):
     xgb.train({}, xgb.DMatrix(X, rng.standard_normal(20)), 0).save_model(tmp_path / "m.ubj")
     with pytest.raises(ValueError, match="not JSON text, but binary"):
         dgboost.Booster.load_model(tmp_path / "m.ubj")
+
+
+def test_feature_names_set_by_hand_are_checked_before_a_file_is_written(tmp_path, rng):
+    X = rng.standard_normal((30, 3)).astype(np.float32)
+    model = dgboost.train({}, X, X[:, 0], num_boost_round=1)
+    model.feature_names = ["x", "y"]  # 3 features: load_model would refuse the file
+    for form in ("json", "xgboost"):
+        with pytest.raises(ValueError, match="feature_names has 2 names for the model's 3 features"):
+            model.save_model(tmp_path / "m.json", format=form)
+    assert not (tmp_path / "m.json").exists()

@@ -128,7 +128,8 @@ class Objective:
         return margins[:, 0]
 
     def eval_transform(self, margins):
-        """What metrics receive: the transform, except where XGBoost differs (logitraw)."""
+        """What metrics receive: the transform, but for binary:logitraw, whose metrics see
+        probabilities (XGBoost 3.2 scores its raw margins, with which logloss and error mean little)."""
         return self.transform(margins)
 
 
