@@ -12,6 +12,8 @@ import sys
 import time
 from typing import TextIO
 
+import numpy as np
+
 from ._files import write_atomically
 from .objectives.metrics import higher_is_better
 
@@ -104,9 +106,16 @@ class EvaluationMonitor(TrainingCallback):
     never_stops = True
 
     def __init__(self, period: int = 1, file: TextIO | None = None):
-        self.period = period
+        if isinstance(period, (bool, np.bool_)) or not isinstance(period, numbers.Integral) or period < 1:
+            raise ValueError(f"EvaluationMonitor(period={period!r}): period must be an integer >= 1 (the rounds "
+                             "between printed lines)")
+        self.period = int(period)
         self.file = file
         self._pending: str | None = None
+
+    def before_training(self, model):
+        self._pending = None  # a monitor given to a second run prints none of the first's lines
+        return model
 
     def after_iteration(self, model, epoch, evals_log):
         if not evals_log:
@@ -301,8 +310,10 @@ class LearningRateScheduler(TrainingCallback):
         else:
             raise ValueError(f"LearningRateScheduler has {len(rates)} rates but round {epoch} asks for one: "
                              "give one rate per round")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ValueError(f"LearningRateScheduler gave {value!r} for round {epoch}: rates must be > 0")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):  # numpy floats too
+            raise TypeError(f"LearningRateScheduler gave {value!r} for round {epoch}: a rate is a number")
+        if not 0 < value < math.inf:
+            raise ValueError(f"LearningRateScheduler gave {value!r} for round {epoch}: rates must be > 0 and finite")
         return float(value)
 
 
@@ -323,6 +334,11 @@ class TrainingCheckpoint(TrainingCallback):
         if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
             raise ValueError(f"interval={interval!r} must be an integer >= 1")
         self.path = str(path)
+        try:  # the path is formatted at each save: a brace other than {round} fails now, not after rounds
+            self.path.format(round=0)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"TrainingCheckpoint path {self.path!r}: the only field it may hold is {{round}} "
+                             f"({type(error).__name__}: {error}); write a literal brace as {{{{ or }}}}") from None
         self.interval = int(interval)
         self._last: int | None = None
 

@@ -145,6 +145,8 @@ class _DGBModel(BaseEstimator):
     # ---- shared steps ----
     def _train_params(self, extra: dict) -> dict:
         params = {name: getattr(self, name) for name in _PARAMS if getattr(self, name) is not None}
+        if isinstance(params.get("random_state"), np.random.RandomState):  # scikit-learn's; an int drawn, as XGBoost
+            params["random_state"] = int(params["random_state"].randint(np.iinfo(np.int32).max))
         return params | extra
 
     def _check(self, X, y=None, *, reset: bool):

@@ -74,7 +74,8 @@ class Options:
             early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
             if not has_evals:
                 raise ValueError("early_stopping_rounds needs an eval set to watch: pass evals=[(X_valid, "
-                                 "y_valid, 'valid')]")
+                                 "y_valid, 'valid')] (to a scikit-learn estimator's fit: eval_set=[(X_valid, "
+                                 "y_valid)])")
             if not params.metrics:
                 raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric "
                                  "is set and no eval_metric is given")

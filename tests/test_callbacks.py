@@ -121,3 +121,36 @@ def test_lines_when_not_on_a_terminal(task, capsys):
     X, y = task
     dgboost.train({"eval_metric": "rmse"}, X, y, num_boost_round=3, evals=[(X, y, "train")], verbose_eval=True)
     assert capsys.readouterr().out.splitlines()[0].startswith("[0]\ttrain-rmse:")
+
+
+def test_callback_arguments_xgboost_users_give_are_taken_or_named_at_once(tmp_path, capsys):
+    from dgboost.callback import EvaluationMonitor
+    from dgboost.sklearn import DGBRegressor
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = X[:, 0].copy()
+    # numpy rates (a schedule of np.linspace, say) are rates: they were refused as "not > 0"
+    schedule = LearningRateScheduler(list(np.linspace(0.3, 0.1, 3, dtype=np.float32)))
+    scheduled = dgboost.train({}, X, y, num_boost_round=3, callbacks=[schedule])
+    plain = dgboost.train({}, X, y, num_boost_round=3,
+                          callbacks=[LearningRateScheduler([float(r) for r in np.linspace(0.3, 0.1, 3, dtype=np.float32)])])
+    assert scheduled.save_raw() == plain.save_raw()
+    with pytest.raises(TypeError, match="a rate is a number"):
+        dgboost.train({}, X, y, num_boost_round=1, callbacks=[LearningRateScheduler(lambda epoch: "0.3")])
+    with pytest.raises(ValueError, match=r"path '.*ck\{x\}.*': the only field it may hold is \{round\}"):
+        TrainingCheckpoint(str(tmp_path / "ck{x}" / "m.json"))  # before any round, not at the first save
+    with pytest.raises(ValueError, match=r"EvaluationMonitor\(period=0\): period must be an integer >= 1"):
+        EvaluationMonitor(period=0)
+    monitor = EvaluationMonitor(period=100)
+    dgboost.train({}, X, y, num_boost_round=3, evals=[(X, y, "v")], callbacks=[monitor])
+    capsys.readouterr()
+    dgboost.train({}, X, y, num_boost_round=3, callbacks=[monitor])  # no eval set: nothing to print
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match=r"eval_set=\[\(X_valid, y_valid\)\]"):
+        DGBRegressor(n_estimators=3, early_stopping_rounds=2).fit(X, y)
+    state = np.random.RandomState(0)
+    seeded = DGBRegressor(n_estimators=3, subsample=0.5, random_state=state).fit(X, y)
+    again = DGBRegressor(n_estimators=3, subsample=0.5,
+                         random_state=int(np.random.RandomState(0).randint(np.iinfo(np.int32).max))).fit(X, y)
+    np.testing.assert_array_equal(seeded.predict(X), again.predict(X))  # scikit-learn's RandomState: an int drawn
