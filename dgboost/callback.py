@@ -12,14 +12,20 @@ import sys
 import time
 from typing import TextIO
 
-import numpy as np
-
 from ._files import write_atomically
 from .objectives.metrics import higher_is_better
 
 #: {eval set name: {metric name: [value per round]}}
 EvalsLog = dict[str, dict[str, list[float]]]
 
+
+
+def count(name: str, value, minimum: int) -> int:
+    """``value``, an integer (a numpy one too, not a bool) >= ``minimum``, as an int; else a
+    ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
 
 class TrainingCallback:
     """Base class: override the hooks you need.
@@ -106,7 +112,7 @@ class EvaluationMonitor(TrainingCallback):
     never_stops = True
 
     def __init__(self, period: int = 1, file: TextIO | None = None):
-        if isinstance(period, (bool, np.bool_)) or not isinstance(period, numbers.Integral) or period < 1:
+        if isinstance(period, bool) or not isinstance(period, numbers.Integral) or period < 1:
             raise ValueError(f"EvaluationMonitor(period={period!r}): period must be an integer >= 1 (the rounds "
                              "between printed lines)")
         self.period = int(period)
@@ -234,11 +240,9 @@ class EarlyStopping(TrainingCallback):
 
     def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
                  maximize: bool | None = None, save_best: bool = False, min_delta: float = 0.0):
-        if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
-            raise ValueError(f"rounds={rounds!r} must be an integer >= 1")
+        self.rounds = count("rounds", rounds, minimum=1)  # a numpy integer too, as XGBoost takes it
         if min_delta < 0:
             raise ValueError(f"min_delta={min_delta!r} must be >= 0")
-        self.rounds = int(rounds)  # a numpy integer too, as XGBoost takes it
         self.metric_name = metric_name
         self.data_name = data_name
         self.maximize = maximize
@@ -310,7 +314,7 @@ class LearningRateScheduler(TrainingCallback):
         else:
             raise ValueError(f"LearningRateScheduler has {len(rates)} rates but round {epoch} asks for one: "
                              "give one rate per round")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):  # numpy floats too
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy floats too
             raise TypeError(f"LearningRateScheduler gave {value!r} for round {epoch}: a rate is a number")
         if not 0 < value < math.inf:
             raise ValueError(f"LearningRateScheduler gave {value!r} for round {epoch}: rates must be > 0 and finite")
@@ -331,15 +335,13 @@ class TrainingCheckpoint(TrainingCallback):
     never_stops = True
 
     def __init__(self, path, interval: int = 100):
-        if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
-            raise ValueError(f"interval={interval!r} must be an integer >= 1")
         self.path = str(path)
         try:  # the path is formatted at each save: a brace other than {round} fails now, not after rounds
             self.path.format(round=0)
         except (KeyError, IndexError, ValueError) as error:
             raise ValueError(f"TrainingCheckpoint path {self.path!r}: the only field it may hold is {{round}} "
                              f"({type(error).__name__}: {error}); write a literal brace as {{{{ or }}}}") from None
-        self.interval = int(interval)
+        self.interval = count("interval", interval, minimum=1)
         self._last: int | None = None
 
     def before_training(self, model):

@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from .backend import get_xp, is_cupy_array, to_numpy
 from .booster import Booster
+from .objectives.base import _softmax
 from .training import train
 
 try:  # scikit-learn >= 1.6
@@ -283,7 +284,7 @@ class DGBClassifier(ClassifierMixin, _DGBModel):
         """Class probabilities, shape (n_rows, n_classes), columns in ``classes_`` order (for
         ``multi:softmax``, whose predictions are classes, the softmax of its margins, as XGBoost's)."""
         if self.get_booster().params.objective == "multi:softmax":
-            return softmax_rows(self._margins(X, True, iteration_range))
+            return _softmax(self._margins(X, True, iteration_range))  # multi:softprob's transform
         return two_columns(self._margins(X, False, iteration_range))
 
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):
@@ -327,14 +328,6 @@ def encode_labels(y, classes: np.ndarray) -> np.ndarray:
         raise ValueError(f"labels {sorted(set(values[unknown].tolist()))[:5]} are not among the training "
                          f"classes {classes.tolist()[:10]}")
     return codes.astype(np.float32)
-
-
-def softmax_rows(margins):
-    """Each row's softmax, on the margins' device: multi:softmax's class probabilities (its
-    predictions are classes), as XGBoost's predict_proba gives them."""
-    xp = get_xp(margins)
-    exponentials = xp.exp(margins - margins.max(axis=1, keepdims=True))
-    return exponentials / exponentials.sum(axis=1, keepdims=True)
 
 
 def two_columns(probabilities):

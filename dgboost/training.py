@@ -22,7 +22,7 @@ from ._dtypes import BIN_OFFSET_DTYPE, CUT_DTYPE, MARGIN_DTYPE
 from .backend import HostRead, asarray, cuda_device_count, get_xp, start_read, to_numpy, xp_for_device
 from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
-                       ProgressBar, TrainingCallback, on_terminal)
+                       ProgressBar, TrainingCallback, count, on_terminal)
 from .collective import LocalCommunicator
 from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, is_dataframe, make_dataset
 from .data.ellpack import EllpackMatrix
@@ -37,7 +37,7 @@ from .kernels.loops import using_threads
 from .objectives.metrics import make_metric
 from .objectives import Objective, make_objective
 from .objectives.base import raise_for_first
-from .objectives.ranking import MAX_EXP_RELEVANCE
+from .objectives.ranking import MAX_EXP_RELEVANCE, not_exp_relevance
 from .params import RANKING, TrainParams
 from . import replay
 from ._settings import cuda_graphs
@@ -69,9 +69,9 @@ class Options:
         """Validate everything but the data; raises ValueError/TypeError naming the argument."""
         params = TrainParams.from_dict(params)
         _configure_logging(params.verbosity)
-        num_boost_round = _count("num_boost_round", num_boost_round, minimum=0)
+        num_boost_round = count("num_boost_round", num_boost_round, minimum=0)
         if early_stopping_rounds is not None:
-            early_stopping_rounds = _count("early_stopping_rounds", early_stopping_rounds, minimum=1)
+            early_stopping_rounds = count("early_stopping_rounds", early_stopping_rounds, minimum=1)
             if not has_evals:
                 raise ValueError("early_stopping_rounds needs an eval set to watch: pass evals=[(X_valid, "
                                  "y_valid, 'valid')] (to a scikit-learn estimator's fit: eval_set=[(X_valid, "
@@ -682,10 +682,9 @@ def check_graded_labels(params: TrainParams, label, name: str) -> None:
     training labels alike; rank:pairwise takes any)."""
     graded = [m for m in params.metrics if m.split("@")[0].rstrip("-") == "ndcg"]
     if graded and params.ndcg_exp_gain and label is not None:
-        xp = get_xp(label)
-        raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
-                        f"eval_metric {graded[0]!r} with ndcg_exp_gain (gain 2**label - 1) needs integer labels in "
-                        f"[0, {MAX_EXP_RELEVANCE}]; set ndcg_exp_gain=False for other labels", xp)
+        raise_for_first(not_exp_relevance(label), label, name, f"eval_metric {graded[0]!r} with ndcg_exp_gain (gain "
+                        f"2**label - 1) needs integer labels in [0, {MAX_EXP_RELEVANCE}]; set ndcg_exp_gain=False for "
+                        "other labels", get_xp(label))
 
 
 def target_columns(y, params: TrainParams) -> int:
@@ -757,18 +756,12 @@ def device_module(device: str):
     return xp_for_device(device)
 
 
-def _count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
-    return int(value)
-
-
 def _period(verbose_eval) -> int:
     if isinstance(verbose_eval, bool):
         return 1 if verbose_eval else 0
     if verbose_eval is None or (isinstance(verbose_eval, numbers.Integral) and verbose_eval == 0):
         return 0  # silent, as XGBoost takes them (scikit-learn's verbose=0 comes here)
-    return _count("verbose_eval", verbose_eval, minimum=1)
+    return count("verbose_eval", verbose_eval, minimum=1)
 
 
 def _callbacks(callbacks) -> list:

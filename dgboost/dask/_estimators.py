@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, softmax_rows, two_columns
+from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, two_columns
+from ..objectives.base import _softmax
 from . import _shards
 
 
@@ -107,7 +108,7 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         if booster.params.objective == "multi:softmax":  # its predictions are classes: its margins' softmax
             margins = self._lazy(X, True)
             if _shards.is_dask_array(margins):
-                return margins.map_blocks(softmax_rows, dtype=np.float32)
+                return margins.map_blocks(_softmax, dtype=np.float32)
             return margins.map_partitions(_softmax_frame, meta=margins._meta)
         probabilities = self._lazy(X, False)
         if booster.n_outputs > 1:  # a column a class (a multi objective's, two classes too)
@@ -157,7 +158,7 @@ def _encode_series(series, classes):
 
 
 def _softmax_frame(frame):
-    return type(frame)(softmax_rows(frame.to_numpy()), index=frame.index, columns=frame.columns)
+    return type(frame)(_softmax(frame.to_numpy()), index=frame.index, columns=frame.columns)
 
 
 def _two_columns_frame(series):

@@ -27,6 +27,13 @@ from .base import Objective, raise_for_first
 MAX_EXP_RELEVANCE = 31
 
 
+def not_exp_relevance(label):
+    """Where a label is not a relevance that exp gain (2**label - 1) takes: an integer in
+    [0, MAX_EXP_RELEVANCE]."""
+    xp = get_xp(label)
+    return (label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label))
+
+
 class LambdaRank(Objective):
     """rank:ndcg, rank:pairwise and rank:map."""
 
@@ -44,7 +51,7 @@ class LambdaRank(Objective):
             raise_for_first((label != 0) & (label != 1), label, name,
                              "labels must be 0 or 1 (relevant or not) for objective='rank:map'", xp)
         elif self.kind == NDCG and self.params.ndcg_exp_gain:
-            raise_for_first((label < 0) | (label > MAX_EXP_RELEVANCE) | (label != xp.floor(label)), label, name,
+            raise_for_first(not_exp_relevance(label), label, name,
                              f"relevance labels must be integers in [0, {MAX_EXP_RELEVANCE}] for objective='rank:ndcg' "
                              "with ndcg_exp_gain (gain 2**label - 1); set ndcg_exp_gain=False for other labels", xp)
 
