@@ -49,6 +49,13 @@ def test_pages_hold_the_rows_of_the_in_core_matrix(tmp_path):
     assert os.path.isdir(paged.where) and len(os.listdir(paged.where)) == paged.n_pages
     stacked = np.concatenate([page.packed for _, page in paged.pages()])
     np.testing.assert_array_equal(stacked, whole.packed)
+    # A pass starts where the last one ended (on a GPU its last pages are still on the device).
+    backward = list(paged.pages())
+    assert [index for index, _ in backward] == list(range(paged.n_pages))[::-1]
+    for index, page in backward:
+        start = paged.starts[index]
+        np.testing.assert_array_equal(page.packed, whole.packed[start:start + page.n_rows])
+    assert [index for index, _ in paged.pages()] == list(range(paged.n_pages))
     rows = np.array([0, 5, 299, 300, 1234, N_ROWS - 1], dtype=np.int32)
     np.testing.assert_array_equal(paged.compact(rows).packed, whole.packed[rows])
     directory = paged.where
@@ -306,6 +313,44 @@ def test_gpu_out_of_core_categories_continuing_and_margins(tmp_path, caplog):
     paged = _paged(caplog, dgboost.train, {"device": "cuda", "max_device_matrix_bytes": 60_000}, X, y,
                    base_margin=margin, num_boost_round=3, init_model=first)
     assert _bytes(paged, tmp_path / "c.json") == _bytes(in_core, tmp_path / "d.json")
+
+
+@pytest.mark.gpu
+def test_gpu_pass_reuses_the_pages_the_last_left_and_a_gather_reads_them(monkeypatch):
+    """A pass that starts where the last ended copies two pages fewer; a pass of another
+    matrix through the same buffers sends them again; a sample gathered after a pass reads the
+    pages left in the buffers (not the pinned ones, emptied here to tell them apart)."""
+    cupy = pytest.importorskip("cupy")
+    X, _ = _data()
+    cuts = _cuts(X)
+    whole = build_ellpack(X, cuts)
+    paged = build_matrix(X, cuts, cupy, BUDGET)
+    other = build_matrix(X[:3000], cuts, cupy, BUDGET, buffers=paged._buffers)
+    assert isinstance(other, PagedMatrix) and paged.n_pages >= 10
+    copied = []
+    send = pages_module.PageBuffers.send
+    monkeypatch.setattr(pages_module.PageBuffers, "send", lambda self, index, page, n_words, owner: (
+        copied.append(self.held[index % 2] is None or self.held[index % 2][0] != (owner, index))
+        or send(self, index, page, n_words, owner)))
+
+    def a_pass(matrix):
+        copied.clear()
+        seen = {index: cupy.asnumpy(page.packed) for index, page in matrix.pages()}
+        for index, packed in seen.items():
+            np.testing.assert_array_equal(packed, whole.packed[matrix.starts[index]:matrix.starts[index + 1]])
+        return sum(copied)
+
+    assert a_pass(paged) == paged.n_pages
+    assert a_pass(paged) == paged.n_pages - 2
+    assert a_pass(paged) == paged.n_pages - 2
+    assert a_pass(other) == other.n_pages
+    assert a_pass(paged) == paged.n_pages  # backward, the fourth pass: pages 1 and 0 are left
+    assert set(paged._buffers.holding(paged._token)) == {0, 1}
+    for page in paged._pages[:2]:
+        page[...] = 0  # the gather must take these pages' rows from the device buffers
+    starts = paged.starts
+    rows = np.array([0, 5, starts[1], starts[2] - 1, starts[2], starts[3] + 1, N_ROWS - 1], dtype=np.int32)
+    np.testing.assert_array_equal(cupy.asnumpy(paged.compact(cupy.asarray(rows)).packed), whole.packed[rows])
 
 
 @pytest.mark.gpu

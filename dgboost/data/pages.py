@@ -14,7 +14,9 @@ every row: the bins of a row do not depend on its page). A page's life:
    page on the device in turn. On a GPU two device buffers take turns: page
    ``i + 1`` is copied on a copy stream while the kernels of page ``i`` run, so
    the copies overlap the histograms (at most two pages on the device: each
-   page is at most half the budget).
+   page is at most half the budget). A pass starts where the last one ended and
+   goes the other way, its first two pages those the buffers still hold: at
+   four times the budget, a pass copies three quarters of the matrix.
 3. **Removed** when training ends (``close``): its files deleted.
 
 A Dask job whose float input is not to be held at once packs each piece of a rank's rows
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
 import logging
 import math
 import os
@@ -59,6 +62,8 @@ logger = logging.getLogger("dgboost")
 #: Of a GPU's free memory, the share the automatic budget leaves to everything but the matrix
 #: (gradients, margins, row indices, histograms, the compacted sample's work).
 _AUTOMATIC_MARGIN = 0.5
+
+_TOKENS = itertools.count()
 
 
 @dataclasses.dataclass(eq=False)
@@ -86,6 +91,8 @@ class PagedMatrix:
     _buffers: "PageBuffers | None" = None  # on a GPU: the device buffers its pages stream through
 
     def __post_init__(self):
+        self._token = next(_TOKENS)  # names its pages in the buffers (PageBuffers.send)
+        self._forward = True  # the next pass's direction (pages)
         if self._directory is not None:  # its files go with it, should close never be called
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._directory, True)
 
@@ -137,40 +144,64 @@ class PagedMatrix:
         return n_rows * self.layout.bytes_per_row <= self.budget
 
     def pages(self):
-        """Each page on the device in turn: ``(first row, EllpackMatrix)``. A page is valid
-        until the next is asked for (on a GPU its buffer is then refilled)."""
+        """Each page on the device in turn: ``(its index, EllpackMatrix)``. A page is valid
+        until the next is asked for (on a GPU its buffer is then refilled).
+
+        A pass starts where the last one ended and goes the other way: on a GPU the last two
+        pages of a pass are still in the buffers, so the next pass copies two pages fewer
+        (a pass over the pages of another matrix sharing the buffers, an eval set's, sends
+        them again). Callers keep each page's work at its index: the order they come in is
+        not the rows' order."""
+        order = range(self.n_pages) if self._forward else range(self.n_pages - 1, -1, -1)
         if not self.on_gpu:
-            for start, page in zip(self.starts, self._pages):
-                yield start, self._matrix(_load(page))
+            for index in order:
+                yield index, self._matrix(_load(self._pages[index]))
+            self._forward = not self._forward
             return
         import cupy
 
         buffers, stream = self._buffers, cupy.cuda.get_current_stream()
-        pending = buffers.send(0, self._pages[0], self.layout.n_words)
-        for index, start in enumerate(self.starts[:-1]):
+        pending = buffers.send(order[0], self._pages[order[0]], self.layout.n_words, self._token)
+        for step, index in enumerate(order):
             target, copied = pending
-            if index + 1 < self.n_pages:
-                pending = buffers.send(index + 1, self._pages[index + 1], self.layout.n_words)
+            if step + 1 < self.n_pages:
+                after = order[step + 1]
+                pending = buffers.send(after, self._pages[after], self.layout.n_words, self._token)
             stream.wait_event(copied)
             try:
-                yield start, self._matrix(target)
+                yield index, self._matrix(target)
             finally:  # also when the pass stops here: the buffer is refilled after what was queued on it
                 buffers.read[index % 2] = stream.record()
+        self._forward = not self._forward
 
     def compact(self, rows) -> EllpackMatrix:
         """The rows ``rows`` (ascending indices, int, on the device) gathered into one in-core
         matrix, in their order: the sample's bytes cross to the device, not every page's. On a
-        GPU the device reads them from the pinned pages where they lie (no host work, no wait);
-        pages on disk are gathered on the host into one pinned buffer that crosses in one copy."""
+        GPU the device reads them from the pinned pages where they lie (no host work, no wait),
+        or from the device buffers for the pages the last pass left there; pages on disk are
+        gathered on the host into one pinned buffer that crosses in one copy."""
         if not self._pages:
             raise RuntimeError("this paged matrix was closed: its pages are gone")
         shape = (int(rows.shape[0]), self.layout.n_words)
-        parts = [_load(part) for page in self._pages for part in _parts(page)]  # files mapped, not read
-        starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
         if self.pinned:
             import cupy
 
-            return self._matrix(gather_page_rows(rows, parts, starts, cupy.empty(shape, PACKED_WORD_DTYPE)))
+            stream, held = cupy.cuda.get_current_stream(), self._buffers.holding(self._token)
+            parts = []
+            for index, page in enumerate(self._pages):
+                if index in held:
+                    view, copied = held[index]
+                    stream.wait_event(copied)
+                    parts.append(view)
+                else:
+                    parts += _parts(page)
+            starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
+            gathered = gather_page_rows(rows, parts, starts, cupy.empty(shape, PACKED_WORD_DTYPE))
+            for index in held:  # the buffer is refilled after the gather has read it
+                self._buffers.read[index % 2] = stream.record()
+            return self._matrix(gathered)
+        parts = [_load(part) for page in self._pages for part in _parts(page)]  # files mapped, not read
+        starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
         host_rows = to_numpy(rows)
         gathered = self._buffers.gathered(shape) if self.on_gpu else np.empty(shape, PACKED_WORD_DTYPE)
         # On a GPU the host's threads are otherwise idle: every core of the process's affinity
@@ -299,15 +330,19 @@ class PageBuffers:
         self.staging: list = [None, None]  # pinned, for pages on disk
         self.staged: list = [None, None]  # the copy that last read each staging buffer
         self.read: list = [None, None]  # the current stream after the kernels of each device buffer's last use
+        self.held: list = [None, None]  # ((owner, page index), (its view, its copy's event)) of each buffer
         self._gathered = None
 
-    def send(self, index: int, page, n_words: int):
+    def send(self, index: int, page, n_words: int, owner: int):
         """Queue page ``index``'s copy into buffer ``index % 2`` (each of its parts in turn, one
-        after the other): (the page's view of it, the copy's event)."""
+        after the other): (the page's view of it, the copy's event). Where that buffer still
+        holds the page (``owner``'s page ``index``, sent last into it), nothing is copied."""
         import cupy
         import cupyx
 
         slot = index % 2
+        if self.held[slot] is not None and self.held[slot][0] == (owner, index):
+            return self.held[slot][1]
         if self.copies is None:
             self.copies = cupy.cuda.Stream(non_blocking=True)
         hosts, staged = [], False
@@ -342,7 +377,12 @@ class PageBuffers:
         copied = self.copies.record()
         if staged:
             self.staged[slot] = copied
+        self.held[slot] = ((owner, index), (target, copied))
         return target, copied
+
+    def holding(self, owner: int) -> dict:
+        """``owner``'s pages in the buffers: {page index: (its view, its copy's event)}."""
+        return {held[0][1]: held[1] for held in self.held if held is not None and held[0][0] == owner}
 
     def gathered(self, shape) -> np.ndarray:
         """A pinned host buffer of ``shape`` for a gathered sample (grown as samples need; its
@@ -361,8 +401,8 @@ class PageBuffers:
 
         if self.copies is not None:
             self.copies.synchronize()
-        self.device, self.staging, self.staged, self.read, self._gathered = [None] * 2, [None] * 2, [None] * 2, \
-            [None] * 2, None
+        self.device, self.staging, self.staged, self.read, self.held = ([None] * 2 for _ in range(5))
+        self._gathered = None
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 

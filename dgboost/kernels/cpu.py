@@ -975,7 +975,7 @@ def gather_page_rows(rows, pages, starts, out):
     ----------
     rows : array of shape (n,), int: ascending, each in ``[0, starts[-1])``      # IN
     pages : iterable of arrays of shape (rows of the page, n_words), host memory  # IN, read once, in order
-            (on a GPU pinned: the device reads them through the bus)
+            (on a GPU pinned, read through the bus, or device arrays)
     starts : sequence of int, the first row of each page, then the matrix's rows  # IN
     out : array of shape (n, n_words), the pages' dtype                           # OUT
     """

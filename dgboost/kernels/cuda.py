@@ -652,8 +652,8 @@ def gather_page_rows(rows, pages, starts, out):
     import cupy
 
     pages = tuple(pages)
-    addresses, first = _page_table(tuple(int(page.ctypes.data) for page in pages), tuple(int(s) for s in starts),
-                                   cupy.cuda.Device().id)
+    addresses, first = _page_table(tuple(int(page.data.ptr if isinstance(page, cupy.ndarray) else page.ctypes.data)
+                                         for page in pages), tuple(int(s) for s in starts), cupy.cuda.Device().id)
     rows = cupy.ascontiguousarray(rows, dtype=cupy.int64)
     n, n_words = int(rows.shape[0]), int(out.shape[1])
     if n:

@@ -1,6 +1,7 @@
 // A tree's sample gathered from an out-of-core matrix's pages (twin: cpu.gather_page_rows).
 // The pages lie in pinned host memory, which the device addresses directly (unified
 // addressing): each sampled row's words cross the bus once, and nothing waits on the host.
+// A page still in a device buffer after a pass is read there: an address is either.
 #include "common.cuh"
 
 // out[i, w] = word w of row rows[i], in the page p with first[p] <= rows[i] < first[p + 1].

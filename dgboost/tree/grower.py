@@ -158,17 +158,17 @@ class _Frontier:
         histograms, in one pass over the pages (``partition.apply_level``, ``children`` and
         ``histograms`` would read each page twice). Returns (the new ridx, the next level,
         its histograms summed over all ranks on the coordinator)."""
-        moved, pages, built = [], [], None
-        for (start, page), rows, begin, end in zip(matrix.pages(), ridx, self.seg_begin, self.seg_end):
-            rows, n_left = partition.apply_level(page, rows, begin, end, level.splits, level.left_child)
+        moved, pages, built = [None] * matrix.n_pages, [None] * matrix.n_pages, None
+        for k, page in matrix.pages():
+            start, begin, end = matrix.starts[k], self.seg_begin[k], self.seg_end[k]
+            rows, n_left = partition.apply_level(page, ridx[k], begin, end, level.splits, level.left_child)
             ranges = next_frontier(level.splits.table, slot_of_rank, n_split, begin, end, n_left, int(rows.shape[0]))
             part = histogram.build(page, gpair[start:start + page.n_rows], scales, rows, ranges[5], ranges[6])
             if built is None:
                 built = part
             else:
                 built += part  # integers: exact, in any order
-            moved.append(rows)
-            pages.append(ranges)
+            moved[k], pages[k] = rows, ranges
         # Its histograms are built (returned): it keeps no parents' level, which goes the sooner.
         children = self._next_of_pages(pages, None, None, bounds, paths)
         return tuple(moved), children, histogram.children(hist, slot_of_rank, comm.reduce(built),

@@ -35,11 +35,14 @@ def build(matrix: EllpackMatrix, gpair, scales, ridx, seg_begin, seg_end):
     array of shape (n_slots, n_bins_total, 2), int64 (this rank's rows only)
     """
     if isinstance(matrix, PagedMatrix):  # ridx and the ranges are each page's (grower._start)
-        parts = (build(page, gpair[start:start + page.n_rows], scales, rows, begin, end)
-                 for (start, page), rows, begin, end in zip(matrix.pages(), ridx, seg_begin, seg_end))
-        hist = next(parts)
-        for part in parts:
-            hist += part  # integers: exact, in any order
+        hist = None
+        for k, page in matrix.pages():
+            start = matrix.starts[k]
+            part = build(page, gpair[start:start + page.n_rows], scales, ridx[k], seg_begin[k], seg_end[k])
+            if hist is None:
+                hist = part
+            else:
+                hist += part  # integers: exact, in any order
         return hist
     layout = matrix.layout
     if layout.is_sparse:

@@ -19,8 +19,9 @@ def apply_level(matrix: EllpackMatrix, ridx, seg_begin, seg_end, split_table, le
     sent left being tuples of each page's.
     """
     if isinstance(matrix, PagedMatrix):
-        moved = [apply_level(page, rows, begin, end, split_table, left_child)
-                 for (_, page), rows, begin, end in zip(matrix.pages(), ridx, seg_begin, seg_end)]
+        moved = [None] * matrix.n_pages
+        for k, page in matrix.pages():
+            moved[k] = apply_level(page, ridx[k], seg_begin[k], seg_end[k], split_table, left_child)
         return tuple(rows for rows, _ in moved), tuple(n_left for _, n_left in moved)
     layout = matrix.layout
     return partition_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, ridx, seg_begin,
@@ -43,8 +44,9 @@ def place_leaves(matrix: EllpackMatrix, ridx, positions, begin, end, node):
 def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int, categories=None):
     """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows)."""
     if isinstance(matrix, PagedMatrix):
-        parts = [route(page, split_feature, split_bin, default_left, left_child, depth, categories)
-                 for _, page in matrix.pages()]
+        parts = [None] * matrix.n_pages
+        for k, page in matrix.pages():
+            parts[k] = route(page, split_feature, split_bin, default_left, left_child, depth, categories)
         return get_xp(split_feature).concatenate(parts)
     layout = matrix.layout
     return route_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, split_feature,
