@@ -354,6 +354,34 @@ def test_gpu_pass_reuses_the_pages_the_last_left_and_a_gather_reads_them(monkeyp
 
 
 @pytest.mark.gpu
+def test_gpu_pages_of_pieces_reused_and_gathered_after_passes_whole_or_stopped():
+    """Pieces packed apart and sent to the device together (a page of parts, _from_packed):
+    after whole passes and passes stopped after a page, every page and every gathered sample
+    holds the in-core matrix's rows."""
+    cupy = pytest.importorskip("cupy")
+    from dgboost.data.pages import PackedRows, pack_rows
+
+    X, _ = _data()
+    cuts = _cuts(X)
+    whole = build_ellpack(X, cuts)
+    pieces = [pack_rows(X[start:start + 100], cuts, cupy, whole.layout, BUDGET) for start in range(0, N_ROWS, 100)]
+    paged = build_matrix(PackedRows.join(pieces), cuts, cupy, BUDGET)
+    assert isinstance(paged, PagedMatrix) and any(isinstance(page, list) for page in paged._pages)
+    rng = np.random.default_rng(5)
+    for stop_early in (False, True, True, False, True):
+        if stop_early:
+            a_pass = paged.pages()
+            next(a_pass)
+            a_pass.close()
+        for index, page in paged.pages():
+            np.testing.assert_array_equal(cupy.asnumpy(page.packed),
+                                          whole.packed[paged.starts[index]:paged.starts[index + 1]])
+        rows = np.sort(rng.choice(N_ROWS, 500, replace=False)).astype(np.int32)
+        assert paged._buffers.holding(paged._token)  # the gather reads some pages from the device
+        np.testing.assert_array_equal(cupy.asnumpy(paged.compact(cupy.asarray(rows)).packed), whole.packed[rows])
+
+
+@pytest.mark.gpu
 def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
     """cuda.gather_page_rows reads the pages where they lie (pinned host memory) and writes
     what cpu.gather_page_rows does: pages of unequal rows, rows from some pages and none of

@@ -343,6 +343,7 @@ class PageBuffers:
         slot = index % 2
         if self.held[slot] is not None and self.held[slot][0] == (owner, index):
             return self.held[slot][1]
+        self.held[slot] = None  # until the page is queued whole: a copy that fails leaves no page named here
         if self.copies is None:
             self.copies = cupy.cuda.Stream(non_blocking=True)
         hosts, staged = [], False

@@ -665,8 +665,9 @@ def gather_page_rows(rows, pages, starts, out):
 
 @functools.lru_cache(maxsize=16)
 def _page_table(addresses: tuple, starts: tuple, device: int):
-    """The pages' addresses and first rows on the device, made once per paged matrix (a copy
-    now would wait for the device's queued work)."""
+    """The pages' addresses and first rows on the device, made once per paged matrix and pages
+    left in its buffers (a few: which two a pass leaves there alternates), not for each
+    sample (a copy now would wait for the device's queued work)."""
     import cupy
 
     return cupy.asarray(np.array(addresses, dtype=np.uint64)), cupy.asarray(np.array(starts[:-1], dtype=np.int64))
