@@ -145,10 +145,27 @@ def _tree(tree, index: int, num_feature: int) -> dict:
         "split_conditions": conditions.tolist(),
         "split_indices": np.where(leaf, 0, tree.feature).astype(int).tolist(),
         "split_type": split_type.tolist(),
-        "sum_hessian": tree.cover.astype(np.float32).tolist(),
+        "sum_hessian": _covers(tree).tolist(),
         "tree_param": {"num_deleted": "0", "num_feature": str(num_feature), "num_nodes": str(n),
                        "size_leaf_vector": "1"},
     }
+
+
+#: The cover written for a node no training row reached, at depth d: 2**-(_EMPTY_COVER + d) (float32
+#: down to depth 85). XGBoost's TreeSHAP divides a child's cover by its parent's, and 0 / 0 is
+#: NaN: these give half each way below an empty node, as dgboost's own TreeSHAP takes it, and a
+#: share that vanishes in float32 where a reached node leads to an empty one (0 in dgboost's).
+_EMPTY_COVER = 64
+
+
+def _covers(tree) -> np.ndarray:
+    """The nodes' covers as XGBoost reads them: the tree's, and for empty nodes the powers of
+    two _EMPTY_COVER gives."""
+    cover = tree.cover.astype(np.float32)
+    empty = cover <= 0
+    depth = tree.node_depths[empty].astype(np.int64)
+    cover[empty] = np.ldexp(np.float32(1), -np.minimum(_EMPTY_COVER + depth, 149))
+    return cover
 
 
 def _vector(values) -> str:

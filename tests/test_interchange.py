@@ -87,6 +87,25 @@ def test_contributions_equal_xgboosts_and_sum_to_the_margin(objective, tmp_path,
     np.testing.assert_allclose(ours, theirs.reshape(ours.shape), rtol=0, atol=1e-4)
 
 
+def test_contributions_through_nodes_no_training_row_reached_equal_xgboosts(tmp_path, rng):
+    """A symmetric tree has nodes no training row reached (cover 0): rows that reach them at
+    predict time get contributions that sum to the margin and equal XGBoost's on the exported
+    model (whose TreeSHAP failed on 0 / 0 covers)."""
+    X = rng.standard_normal((2000, 8)).astype(np.float32)
+    y = X[:, 0] * X[:, 1] + np.sin(X[:, 2])
+    model = dgboost.train({"grow_policy": "symmetric", "max_depth": 6}, X, y, num_boost_round=3)
+    assert any((tree.cover == 0).any() for tree in model.trees)
+    T = (3 * rng.standard_normal((5000, 8))).astype(np.float32)
+    leaves = model.predict(T, pred_leaf=True)
+    assert any((tree.cover[leaves[:, k]] == 0).any() for k, tree in enumerate(model.trees))
+    ours = model.predict(T, pred_contribs=True)
+    np.testing.assert_allclose(ours.sum(axis=-1), model.predict(T, output_margin=True), rtol=0, atol=1e-5)
+    path = tmp_path / "model.json"
+    model.save_model(path, format="xgboost")
+    theirs = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(T), pred_contribs=True)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("n_threads", [1, 3])
 def test_contributions_of_deep_trees_on_threads_equal_xgboosts(n_threads, tmp_path, rng, monkeypatch):
     """The compiled TreeSHAP over rows in runs (three where n_threads is 3): deep trees, a

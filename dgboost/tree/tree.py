@@ -52,12 +52,17 @@ class Tree:
         return self.left < 0
 
     @property
-    def depth(self) -> int:
-        """Edges on the longest root-to-leaf path."""
+    def node_depths(self) -> np.ndarray:
+        """Each node's edges from the root."""
         depth = np.zeros(self.n_nodes, dtype=INDEX_DTYPE)
         for node in np.flatnonzero(~self.is_leaf):  # parents precede children
             depth[self.left[node]] = depth[self.right[node]] = depth[node] + 1
-        return int(depth.max())
+        return depth
+
+    @property
+    def depth(self) -> int:
+        """Edges on the longest root-to-leaf path."""
+        return int(self.node_depths.max())
 
     def category_lists(self) -> dict:
         """The category sets as XGBoost's JSON holds them: ``categories_nodes`` (ascending), each
