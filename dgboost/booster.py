@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import os
 
 import numpy as np
@@ -119,11 +120,33 @@ class Booster:
         """{eval set name: {metric: [value per round]}} of the training run."""
         return copy.deepcopy(self._evals_result)
 
-    def __getitem__(self, rounds: slice) -> "Booster":
-        """The model made of the given rounds only (``booster[:best_iteration + 1]``)."""
-        if not isinstance(rounds, slice) or rounds.step not in (None, 1):
-            raise TypeError("index a Booster with a slice of rounds, such as booster[:10]")
-        begin, end, _ = rounds.indices(self.num_boosted_rounds())
+    def __getitem__(self, rounds) -> "Booster":
+        """The model made of the given rounds only (``booster[:best_iteration + 1]``), or of one
+        round (``booster[3]``); negative bounds count from the last round, as Python's do."""
+        n = self.num_boosted_rounds()
+        if isinstance(rounds, (int, np.integer)) and not isinstance(rounds, (bool, np.bool_)):
+            index = int(rounds) + (n if rounds < 0 else 0)
+            if not 0 <= index < n:
+                raise IndexError(f"booster[{rounds}]: the model has {n} rounds")
+            return self._rounds(index, index + 1)
+        text = repr(rounds) if not isinstance(rounds, slice) else ":".join(
+            "" if bound is None else str(bound) for bound in (rounds.start, rounds.stop, rounds.step)).rstrip(":")
+        try:
+            if not isinstance(rounds, slice) or rounds.step not in (None, 1):
+                raise TypeError
+            begin, end = (operator.index(bound) for bound in (0 if rounds.start is None else rounds.start,
+                                                              n if rounds.stop is None else rounds.stop))
+        except TypeError:
+            raise TypeError(f"booster[{text}]: index a Booster with a round or a slice of rounds (integers, no step), "
+                            "such as booster[3] or booster[:10]") from None
+        begin, end = (bound + n if bound < 0 else bound for bound in (begin, end))
+        if not 0 <= begin < end <= n and (begin, end) != (0, n):
+            raise ValueError(f"booster[{text}] takes rounds {begin} to {end} of the model's {n}: a slice needs "
+                             f"0 <= begin < end <= {n} (negative bounds count from the end)")
+        return self._rounds(begin, end)
+
+    def _rounds(self, begin: int, end: int) -> "Booster":
+        """The model of rounds ``[begin, end)`` (``_rounds(0, 0)``: its frame, with no trees)."""
         sliced = copy.copy(self)
         k = self.n_outputs
         sliced.trees = self.trees[begin * k:end * k]

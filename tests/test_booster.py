@@ -147,3 +147,25 @@ def test_forest_depth_is_the_deepest_trees(rng):
         forest = Forest.from_trees(order, [0] * len(order), np)
         assert forest.depth == max(tree.depth for tree in order)
     assert Forest.from_trees([], [], np).depth == 0
+
+
+def test_a_slice_takes_some_rounds_or_is_refused(rng):
+    """booster[a:b] is rounds a to b (negative bounds from the end) and booster[i] one round,
+    as iteration_range predicts them; a slice of no round, or beyond the model, is refused
+    (it gave a model of no trees, which predicts the base score)."""
+    X = rng.standard_normal((300, 4)).astype(np.float32)
+    y = X[:, 0] + 0.1 * rng.standard_normal(300).astype(np.float32)
+    booster = dgboost.train({"max_depth": 3}, X, y, num_boost_round=10)
+    for rounds, (begin, end) in ((slice(2, 5), (2, 5)), (slice(-3, None), (7, 10)), (slice(None, -2), (0, 8)),
+                                 (3, (3, 4)), (-1, (9, 10)), (np.int64(0), (0, 1)), (slice(None), (0, 10))):
+        sliced = booster[rounds]
+        assert sliced.num_boosted_rounds() == end - begin
+        np.testing.assert_array_equal(sliced.predict(X), booster.predict(X, iteration_range=(begin, end)))
+    for rounds in (slice(5, 2), slice(3, 3), slice(None, 0), slice(0, 11), slice(100, 200), slice(-11, None)):
+        with pytest.raises(ValueError, match=r"a slice needs 0 <= begin < end <= 10"):
+            booster[rounds]
+    with pytest.raises(IndexError, match=r"booster\[10\]: the model has 10 rounds"):
+        booster[10]
+    for rounds in (slice(0, 10, 2), True, slice(1.5, 3), "a"):
+        with pytest.raises(TypeError, match="index a Booster with a round or a slice of rounds"):
+            booster[rounds]

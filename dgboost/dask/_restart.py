@@ -81,7 +81,7 @@ class JournalSender(TrainingCallback):
 
     def before_training(self, model):
         self._sent = len(model.trees)
-        self._send({"frame": zlib.compress(pickle.dumps(model[:0]))})
+        self._send({"frame": zlib.compress(pickle.dumps(model._rounds(0, 0)))})
         return model
 
     def after_iteration(self, model, epoch, evals_log):
@@ -238,7 +238,7 @@ class Journal:
             return None
         if callbacks is None:
             raise CannotResume("the job's callbacks could not be sent (the coordinator's log says why)")
-        model = frame[:0]
+        model = frame._rounds(0, 0)
         if self._init_model is not None:
             for tree, output in zip(self._init_model.trees, self._init_model.tree_outputs):
                 model.append(tree, output)
