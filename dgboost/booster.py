@@ -17,7 +17,8 @@ from ._files import write_atomically
 from ._version import __version__
 from .backend import asarray, get_xp, to_numpy
 from .data.categories import Categories, known_codes
-from .data.inputs import check_feature_names, features, is_dataframe, margins as margins_argument
+from .data.inputs import check_feature_names, features, is_dataframe, margins as margins_argument, \
+    refuse_category_columns
 from .data.sparse import from_arrays as sparse_from_arrays, is_sparse
 from .kernels.loops import using_threads
 from .objectives import make_objective
@@ -196,6 +197,8 @@ class Booster:
         frame_values = None if self.categories is None else self.categories.values[:self.categories.n_inputs]
         if is_dataframe(X):  # names (a frame's alone) before codes: a column out of place is named as such
             check_feature_names(self.feature_names, tuple(str(c) for c in X.columns), "X")
+            if frame_values is None or all(values is None for values in frame_values):
+                refuse_category_columns(X, "X")
         X, _, _ = features(X, missing=self.params.missing, categories=frame_values)
         if is_sparse(X) and X.shape[1] < self.num_features:  # its last columns have no entries: missing
             X = sparse_from_arrays(X.data, X.indices, X.indptr, self.num_features)

@@ -24,7 +24,8 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, count, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, is_dataframe, make_dataset
+from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, is_dataframe, make_dataset, \
+    refuse_category_columns
 from .data.ellpack import EllpackMatrix
 from .data import sparse
 from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
@@ -613,6 +614,9 @@ def eval_entries(evals):
             raise TypeError(f"{where} must be a tuple (X, y, name) with a string name, got {entry!r:.80}")
         if entry[2] in names:
             raise ValueError(f"{where} repeats the eval set name {entry[2]!r}: give each a unique name")
+        if entry[1] is None:
+            raise ValueError(f"{where} has no labels (y is None): an eval set is scored against its y, so give "
+                             "(X, y, name)")
         names.add(entry[2])
         yield (where, *entry)
 
@@ -725,6 +729,8 @@ def _eval_sets(evals, X, y, training: Dataset, params: TrainParams, objective: O
             continue
         if is_dataframe(eval_X):  # names before codes, as Booster.predict checks them
             check_feature_names(training.feature_names, tuple(str(c) for c in eval_X.columns), f"{where} X")
+            if training.frame_categories is None:  # coded by its own categories, its metrics would be wrong
+                refuse_category_columns(eval_X, f"{where} X")
         data = checked_dataset(eval_X, eval_y, params, objective, where=f"{where} ",
                                categories=training.frame_categories, qid=qid, group=group)
         if data.n_features != training.n_features:

@@ -251,3 +251,15 @@ def test_the_cluster_trains_after_bad_input(client, data, tmp_path):
     booster = _train(client, _chunked(X), _chunked(y))
     expected = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=2)
     assert booster.save_raw() == expected.save_raw()
+
+
+def test_an_eval_frame_with_a_category_column_where_training_had_none_is_refused(client, data, nothing_computed):
+    """Coded by its own categories, its scores would be of other numbers than the training
+    column's (rmse 5.8 where the same rows as numbers score 0.003)."""
+    X, y = data
+    dX, dy = _frame(X, y)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    eval_X = dd.from_pandas(frame.assign(a=pd.Categorical(np.where(frame["a"] > 0, "up", "down"))), npartitions=4)
+    with pytest.raises(TypeError, match=r"evals\[0\] X column 'a' is categorical .* training X held no category"):
+        dgboost.dask.train(client, {"enable_categorical": True}, dX, dy, num_boost_round=2,
+                           evals=[(eval_X, dy, "valid")])

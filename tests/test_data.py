@@ -231,3 +231,38 @@ def test_predict_checks_features():
         booster.predict(pd.DataFrame(X, columns=["c", "b", "a"]))
     with pytest.raises(ValueError, match=r"iteration_range=\(0, 5\) must satisfy"):
         booster.predict(X, iteration_range=(0, 5))
+
+
+def test_an_eval_frame_with_a_category_column_where_training_had_none_is_refused():
+    """Coded by its own categories, the eval set's metric was of other numbers than the
+    training column's, with no error (predict refused the same frame)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.integers(0, 5, 300).astype(float), "b": rng.random(300)})
+    y = X["a"].to_numpy() * 2
+    as_categories = X.assign(a=pd.Categorical(X["a"].map({0: "z", 1: "y", 2: "x", 3: "w", 4: "v"})))
+    with pytest.raises(TypeError, match=r"evals\[0\] X column 'a' is categorical .* training X held no category"):
+        dgboost.train({"enable_categorical": True}, X, y, num_boost_round=2, evals=[(as_categories, y, "valid")])
+    model = dgboost.train({"enable_categorical": True, "feature_types": ["c", "q"]}, X.to_numpy(), y, num_boost_round=2)
+    with pytest.raises(TypeError, match=r"X\['a'\].cat.codes where the model took codes"):
+        model.predict(as_categories)  # the model took codes: "pass enable_categorical=True" was no fix
+
+
+def test_an_eval_set_without_labels_is_refused_before_training():
+    X = np.random.default_rng(1).standard_normal((50, 3)).astype(np.float32)
+    y = X[:, 0]
+    with pytest.raises(ValueError, match=r"evals\[0\] has no labels \(y is None\)"):
+        dgboost.train({}, X, y, num_boost_round=2, evals=[(X, None, "valid")])
+
+
+def test_dask_collections_name_dgboost_dask():
+    dd = pytest.importorskip("dask.dataframe")
+    da = pytest.importorskip("dask.array")
+    X = pd.DataFrame(np.random.default_rng(2).random((60, 3)), columns=list("abc"))
+    y = X["a"].to_numpy()
+    frame, array, series = dd.from_pandas(X, npartitions=2), da.from_array(X.to_numpy()), dd.from_pandas(X["a"], 2)
+    for X_given, y_given, name in ((frame, y, "X"), (array, y, "X"), (X, series, "y")):
+        with pytest.raises(TypeError, match=f"{name} is a dask .*dgboost.dask.train"):
+            dgboost.train({}, X_given, y_given, num_boost_round=2)
+    model = dgboost.train({}, X, y, num_boost_round=2)
+    with pytest.raises(TypeError, match="X is a dask DataFrame: .*dgboost.dask.predict"):
+        model.predict(frame)

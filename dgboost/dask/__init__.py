@@ -48,7 +48,7 @@ from ..backend import get_xp, to_numpy
 from ..booster import Booster
 from ..callback import on_terminal
 from ..data.categories import resolve as resolve_categories
-from ..data.inputs import check_feature_names
+from ..data.inputs import check_feature_names, refuse_category_columns
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
 from ..training import BOUND_NAMES, BOUNDS, Options, aligned_list, check_bounds, check_groups, eval_entries
@@ -367,6 +367,8 @@ def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=
             if n is not None and n_train is not None and n != n_train:
                 raise ValueError(f"{where} X has {n} features but the training X has {n_train}")
             check_feature_names(_shards.column_names(X), _shards.column_names(eval_X), f"{where} X")
+            if _shards.is_dask_frame(eval_X) and _shards.column_categories(X, enable_categorical) is None:
+                refuse_category_columns(eval_X, f"{where} X")  # else coded by its own categories
         specs.append((eval_X, eval_y, name, is_training, eval_qid))
     return specs
 

@@ -272,6 +272,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     """
     name = f"{where}X"
     feature_names = frame_categories = None
+    refuse_dask(X, name)
     if sparse.is_sparse(X):
         X = sparse.canonical(X, missing, name)
         _check_shape(X, name, allow_empty)
@@ -359,6 +360,7 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
 def as_array(values, name):
     """``values`` as an array: a frame's or Series' (cudf's on the device), a list's; numpy and
     cupy arrays as they are. Anything else raises, naming ``name``."""
+    refuse_dask(values, name)
     if is_dataframe(values) or type(values).__name__ == "Series":
         return values.to_cupy() if _is_cudf(values) else values.to_numpy()
     if isinstance(values, (list, tuple)):
@@ -429,6 +431,25 @@ def _check_no_inf(X, name, feature_names):
     label = f"column {column}" + (f" ({feature_names[column]!r})" if feature_names else "")
     raise RowError(f"{name} has an infinite value at row ", row, f", {label} (or one beyond float32's range, "
                    "3.4e38): replace it with NaN (missing) or a finite number")
+
+
+def refuse_dask(value, name: str) -> None:
+    """A dask collection given to one process's training or prediction: a TypeError naming
+    dgboost.dask's (a dask frame has a pandas frame's attributes, not its data)."""
+    if type(value).__module__.split(".")[0] in ("dask", "dask_cudf"):
+        raise TypeError(f"{name} is a dask {type(value).__name__}: dgboost.train and Booster.predict take data in "
+                        "memory. Train on dask collections with dgboost.dask.train(client, params, X, y) and predict "
+                        f"with dgboost.dask.predict(client, booster, X), or compute it first ({name}.compute())")
+
+
+def refuse_category_columns(frame, name: str) -> None:
+    """A DataFrame given where the model (or its training rows) took no category column: each
+    category column is an error naming it and the fix."""
+    for column, dtype in zip(frame.columns, frame.dtypes):
+        if is_category_dtype(dtype):
+            raise TypeError(f"{name} column {str(column)!r} is categorical (dtype {dtype}) but the model's training "
+                            f"X held no category column: give it as in training (its numbers, or its codes "
+                            f"X[{str(column)!r}].cat.codes where the model took codes, feature_types 'c')")
 
 
 def is_dataframe(obj) -> bool:
