@@ -22,7 +22,11 @@ _DEMO_EXAMPLE = """example:
 
 def main(argv=None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "overrides", None) is not None and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides += extra  # key=value after an option: argparse ends the positionals at the option
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pathlib
 import time
@@ -198,6 +199,9 @@ def check_output(path: str, argument: str, directory: bool = False) -> None:
     if target.exists() and target.is_dir() != directory:
         raise ValueError(f"{argument} {path} is {'a file' if directory else 'a directory'}: "
                          "give a new path, or remove it")
+    if directory and target.is_dir() and any(target.iterdir()):  # its parts would mix with the new ones
+        raise ValueError(f"{argument} {path} is a directory that holds files already (the parts written would mix "
+                         "with them): give a new path, or remove it")
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
@@ -261,7 +265,9 @@ def client_for(scheduler: str | None, scheduler_file: str | None, device: str, n
         with scheduler_client(scheduler, scheduler_file) as client:
             yield client
         return
-    with local_cluster("cuda" if device.startswith("cuda") else "cpu", n_workers) as cluster, \
+    # Its workers' failed tasks are the job's error, which the command prints as one line.
+    with local_cluster("cuda" if device.startswith(("cuda", "gpu")) else "cpu", n_workers,
+                       silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
         yield client
         # The workers end with the cluster: the CPU kernels' drivers they were compiling in the

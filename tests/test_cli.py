@@ -103,7 +103,8 @@ max_depth = 3
 [evals]
 valid = "{tmp_path / 'valid.parquet'}"
 """)
-    assert main(["train", str(config), "num_boost_round=7", "eta=0.5", "verbose_eval=1", "--quiet"]) == 0
+    # key=value after an option too (argparse ended the positionals at the option: "unrecognized arguments")
+    assert main(["train", str(config), "num_boost_round=7", "--quiet", "eta=0.5", "verbose_eval=1"]) == 0
     assert capsys.readouterr().out.startswith("trained 7 rounds")  # --quiet: no progress lines
     model = dgboost.Booster.load_model(tmp_path / "model.json")
     features, train = frame[["a", "b", "c", "d"]], frame.iloc[:900]
@@ -308,6 +309,11 @@ def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys, cluster)
     written = pd.read_parquet(tmp_path / "out.parquet")
     np.testing.assert_allclose(written.iloc[:, 0].to_numpy(), model.predict(features.iloc[:900]), rtol=1e-6)
     assert "wrote 900 predictions" in capsys.readouterr().out
+    # Again into the same directory: its parts would mix with the new ones (read as 900 + more rows).
+    assert main(["predict", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "valid.parquet"),
+                 "--out", str(tmp_path / "out.parquet"), "--scheduler", cluster.scheduler_address]) == 2
+    assert "out.parquet is a directory that holds files already" in capsys.readouterr().err
+    assert len(pd.read_parquet(tmp_path / "out.parquet")) == 900
 
 
 def test_other_failures_exit_1_and_debug_shows_the_traceback(monkeypatch, capsys):
@@ -549,6 +555,8 @@ def test_cuda_without_a_gpu_is_bad_input(files, tmp_path, capsys):
     assert "--device cuda: no CUDA GPU found: use --device cpu" in capsys.readouterr().err
     assert main(_train(files, tmp_path, device="cuda")) == 2
     assert "device='cuda' needs a CUDA GPU, and none was found" in capsys.readouterr().err
+    assert main(_train(files, tmp_path, device="gpu")) == 2  # XGBoost's spelling: CPU workers were started
+    assert "needs a CUDA GPU, and none was found" in capsys.readouterr().err
 
 
 def test_ranking_trains_and_evaluates_by_query(tmp_path, capsys):
@@ -586,3 +594,16 @@ eval_metric = "ndcg@10"
         expected.evals_result()["train"]["ndcg@10"][-1], rel=1e-9)
     assert main(["evaluate", "--model", str(tmp_path / "model.json"), "--data", str(tmp_path / "train.csv"),
                  "--label-column", "relevance"]) == 2
+
+
+def test_a_bad_row_found_on_a_local_clusters_worker_is_one_line(tmp_path, capfd):
+    """A CSV row that does not parse, beyond what the client reads for the columns, fails a
+    worker's task: the command prints one line, and no worker's traceback reaches the terminal."""
+    lines = ["a,b,label"] + [f"{i % 7}.5,{i % 3}.25,{i % 2}" for i in range(40_000)] + ["1.5,2.5,1,9"]
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "job.toml").write_text(f'train = "{tmp_path / "bad.csv"}"\nlabel_column = "label"\n'
+                                       f'model = "{tmp_path / "m.json"}"\nnum_boost_round = 2\n')
+    capfd.readouterr()
+    assert main(["train", str(tmp_path / "job.toml"), "--quiet"]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("dgboost train: ") and err.count("\n") == 1 and "Traceback" not in err, err

@@ -303,7 +303,7 @@ def local_cluster(device: str = "cpu", n_workers: int | None = None, **kwargs):
     """
     kwargs.setdefault("dashboard_address", None)
     kwargs.setdefault("silence_logs", logging.ERROR)
-    if device.startswith("cuda"):
+    if device.startswith(("cuda", "gpu")):
         from ..backend import cuda_device_count
 
         found = cuda_device_count()
