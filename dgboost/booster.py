@@ -293,6 +293,10 @@ class Booster:
                 stream.write(f"booster[{index}]:\n{text}")
 
     # -- importance ------------------------------------------------------------------
+    def get_fscore(self) -> dict[str, float]:
+        """Each feature's split count: ``get_score("weight")``, as XGBoost's ``get_fscore``."""
+        return self.get_score("weight")
+
     def get_score(self, importance_type: str = "weight") -> dict[str, float]:
         """Feature importance by split count, gain or cover, as XGBoost's ``get_score``.
 

@@ -26,6 +26,10 @@ def xgboost_document(booster) -> dict:
         raise ValueError("this model encodes its categorical features by target statistics "
                          "(cat_encoding='target_statistics'), which XGBoost's model format cannot hold: save it as "
                          "dgboost's JSON, or train with cat_encoding='partition' to export it")
+    odd = next((name for name in booster.feature_names or () if any(c in name for c in "[]<")), None)
+    if odd is not None:  # XGBoost refuses them as names: the exported model would predict no frame there
+        raise ValueError(f"feature name {odd!r} holds '[', ']' or '<', which XGBoost refuses in feature names: "
+                         "rename the column (or set booster.feature_names) before exporting to XGBoost")
     params = booster.params
     n_outputs = booster.n_outputs
     objective = _objective(params)

@@ -24,8 +24,8 @@ from .booster import Booster
 from .callback import (CallbackContainer, EarlyStopping, EvaluationMonitor, EvalsLog, LearningRateScheduler,
                        ProgressBar, TrainingCallback, count, on_terminal)
 from .collective import LocalCommunicator
-from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, is_dataframe, make_dataset, \
-    refuse_category_columns
+from .data.inputs import Dataset, RowBlocks, RowSpans, as_array, check_feature_names, check_numeric_dtype, \
+    is_dataframe, make_dataset, refuse_category_columns
 from .data.ellpack import EllpackMatrix
 from .data import sparse
 from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
@@ -645,7 +645,9 @@ BOUNDS = "/".join(BOUND_NAMES)
 
 def _bound(values, name: str, X) -> np.ndarray:
     """One of survival:aft's bounds, a value a row of X, on the host (the bounds' checks are y's)."""
-    values = np.asarray(to_numpy(as_array(values, name)), np.float64)
+    values = to_numpy(as_array(values, name))
+    check_numeric_dtype(values.dtype, name)  # strings of numbers were parsed, others failed in numpy
+    values = values.astype(np.float64)
     n_rows = getattr(X, "shape", (None,))[0]
     if values.ndim != 1 or (n_rows is not None and values.shape[0] != n_rows):
         raise ValueError(f"{name} must be 1-D with one bound a row of X ({n_rows}), got shape {values.shape}")
@@ -693,7 +695,7 @@ def check_graded_labels(params: TrainParams, label, name: str) -> None:
 
 def target_columns(y, params: TrainParams) -> int:
     """The targets ``y`` holds: its columns where it is 2-D (but survival:aft's two bounds), else 1."""
-    shape = getattr(y, "shape", None)
+    shape = np.shape(y) if isinstance(y, (list, tuple)) else getattr(y, "shape", None)  # a list of rows too
     if shape is None or len(shape) != 2 or params.objective == "survival:aft":
         return 1
     return int(shape[1])
@@ -702,8 +704,11 @@ def target_columns(y, params: TrainParams) -> int:
 def check_groups(params: TrainParams, has_groups: bool, where: str = "") -> None:
     """Ranking objectives need query groups; others take none."""
     if params.objective in RANKING and not has_groups:
-        raise ValueError(f"objective={params.objective!r} ranks the rows of each query: pass {where}qid (a query id "
-                         f"a row) or {where}group (the queries' sizes)")
+        if where:  # an eval set's are arguments of their own, an entry an eval set
+            raise ValueError(f"objective={params.objective!r} ranks the rows of each query: pass {where.strip()}'s "
+                             "query ids in eval_qid=[...] (or their sizes in eval_group=[...]), an entry an eval set")
+        raise ValueError(f"objective={params.objective!r} ranks the rows of each query: pass qid (a query id "
+                         "a row) or group (the queries' sizes)")
     if params.objective not in RANKING and has_groups:
         raise ValueError(f"{where}qid/group give query groups, which only ranking objectives (rank:ndcg, rank:pairwise, "
                          f"rank:map) use; objective={params.objective!r} takes none: remove them")

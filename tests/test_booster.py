@@ -169,3 +169,7 @@ def test_a_slice_takes_some_rounds_or_is_refused(rng):
     for rounds in (slice(0, 10, 2), True, slice(1.5, 3), "a"):
         with pytest.raises(TypeError, match="index a Booster with a round or a slice of rounds"):
             booster[rounds]
+
+
+def test_get_fscore_is_the_split_count(model):
+    assert model.get_fscore() == model.get_score("weight") and model.get_fscore()

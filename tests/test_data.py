@@ -266,3 +266,28 @@ def test_dask_collections_name_dgboost_dask():
     model = dgboost.train({}, X, y, num_boost_round=2)
     with pytest.raises(TypeError, match="X is a dask DataFrame: .*dgboost.dask.predict"):
         model.predict(frame)
+
+
+def test_targets_as_a_list_of_rows_train_as_an_array_does():
+    X = np.random.default_rng(3).standard_normal((200, 3)).astype(np.float32)
+    Y = np.stack([X[:, 0], X[:, 1]], axis=1)
+    as_list = dgboost.train({}, X, Y.tolist(), num_boost_round=2)  # was "y must be 1-D", read as one target
+    assert as_list.save_raw() == dgboost.train({}, X, Y, num_boost_round=2).save_raw()
+
+
+def test_bounds_and_feature_weights_of_text_are_refused_as_y_is():
+    X = np.random.default_rng(4).random((100, 2))
+    lower = np.arange(1, 101.0)
+    with pytest.raises(TypeError, match="label_lower_bound has dtype <U32, which is not numeric"):
+        dgboost.train({"objective": "survival:aft"}, X, None, num_boost_round=2, label_lower_bound=lower.astype(str),
+                      label_upper_bound=lower + 1)  # parsed silently before
+    with pytest.raises(TypeError, match="feature_weights has dtype <U1, which is not numeric"):
+        dgboost.train({"colsample_bynode": 0.5}, X, lower, num_boost_round=2, feature_weights=np.array(["1", "2"]))
+
+
+def test_a_ranking_eval_set_without_queries_names_eval_qid():
+    rng = np.random.default_rng(5)
+    X, y = rng.random((60, 3)), rng.integers(0, 3, 60)
+    qid = np.repeat(np.arange(6), 10)
+    with pytest.raises(ValueError, match=r"pass evals\[0\]'s query ids in eval_qid=\[...\]"):
+        dgboost.train({"objective": "rank:ndcg"}, X, y, qid=qid, num_boost_round=2, evals=[(X[:30], y[:30], "v")])

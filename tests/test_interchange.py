@@ -249,3 +249,14 @@ def test_feature_names_set_by_hand_are_checked_before_a_file_is_written(tmp_path
         with pytest.raises(ValueError, match="feature_names has 2 names for the model's 3 features"):
             model.save_model(tmp_path / "m.json", format=form)
     assert not (tmp_path / "m.json").exists()
+
+
+def test_names_xgboost_refuses_are_refused_at_export(tmp_path, rng):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(rng.standard_normal((100, 2)), columns=["a<b", "x[1]"])
+    model = dgboost.train({}, X, X["a<b"].to_numpy(), num_boost_round=2)
+    with pytest.raises(ValueError, match=r"feature name 'a<b' holds '\[', '\]' or '<', which XGBoost refuses"):
+        model.save_model(tmp_path / "m.json", format="xgboost")
+    model.save_model(tmp_path / "m.json")  # dgboost's own format keeps them
+    with pytest.raises(ValueError, match="may not contain"):  # the reason: XGBoost's own rule
+        xgb.DMatrix(X, feature_names=list(X.columns))

@@ -200,7 +200,7 @@ def test_other_ranking_objectives_export(ranking, objective, tmp_path):
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "ndcg@0"}, X, y, qid=q), "integer >= 1"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg", "eval_metric": "auc"}, X, y, qid=q), "does not fit"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q, evals=[(X[:9], y[:9], "v")]),
-     "pass evals\\[0\\] qid"),
+     "pass evals\\[0\\]'s query ids in eval_qid"),
     # XGBoost casts query ids to integers (0.1 and 0.2 one query): refused, as group's sizes are
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q + 0.5), "qid is 0.5 at row 0.*integers"),
     (lambda X, y, q: dgboost.train({"objective": "rank:ndcg"}, X, y, qid=q,

@@ -203,7 +203,7 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
         raise ValueError(f"{where}qid and {where}group both give the query groups: pass one")
     if group is not None:
         sizes = to_numpy(as_array(group, f"{where}group")).reshape(-1)
-        _check_numeric_dtype(sizes.dtype, f"{where}group")
+        check_numeric_dtype(sizes.dtype, f"{where}group")
         if sizes.size and (np.any(sizes < 1) or np.any(sizes != np.floor(sizes))):
             raise ValueError(f"{where}group must hold the queries' sizes, integers >= 1; it holds "
                              f"{sizes[(sizes < 1) | (sizes != np.floor(sizes))][0]!r}")
@@ -216,7 +216,7 @@ def query_groups(qid, group, n_rows: int, where: str = "") -> np.ndarray:
         values = values[:, 0]
     if values.ndim != 1 or values.shape[0] != n_rows:
         raise ValueError(f"{where}qid must give one query id a row of X ({n_rows}), got shape {values.shape}")
-    _check_numeric_dtype(values.dtype, f"{where}qid")
+    check_numeric_dtype(values.dtype, f"{where}qid")
     if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
         row = int(np.flatnonzero(~np.isfinite(values))[0])
         raise RowError(f"{where}qid is {values[row].item()!r} at row ", row, ": query ids must be finite")
@@ -287,7 +287,7 @@ def features(X, *, missing: float = math.nan, where: str = "", check_finite: boo
     if X.ndim != 2:
         fix = f"; for one feature use {name}.reshape(-1, 1)" if X.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_rows, n_features), got shape {X.shape}{fix}")
-    _check_numeric_dtype(X.dtype, name)
+    check_numeric_dtype(X.dtype, name)
     _check_shape(X, name, allow_empty)
     xp = get_xp(X)
     X = xp.ascontiguousarray(X, dtype=FEATURE_DTYPE)
@@ -317,7 +317,7 @@ def vector(values, name: str, n_rows: int, xp: ModuleType, dtype):
         raise ValueError(f"{name} must be 1-D with one value per row, got shape {values.shape}")
     if values.shape[0] != n_rows:
         raise ValueError(f"{name} has {values.shape[0]} rows but X has {n_rows}: give one value per row of X")
-    _check_numeric_dtype(values.dtype, name)
+    check_numeric_dtype(values.dtype, name)
     values = xp.ascontiguousarray(asarray(xp, values), dtype=dtype)  # no copy where it is one already
     _check_finite(values, name)
     return values
@@ -330,7 +330,7 @@ def _bounds(values, name: str, n_rows: int, n_columns: int, xp: ModuleType):
     if values.ndim != 2 or values.shape != (n_rows, n_columns):
         raise ValueError(f"{name} must have shape ({n_rows}, {n_columns}) (for survival:aft each row's lower and upper "
                          f"bound of its event time), got {values.shape}")
-    _check_numeric_dtype(values.dtype, name)
+    check_numeric_dtype(values.dtype, name)
     values = asarray(xp, values).astype(LABEL_DTYPE)
     bad = xp.isnan(values) | (values == -np.inf)
     if bool(bad.any()):
@@ -346,9 +346,9 @@ def margins(values, name: str, n_rows: int, n_outputs: int, xp: ModuleType):
     if values.ndim == 1 and n_outputs == 1:
         values = values[:, None]
     if values.ndim != 2 or values.shape != (n_rows, n_outputs):
-        raise ValueError(f"{name} must have shape ({n_rows}, {n_outputs}) (one margin per row and "
+        raise ValueError(f"{name} must have shape ({n_rows}, {n_outputs}) (one value per row and "
                          f"output), got {values.shape}")
-    _check_numeric_dtype(values.dtype, name)
+    check_numeric_dtype(values.dtype, name)
     # A copy in C order whatever the caller's layout: softmax sums a row of margins, and NumPy
     # sums a Fortran-ordered row in another order from 8 classes up (the same margins would make
     # another model, or other predictions, by their layout).
@@ -371,7 +371,7 @@ def as_array(values, name):
                     f"got {type(values).__name__}")
 
 
-def _check_numeric_dtype(dtype, name):
+def check_numeric_dtype(dtype, name):
     if dtype.kind not in "biuf":
         raise TypeError(f"{name} has dtype {dtype}, which is not numeric: convert it to numbers "
                         f"(float32 is what dgboost uses)")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._dtypes import GAIN_DTYPE, MONOTONE_DTYPE
 from ..backend import get_xp, to_numpy
+from ..data.inputs import check_numeric_dtype
 from ..params import TrainParams
 
 
@@ -115,7 +116,9 @@ def _feature_weights(value, n_features: int) -> np.ndarray | None:
     """``feature_weights`` as float64, checked: one finite weight >= 0 per feature, not all 0."""
     if value is None:
         return None
-    weights = np.asarray(to_numpy(value), dtype=GAIN_DTYPE)
+    weights = np.asarray(to_numpy(value))
+    check_numeric_dtype(weights.dtype, "feature_weights")
+    weights = weights.astype(GAIN_DTYPE)
     if weights.shape != (n_features,):
         raise ValueError(f"feature_weights has shape {weights.shape} but X has {n_features} features: give one "
                          "weight per feature")
