@@ -92,6 +92,20 @@ def test_the_users_own_handler_of_the_progress_topic_keeps_its_events(client, da
         client.unsubscribe_topic(EVENT_TOPIC)
 
 
+def test_an_event_on_its_way_after_the_last_job_is_dropped(client, data):
+    """distributed hands an event that arrives after the topic was unsubscribed to its handler,
+    or unsubscribes again where it has none, which raised ("No event handler known") and
+    logged an ERROR when a job was cancelled; the next job still hears its events."""
+    from dgboost.dask._job import EVENT_TOPIC
+
+    _, _, dX, dy = data
+    dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=2).result(timeout=60)
+    client.sync(client._handle_event, EVENT_TOPIC, (0.0, {"job": "dgboost-train-late"}))
+    job = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=3)
+    job.result(timeout=60)
+    assert job.progress()["rounds_done"] == 3
+
+
 def test_jobs_wait_their_turn_by_priority_then_submission(client, data):
     _, _, dX, dy = data
     first = dgboost.dask.submit(client, PARAMS, dX, dy, num_boost_round=15, callbacks=[Slow(0.1)], name="first")

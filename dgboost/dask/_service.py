@@ -347,7 +347,8 @@ def _listening(client, topic: str, job: str, receiver):
         handlers = _HANDLERS.setdefault(key, {})
         if not handlers:
             before = getattr(client, "_event_handlers", {}).get(topic)  # distributed keeps one a topic
-            if before is not None and not (isinstance(before, functools.partial) and before.func is _route):
+            if before is not None and before is not _late and \
+                    not (isinstance(before, functools.partial) and before.func is _route):
                 _BEFORE[key] = before
             client.subscribe_topic(topic, functools.partial(_route, key))
         handlers[job] = receiver
@@ -363,7 +364,14 @@ def _listening(client, topic: str, job: str, receiver):
                     client.subscribe_topic(topic, before)
                 else:
                     client.unsubscribe_topic(topic)
-                    getattr(client, "_event_handlers", {}).pop(topic, None)  # (unsubscribe leaves it)
+                    # An event already on its way finds a handler that drops it: with none,
+                    # distributed unsubscribes again, which raises and logs an ERROR.
+                    if hasattr(client, "_event_handlers"):
+                        client._event_handlers[topic] = _late
+
+
+def _late(event) -> None:
+    """A topic's handler once no job of the client listens: an event sent before is dropped."""
 
 
 def _route(key: tuple, event):
