@@ -35,6 +35,11 @@ def main(argv=None) -> int:
     except (ValueError, TypeError) as error:
         print(f"dgboost {args.command}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a line, and the shell's status for it
+        if args.debug:
+            raise
+        print(f"dgboost {args.command}: interrupted", file=sys.stderr)
+        return 130
     except Exception as error:  # noqa: BLE001 - reported, with the traceback under --debug
         if args.debug:
             raise

@@ -316,6 +316,18 @@ def test_predict_to_parquet_through_a_given_scheduler(tmp_path, capsys, cluster)
     assert len(pd.read_parquet(tmp_path / "out.parquet")) == 900
 
 
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
+    import dgboost.jobs
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dgboost.jobs, "evaluate_job", interrupted)
+    monkeypatch.setattr(dgboost.jobs, "client_for", lambda *a: __import__("contextlib").nullcontext(None))
+    assert main(["evaluate", "--model", "m.json", "--data", "d.csv", "--label-column", "y"]) == 130
+    assert capsys.readouterr().err == "dgboost evaluate: interrupted\n"
+
+
 def test_other_failures_exit_1_and_debug_shows_the_traceback(monkeypatch, capsys):
     import dgboost.jobs
 
