@@ -141,8 +141,9 @@ def is_libsvm(path: str, config: dict) -> bool:
 
 
 def read_libsvm(path: str, argument: str, n_features: int | None = None):
-    """``(X, y)`` of a libsvm text file (``label index:value ...`` a line): X a dask array of
-    scipy CSR chunks, an absent entry missing, y float32. Feature indices are taken as the
+    """``(X, y, qid)`` of a libsvm text file (``label [qid:q] index:value ...`` a line): X a dask
+    array of scipy CSR chunks, an absent entry missing, y float32, qid the lines' query ids (a
+    dask array) where they give them, else None. Feature indices are taken as the
     file gives them, from 0 (as XGBoost reads them: a file numbered from 1 has an empty
     feature 0). ``n_features``: the columns X must have (a model's); the file may use fewer
     but not more. Read whole, into the client's memory, by scikit-learn's reader."""
@@ -157,7 +158,7 @@ def read_libsvm(path: str, argument: str, n_features: int | None = None):
     if "://" not in str(path) and not os.path.exists(path):
         raise ValueError(f"{argument} {path} does not exist: give the path of a libsvm text file")
     try:
-        X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float32, zero_based=True)
+        X, y, qid = load_svmlight_file(path, n_features=n_features, dtype=np.float32, zero_based=True, query_id=True)
     except OSError as error:
         raise ValueError(f"{argument} {path} {_os_problem(error)}: give the path of a libsvm text file") from None
     except ValueError as error:
@@ -168,7 +169,8 @@ def read_libsvm(path: str, argument: str, n_features: int | None = None):
     stride = int(np.diff(X.indptr).max()) if X.shape[0] else 1
     rows = max(1, _LIBSVM_CHUNK_ENTRIES // max(stride, 1))
     return (da.from_array(X, chunks=(rows, X.shape[1]), asarray=False),
-            da.from_array(y.astype(np.float32), chunks=(rows,)))
+            da.from_array(y.astype(np.float32), chunks=(rows,)),
+            da.from_array(qid, chunks=(rows,)) if len(qid) == X.shape[0] and X.shape[0] else None)
 
 
 @contextlib.contextmanager
@@ -396,9 +398,14 @@ def train_job(config: dict, connect) -> dict:
         if config.get("weight_column"):
             raise ValueError(f"weight_column={config['weight_column']!r}: a libsvm file has no columns; "
                              "leave weight_column out")
-        X, y = read_libsvm(config["train"], "train")
-        weight = None
-        evals = [(*read_libsvm(path, f"evals.{name}", X.shape[1]), name) for name, path in eval_paths.items()]
+        X, y, qid = read_libsvm(config["train"], "train")
+        weight, evals, eval_qid = None, [], []
+        for name, path in eval_paths.items():
+            eval_X, eval_y, qids = read_libsvm(path, f"evals.{name}", X.shape[1])
+            evals.append((eval_X, eval_y, name))
+            eval_qid.append(qids)
+        if qid is not None:  # ranking's queries, the lines' qid: fields
+            options = {**options, "qid": qid, "eval_qid": eval_qid}
     else:
         X, y, weight, qid = columns(read_table(config["train"], "train"), config, config["train"])
         evals, eval_qid = [], []
@@ -443,7 +450,7 @@ def predict_job(model: str, data: str, out: str, connect, config: dict) -> int:
     check_output(out, "--out", directory=not lowered.endswith(".csv"))
     booster = load_model(model, "--model")
     if is_libsvm(data, config):
-        frame, _ = read_libsvm(data, "--data", booster.num_features)
+        frame, _, _ = read_libsvm(data, "--data", booster.num_features)
     else:
         frame = read_table(data, "--data")
         features = config.get("feature_columns") or list(booster.feature_names or [])
@@ -487,7 +494,7 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
 
     booster = load_model(model, "--model")
     if is_libsvm(data, config):
-        (X, y), weight, qid = read_libsvm(data, "--data", booster.num_features), None, None
+        (X, y, qid), weight = read_libsvm(data, "--data", booster.num_features), None
     else:
         frame = read_table(data, "--data")
         config = dict(config)
@@ -496,8 +503,9 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
         X, y, weight, qid = columns(frame, {k: v for k, v in config.items() if k != "categorical_columns"}, data)
         if booster.categories is not None:
             X = as_categories(X, config, data, booster.categories.values[:booster.categories.n_inputs])
-    if booster.params.objective.startswith("rank:") and (is_libsvm(data, config) or qid is None):
-        raise ValueError("a ranking model is scored by query: give qid_column, the column of the query ids")
+    if booster.params.objective.startswith("rank:") and qid is None:
+        raise ValueError("a ranking model is scored by query: give --qid-column, the column of the query ids "
+                         "(a libsvm file's lines give them as qid:q)")
     margins = dgb_dask.predict(None, booster, X, output_margin=True)  # lazy: checked now
     extra = [c for c in (weight, qid if booster.params.objective.startswith("rank:") else None) if c is not None]
     with connect() as client, _parsing({"--data": data}):  # one pass: the table is read once

@@ -216,6 +216,35 @@ max_depth = 3
     assert "the model was trained on 12 features" in capsys.readouterr().err
 
 
+def test_a_libsvm_ranking_file_trains_and_evaluates_by_its_qid_fields(tmp_path, capsys):
+    """qid:q on each line gives the queries, as XGBoost's command line reads them (the reader
+    dropped them: a ranking file could not be trained)."""
+    import numpy as np
+    import scipy.sparse
+    from sklearn.datasets import dump_svmlight_file
+
+    import dgboost
+
+    rng = np.random.default_rng(8)
+    X = scipy.sparse.csr_matrix(np.round(rng.random((400, 6)), 3).astype(np.float32))
+    y = rng.integers(0, 4, 400).astype(np.float32)
+    qid = np.repeat(np.arange(40), 10)
+    dump_svmlight_file(X[:300], y[:300], str(tmp_path / "train.svm"), zero_based=True, query_id=qid[:300])
+    dump_svmlight_file(X[300:], y[300:], str(tmp_path / "valid.svm"), zero_based=True, query_id=qid[300:])
+    (tmp_path / "job.toml").write_text(f'train = "{tmp_path / "train.svm"}"\nmodel = "{tmp_path / "m.json"}"\n'
+                                       f'num_boost_round = 4\nobjective = "rank:ndcg"\nmax_depth = 3\n'
+                                       f'[evals]\nvalid = "{tmp_path / "valid.svm"}"\n')
+    assert main(["train", str(tmp_path / "job.toml"), "--quiet"]) == 0
+    expected = dgboost.train({"objective": "rank:ndcg", "max_depth": 3}, X[:300], y[:300], qid=qid[:300],
+                             num_boost_round=4, evals=[(X[300:], y[300:], "valid")], eval_qid=[qid[300:]])
+    model = dgboost.Booster.load_model(tmp_path / "m.json")
+    assert model.save_raw() == expected.save_raw()
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "m.json"), "--data", str(tmp_path / "valid.svm")]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics == pytest.approx({k: v[-1] for k, v in expected.evals_result()["valid"].items()}, abs=1e-12)
+
+
 def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):
     _tables(tmp_path)
     config = tmp_path / "job.toml"
