@@ -131,7 +131,8 @@ class Booster:
                 raise IndexError(f"booster[{rounds}]: the model has {n} rounds")
             return self._rounds(index, index + 1)
         text = repr(rounds) if not isinstance(rounds, slice) else ":".join(
-            "" if bound is None else str(bound) for bound in (rounds.start, rounds.stop, rounds.step)).rstrip(":")
+            "" if bound is None else str(bound)
+            for bound in (rounds.start, rounds.stop) + (() if rounds.step is None else (rounds.step,)))
         try:
             if not isinstance(rounds, slice) or rounds.step not in (None, 1):
                 raise TypeError

@@ -157,8 +157,8 @@ def _tree(tree, index: int, num_feature: int) -> dict:
 
 #: The cover written for a node no training row reached, at depth d: 2**-(_EMPTY_COVER + d) (float32
 #: down to depth 85). XGBoost's TreeSHAP divides a child's cover by its parent's, and 0 / 0 is
-#: NaN: these give half each way below an empty node, as dgboost's own TreeSHAP takes it, and a
-#: share that vanishes in float32 where a reached node leads to an empty one (0 in dgboost's).
+#: NaN: these give a share that vanishes in float32 where a reached node leads to an empty one
+#: (0 in dgboost's TreeSHAP), and below it leaves of 0 (a symmetric tree's) add nothing either way.
 _EMPTY_COVER = 64
 
 

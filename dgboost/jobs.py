@@ -165,6 +165,9 @@ def read_libsvm(path: str, argument: str, n_features: int | None = None):
         fix = (f"the model was trained on {n_features} features (indices 0 to {n_features - 1})"
                if n_features is not None and "n_features" in str(error) else "give lines of `label index:value ...`")
         raise ValueError(f"{argument} {path} cannot be read as libsvm ({_reason(error)}): {fix}") from None
+    if 0 < len(qid) < X.shape[0]:
+        raise ValueError(f"{argument} {path} gives qid:q on {len(qid)} of its {X.shape[0]} lines: give every line "
+                         "its query (label qid:q index:value ...), or none")
     X = X.tocsr()
     stride = int(np.diff(X.indptr).max()) if X.shape[0] else 1
     rows = max(1, _LIBSVM_CHUNK_ENTRIES // max(stride, 1))
@@ -399,12 +402,19 @@ def train_job(config: dict, connect) -> dict:
             raise ValueError(f"weight_column={config['weight_column']!r}: a libsvm file has no columns; "
                              "leave weight_column out")
         X, y, qid = read_libsvm(config["train"], "train")
+        ranking = str(params.get("objective", "")).startswith("rank:")  # others leave a file's qid: fields be
         weight, evals, eval_qid = None, [], []
         for name, path in eval_paths.items():
             eval_X, eval_y, qids = read_libsvm(path, f"evals.{name}", X.shape[1])
+            if ranking and qids is None:
+                raise ValueError(f"evals.{name} {path} has no qid:q fields: a ranking job scores each eval set by "
+                                 "query, so give its lines their queries (label qid:q index:value ...)")
             evals.append((eval_X, eval_y, name))
             eval_qid.append(qids)
-        if qid is not None:  # ranking's queries, the lines' qid: fields
+        if ranking and qid is None:
+            raise ValueError(f"train {config['train']} has no qid:q fields: objective={params['objective']!r} ranks "
+                             "the rows of each query, so give its lines their queries (label qid:q index:value ...)")
+        if ranking:  # the lines' qid: fields
             options = {**options, "qid": qid, "eval_qid": eval_qid}
     else:
         X, y, weight, qid = columns(read_table(config["train"], "train"), config, config["train"])

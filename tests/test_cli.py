@@ -243,6 +243,17 @@ def test_a_libsvm_ranking_file_trains_and_evaluates_by_its_qid_fields(tmp_path, 
     assert main(["evaluate", "--model", str(tmp_path / "m.json"), "--data", str(tmp_path / "valid.svm")]) == 0
     metrics = json.loads(capsys.readouterr().out)["metrics"]
     assert metrics == pytest.approx({k: v[-1] for k, v in expected.evals_result()["valid"].items()}, abs=1e-12)
+    # Other objectives leave the qid: fields be, as XGBoost does; lines without them all are refused.
+    (tmp_path / "job.toml").write_text(f'train = "{tmp_path / "train.svm"}"\nmodel = "{tmp_path / "r.json"}"\n'
+                                       'num_boost_round = 2\n')
+    assert main(["train", str(tmp_path / "job.toml"), "--quiet"]) == 0
+    lines = (tmp_path / "train.svm").read_text().splitlines()
+    (tmp_path / "part.svm").write_text("\n".join(lines[:5] + [line.replace(" qid:0", "") for line in lines[5:10]]))
+    (tmp_path / "job.toml").write_text(f'train = "{tmp_path / "part.svm"}"\nmodel = "{tmp_path / "r.json"}"\n'
+                                       'num_boost_round = 2\n')
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "job.toml"), "--quiet"]) == 2
+    assert "gives qid:q on 5 of its 10 lines" in capsys.readouterr().err
 
 
 def test_command_line_bad_input_exits_2_with_a_message(tmp_path, capsys):

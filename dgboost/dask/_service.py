@@ -239,8 +239,9 @@ class TrainingJob:
         try:
             return release(final)
         except Exception as error:  # noqa: BLE001 - the scheduler unreachable for a moment, say
-            logger.warning("dgboost.dask job %s: could not give its workers back (%s: %s)", self.id,
-                           type(error).__name__, error)
+            if self.client.status not in ("closing", "closed"):  # closed (Ctrl-C): the scheduler frees its jobs
+                logger.warning("dgboost.dask job %s: could not give its workers back (%s: %s)", self.id,
+                               type(error).__name__, error)
             return None
 
     def _start(self, run) -> None:

@@ -436,7 +436,7 @@ def _check_no_inf(X, name, feature_names):
 def refuse_dask(value, name: str) -> None:
     """A dask collection given to one process's training or prediction: a TypeError naming
     dgboost.dask's (a dask frame has a pandas frame's attributes, not its data)."""
-    if type(value).__module__.split(".")[0] in ("dask", "dask_cudf"):
+    if type(value).__module__.split(".")[0] in ("dask", "dask_expr", "dask_cudf"):
         raise TypeError(f"{name} is a dask {type(value).__name__}: dgboost.train and Booster.predict take data in "
                         "memory. Train on dask collections with dgboost.dask.train(client, params, X, y) and predict "
                         f"with dgboost.dask.predict(client, booster, X), or compute it first ({name}.compute())")

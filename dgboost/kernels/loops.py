@@ -1109,8 +1109,7 @@ def shap(run, n_runs, X, data, indices, indptr, left, right, feature, threshold,
             for child, hot in ((right[node], not goes_left), (left[node], goes_left)):  # left on top: first
                 top += 1
                 stack_node[top], stack_level[top], stack_feature[top] = child, level + 1, split
-                # A node no training row reached (a symmetric tree's) sends half each way.
-                stack_zero[top] = incoming_zero * (cover[child] / parent_cover if parent_cover > 0 else 0.5)
+                stack_zero[top] = incoming_zero * (cover[child] / parent_cover if parent_cover > 0 else 0.0)
                 stack_one[top] = incoming_one * (1.0 if hot else 0.0)
 
 
