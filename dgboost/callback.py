@@ -19,13 +19,13 @@ from .objectives.metrics import higher_is_better
 EvalsLog = dict[str, dict[str, list[float]]]
 
 
-
 def count(name: str, value, minimum: int) -> int:
     """``value``, an integer (a numpy one too, not a bool) >= ``minimum``, as an int; else a
     ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
     return int(value)
+
 
 class TrainingCallback:
     """Base class: override the hooks you need.

@@ -133,24 +133,27 @@ def parse_metric(name: str) -> tuple[str, float | int | None, bool]:
                              f"'{base}@10'")
         return base, int(argument), minus
     if base == "tweedie-nloglik":
-        try:
-            rho = float(argument)
-        except ValueError:
-            rho = math.nan
+        rho = _at_number(argument)
         if not 1.0 < rho < 2.0:  # its loss divides by 1 - rho
             raise ValueError(f"eval_metric {name!r}: the variance power after '@' must be a number in (1, 2), as "
                              "in 'tweedie-nloglik@1.5'")
         return base, rho, False
     if base == "error":
-        try:
-            threshold = float(argument)
-        except ValueError:
-            threshold = math.nan
+        threshold = _at_number(argument)
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"eval_metric {name!r}: the threshold after '@' must be a number in [0, 1], as in "
                              "'error@0.7' (a row counts as positive where its prediction is above it)")
         return base, threshold, False
     raise ValueError(f"eval_metric {name!r}: {base!r} takes no '@' argument; write {base!r}")
+
+
+def _at_number(text: str) -> float:
+    """A metric's argument after '@' as a float; NaN (outside every range) where it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
 
 #: XGBoost parameters a user may bring that dgboost does not implement yet: named
 #: apart so the error says "not supported yet" rather than "unknown".
