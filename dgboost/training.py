@@ -339,8 +339,9 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
               else _EvalState(e.name, matrices.build(e.data, cuts, f"evals {e.name!r} X"), e.data,
                               _start_margins(e.data, base_margin, xp, init_model))) for e in eval_sets]
     metrics = [make_metric(name, params) for name in params.metrics]
+    sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     grower = make_grower(matrix, params, n_total, comm, features,
-                         None if categories is None or categories.by_statistics else categories)
+                         None if categories is None or categories.by_statistics else categories, sampler)
     evals_log: EvalsLog = {}
     if resume is not None:  # the interrupted run's standing after its last finished round
         evals_log = init_model.evals_result()  # a copy: this run appends to it
@@ -353,7 +354,6 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     # Every rank is given the same list: if no callback may stop, no round asks the coordinator.
     may_stop = any(not callback.never_stops for callback in callbacks)
     schedule = next((c for c in reversed(callbacks) if isinstance(c, LearningRateScheduler)), None)
-    sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     work = _RoundWork(params, objective, training, evals, metrics, grower, sampler, schedule, comm, margins)
     with _replayed(work, xp, graphs):
         if isinstance(matrix, PagedMatrix):

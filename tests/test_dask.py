@@ -883,6 +883,32 @@ def test_out_of_core_shards_train_the_in_core_model(client, data, extra, budget,
     assert model.evals_result() == local.evals_result()
 
 
+def _set_ahead_room(share: float, least: int) -> tuple:
+    """On a worker: the room a gathered guess keeps for the rows it misses (tree/grower.py)."""
+    from dgboost.tree import grower
+
+    before = grower.AHEAD_ROOM, grower.MIN_AHEAD_ROOM
+    grower.AHEAD_ROOM, grower.MIN_AHEAD_ROOM = share, least
+    return before
+
+
+def test_out_of_core_a_rank_whose_guess_overflows_grows_again_in_step(client3, data, tmp_path):
+    """One rank's gathered guess of the sample has no room for the rows it misses: every rank
+    grows those trees again from its whole sample (the collectives stay in step), and the model
+    is the in-core one."""
+    X, y, _ = data
+    params = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.3, "sampling_method": "gradient_based"}
+    local = dgboost.train(params, X, y, num_boost_round=6)
+    dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    one = sorted(client3.scheduler_info()["workers"])[1]
+    before = client3.run(_set_ahead_room, 0.0, 0, workers=[one])[one]
+    try:
+        model = dgboost.dask.train(client3, {**params, "max_device_matrix_bytes": 3000}, dX, dy, num_boost_round=6)
+    finally:
+        client3.run(_set_ahead_room, *before, workers=[one])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+
+
 def test_out_of_core_pieces_continue_a_model_with_margins(client3, data, tmp_path):
     """A rank's X left in its pieces (no joined copy) still starts from init_model's margins."""
     X, y, _ = data

@@ -14,6 +14,7 @@ import dgboost
 from dgboost.data import pages as pages_module
 from dgboost.data.ellpack import build_ellpack
 from dgboost.data.pages import MIN_PAGE_ROWS, PagedMatrix, build_matrix
+from dgboost.tree.grower import PagedGrower
 from dgboost.data.sketch import compute_cuts, draw_sample
 
 N_ROWS = 4000
@@ -82,7 +83,8 @@ def test_out_of_core_model_is_byte_identical_to_in_core(extra, tmp_path, caplog,
     budget = extra.pop("max_device_matrix_bytes", BUDGET)
     gathered = []
     compact = PagedMatrix.compact
-    monkeypatch.setattr(PagedMatrix, "compact", lambda self, rows: gathered.append(len(rows)) or compact(self, rows))
+    monkeypatch.setattr(PagedMatrix, "compact",
+                        lambda self, rows, out=None: gathered.append(len(rows)) or compact(self, rows, out))
     if extra.get("objective") == "multi:softprob":
         y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
     params = {"objective": "binary:logistic", "max_depth": 5, "eval_metric": ["logloss", "auc"], **extra}
@@ -407,3 +409,100 @@ def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
                                 cupy.empty((len(rows), n_words), np.uint32))
     np.testing.assert_array_equal(cupy.asnumpy(got), expected)
     assert cuda.gather_page_rows(cupy.empty(0, np.int32), pages, starts, cupy.empty((0, n_words), np.uint32)).size == 0
+
+
+def _count_ahead(monkeypatch):
+    """Of each tree grown from the rows a pass gathered ahead, (rows guessed, rows drawn, rows
+    missed, room); and the trees grown from the sample gathered whole, a list of None."""
+    seen, whole = [], []
+    sample = pages_module.RowsAhead.sample
+    grow_whole = PagedGrower._grow_whole
+
+    def counted(self, drawn, missed, gpair):
+        seen.append((self.n_rows, int(drawn.sum()), int(missed[0]), self.room))
+        return sample(self, drawn, missed, gpair)
+
+    monkeypatch.setattr(pages_module.RowsAhead, "sample", counted)
+    monkeypatch.setattr(PagedGrower, "_grow_whole", lambda *args: whole.append(None) or grow_whole(*args))
+    return seen, whole
+
+
+@pytest.mark.parametrize("extra", [
+    {"subsample": 0.3, "sampling_method": "gradient_based"},
+    {"subsample": 0.3, "sampling_method": "gradient_based", "eta": 0.1, "grow_policy": "lossguide", "max_leaves": 16},
+    {"subsample": 0.3},
+    {"subsample": 0.25, "sampling_method": "gradient_based", "objective": "multi:softprob", "num_class": 3},
+], ids=["gradient-based", "lossguide", "uniform", "multiclass"])
+@pytest.mark.parametrize("room", ["room", "no-room"])
+def test_a_pass_gathers_the_next_trees_likely_rows_and_the_model_is_the_same(extra, room, tmp_path, monkeypatch):
+    """The pass that finds every row's leaf gathers the rows the next tree will likely draw
+    (PagedGrower, RowsAhead): every tree after an output's first grows from them and the rows
+    the guess missed, gathered after them; where the misses outnumber the room, the sample is
+    gathered whole. Either way the model is the in-core one, byte for byte."""
+    from dgboost.tree import grower as grower_module
+
+    X, y = _data(2)
+    if extra.get("objective") == "multi:softprob":
+        y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
+    if room == "no-room":
+        monkeypatch.setattr(grower_module, "AHEAD_ROOM", 0.0)
+        monkeypatch.setattr(grower_module, "MIN_AHEAD_ROOM", 0)
+    params = {"objective": "binary:logistic", "max_depth": 5, **extra}
+    in_core = dgboost.train(params, X, y, num_boost_round=8, verbose_eval=False)
+    seen, whole = _count_ahead(monkeypatch)
+    paged = dgboost.train({**params, "max_device_matrix_bytes": 12000}, X, y, num_boost_round=8,
+                          verbose_eval=False)
+    assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
+    n_outputs = extra.get("num_class", 1)
+    first = 1 if "sampling_method" not in extra else n_outputs  # uniform draws are guessed from the first
+    assert len(seen) == 8 * n_outputs - first
+    missed = [m for _, _, m, _ in seen]
+    over = sum(m > room for _, _, m, room in seen)  # trees grown again from the sample gathered whole
+    assert len(whole) == first + over
+    if "sampling_method" not in extra:  # uniform draws are known ahead: nothing missed
+        assert missed == [0] * len(seen)
+    elif room == "no-room":
+        assert over > 0
+    else:
+        assert over == 0 and sum(missed) > 0
+
+
+def test_mask_indices_refuses_a_wrong_count():
+    from dgboost.kernels import cpu
+
+    mask = np.array([True, False, True, True])
+    np.testing.assert_array_equal(cpu.mask_indices(mask, 3), [0, 2, 3])
+    with pytest.raises(ValueError, match="3 true entries, not 2"):
+        cpu.mask_indices(mask, 2)
+    np.testing.assert_array_equal(cpu.mask_indices(mask, 5, fill=9), [0, 2, 3, 9, 9])  # a count wanted
+    np.testing.assert_array_equal(cpu.mask_indices(mask, 2, fill=9), [0, 2])
+
+
+@pytest.mark.gpu
+def test_gpu_pass_gathers_the_next_trees_likely_rows_and_mask_indices_twin(tmp_path, monkeypatch):
+    """On a GPU the pass gathers the next tree's likely rows from the device buffers (pinned and
+    on disk), the misses from the pages, and the model is the in-core one; cuda.mask_indices
+    writes what its twin does without reading the count."""
+    cupy = pytest.importorskip("cupy")
+    import dask
+
+    from dgboost.kernels import cpu, cuda
+
+    mask = np.random.default_rng(3).random(100_003) < 0.3
+    np.testing.assert_array_equal(cupy.asnumpy(cuda.mask_indices(cupy.asarray(mask), int(mask.sum()))),
+                                  cpu.mask_indices(mask, int(mask.sum())))
+    assert cuda.mask_indices(cupy.zeros(7, bool), 0).size == 0
+    for count in (10, int(mask.sum()) + 5):
+        np.testing.assert_array_equal(cupy.asnumpy(cuda.mask_indices(cupy.asarray(mask), count, fill=-1)),
+                                      cpu.mask_indices(mask, count, fill=-1))
+    X, y = _data(4, n_rows=60_000, n_features=12)
+    params = {"max_depth": 6, "objective": "binary:logistic", "subsample": 0.3, "sampling_method": "gradient_based",
+              "eta": 0.1, "device": "cuda"}
+    in_core = dgboost.train(params, X, y, num_boost_round=8)
+    for host_memory in ("pinned", "disk"):
+        seen, whole = _count_ahead(monkeypatch)
+        with dask.config.set({"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
+                              "dgboost.spill-directory": str(tmp_path / "spill")}):
+            paged = dgboost.train({**params, "max_device_matrix_bytes": 300_000}, X, y, num_boost_round=8)
+        assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
+        assert len(seen) == 7 and len(whole) == 1 and sum(m for _, _, m, _ in seen) > 0

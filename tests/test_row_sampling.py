@@ -252,3 +252,35 @@ def test_sampling_kernels_equal_their_twins(kind):
     for g, e in zip(got, keyed):
         np.testing.assert_array_equal(g.get(), e)
     assert 0 < expected[1].sum() <= n_rows and (expected[1].all() if kind == "zero" else not expected[1].all())
+
+
+@pytest.mark.parametrize("method", ["uniform", "gradient_based", "goss"])
+def test_the_guess_of_a_trees_sample_before_its_gradients(method):
+    """RowSampler.likely: uniform draws are the tree's own; gradient-based ones are guessed from
+    the output's last keys, raised by LIKELY_SLACK, and take nearly every row the tree draws when
+    gradients change a little; nothing is guessed before a first draw, without remembered
+    keys, or for GOSS."""
+    from dgboost.tree.sampling import LIKELY_SLACK
+
+    rng = np.random.default_rng(5)
+    n_rows = 20_000
+    sampler = _sampler(n_rows, **({"eta": 0.5} if method == "goss" else {"subsample": 0.25}), sampling_method=method)
+    sampler.remembers = True
+    gpair = np.stack([rng.standard_normal(n_rows), rng.uniform(0.1, 0.3, n_rows)], axis=1).astype(np.float32)
+    assert sampler.likely(0) is None  # no draw yet
+    sampler.draw(gpair, 2)  # GOSS's warm-up is 1 / eta = 2 rounds
+    guess = sampler.likely(3)
+    if method == "goss":
+        assert guess is None
+        return
+    moved = gpair * np.float32(1.02) + np.float32(0.01) * rng.standard_normal(gpair.shape).astype(np.float32)
+    _, drawn = sampler.draw(moved, 3)
+    if method == "uniform":
+        np.testing.assert_array_equal(guess, drawn)
+        return
+    assert guess.sum() <= n_rows * 0.25 * float(LIKELY_SLACK) * 1.05
+    assert (drawn & ~guess).sum() <= drawn.sum() // 100  # rows the guess missed
+    assert (guess & ~drawn).sum() > 0
+    forgetful = _sampler(n_rows, subsample=0.25, sampling_method=method)
+    forgetful.draw(gpair, 0)
+    assert forgetful.likely(1) is None

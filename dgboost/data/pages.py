@@ -51,9 +51,9 @@ import numpy as np
 
 from .. import _settings
 from .._dtypes import MIN_PAGE_ROWS, PACKED_WORD_DTYPE
-from ..backend import asarray, to_numpy
+from ..backend import asarray, get_xp, to_numpy
 from ..kernels import loops
-from ..kernels import gather_page_rows
+from ..kernels import gather_page_rows, mask_indices
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
 from .sketch import Cuts
 
@@ -174,15 +174,18 @@ class PagedMatrix:
                 buffers.read[index % 2] = stream.record()
         self._forward = not self._forward
 
-    def compact(self, rows) -> EllpackMatrix:
+    def compact(self, rows, out=None) -> EllpackMatrix:
         """The rows ``rows`` (ascending indices, int, on the device) gathered into one in-core
         matrix, in their order: the sample's bytes cross to the device, not every page's. On a
         GPU the device reads them from the pinned pages where they lie (no host work, no wait),
         or from the device buffers for the pages the last pass left there; pages on disk are
-        gathered on the host into one pinned buffer that crosses in one copy."""
+        gathered on the host into one pinned buffer that crosses in one copy. ``out``: the
+        (n, n_words) device array to gather into, else a new one."""
         if not self._pages:
             raise RuntimeError("this paged matrix was closed: its pages are gone")
         shape = (int(rows.shape[0]), self.layout.n_words)
+        xp = get_xp(rows) if self.on_gpu else np
+        out = xp.empty(shape, PACKED_WORD_DTYPE) if out is None else out
         if self.pinned:
             import cupy
 
@@ -196,25 +199,21 @@ class PagedMatrix:
                 else:
                     parts += _parts(page)
             starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
-            gathered = gather_page_rows(rows, parts, starts, cupy.empty(shape, PACKED_WORD_DTYPE))
+            gather_page_rows(rows, parts, starts, out)
             for index in held:  # the buffer is refilled after the gather has read it
                 self._buffers.read[index % 2] = stream.record()
-            return self._matrix(gathered)
+            return self._matrix(out)
         parts = [_load(part) for page in self._pages for part in _parts(page)]  # files mapped, not read
         starts = tuple(int(s) for s in np.cumsum([0] + [part.shape[0] for part in parts]))
         host_rows = to_numpy(rows)
-        gathered = self._buffers.gathered(shape) if self.on_gpu else np.empty(shape, PACKED_WORD_DTYPE)
+        gathered = self._buffers.gathered(shape) if self.on_gpu else out
         # On a GPU the host's threads are otherwise idle: every core of the process's affinity
         # (dask-cuda narrows a worker's to its GPU's CPUs).
         with loops.using_threads(loops.cores() if self.on_gpu else None):
             gather_page_rows(host_rows, parts, starts, gathered)
-        if not self.on_gpu:
-            return self._matrix(gathered)
-        import cupy
-
-        packed = cupy.empty(shape, dtype=PACKED_WORD_DTYPE)
-        packed.set(gathered)  # synchronous: the pinned buffer is free for the next tree's sample
-        return self._matrix(packed)
+        if self.on_gpu:
+            out.set(gathered)  # synchronous: the pinned buffer is free for the next tree's sample
+        return self._matrix(out)
 
     def close(self) -> None:
         """Release the pages (removing their files); the matrix cannot be read after."""
@@ -225,6 +224,69 @@ class PagedMatrix:
 
     def _matrix(self, packed) -> EllpackMatrix:
         return EllpackMatrix(packed, self.layout, self.bin_offsets, self.host_bin_offsets)
+
+
+class RowsAhead:
+    """Rows of a paged matrix gathered while a pass has their pages on the device: the
+    rows the next tree will likely draw (tree/sampling.py ``RowSampler.likely``), so that
+    its sample is on the device when it is drawn, but for the few rows the guess missed.
+    ``take`` each page as the pass yields it, then ``sample`` the rows drawn.
+
+    Made from ``likely`` (a (n_rows,) bool mask) and ``bounds``, ``sizes(matrix, likely)``
+    read to the host: nothing else here reads the device."""
+
+    def __init__(self, matrix: PagedMatrix, likely, bounds, room: int):
+        self.matrix = matrix
+        self.likely = likely
+        self.bounds = [int(b) for b in bounds]  # each page's first place among the rows, then their count
+        self.n_rows = self.bounds[-1]
+        self.rows = mask_indices(likely, self.n_rows)  # int64, ascending
+        self.room = room  # rows the gathered page keeps free for the rows the guess will miss
+        self._packed = None  # made at the pass's first page: the last tree's sample is gone by then
+        self._taken = set()
+
+    @staticmethod
+    def sizes(matrix: PagedMatrix, likely):
+        """What the host needs to know of ``likely`` (on its device): the rows it takes before
+        each page's first row, then in all."""
+        xp = get_xp(likely)
+        ends = asarray(xp, np.asarray(matrix.starts[1:], dtype=np.int64) - 1)
+        return xp.concatenate([xp.zeros(1, np.int64), xp.cumsum(likely, dtype=np.int64)[ends]])
+
+    def missed(self, drawn):
+        """How many rows of ``drawn`` (a (n_rows,) bool mask) the guess missed, on the device:
+        where more than ``room``, ``sample`` is wrong."""
+        return (drawn & ~self.likely).sum(dtype=np.int64, keepdims=True)
+
+    def take(self, index: int, page: EllpackMatrix) -> None:
+        """Gather the rows of page ``index`` (the page as the pass yields it)."""
+        xp = get_xp(self.likely)
+        if self._packed is None:
+            self._packed = xp.empty((self.n_rows + self.room, self.matrix.layout.n_words), PACKED_WORD_DTYPE)
+        begin, end = self.bounds[index], self.bounds[index + 1]
+        if end > begin:  # indices in the page: its table of one address is the same for every page of a buffer
+            gather_page_rows(self.rows[begin:end] - self.matrix.starts[index], [page.packed], (0, page.n_rows),
+                             self._packed[begin:end])
+        self._taken.add(index)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the pass took every page."""
+        return len(self._taken) == self.matrix.n_pages
+
+    def sample(self, drawn, missed, gpair):
+        """What to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from, reading
+        nothing back: ``(matrix, pairs, drawn)``, the matrix of the rows gathered, then
+        ``room`` rows for those the guess missed (``missed`` of them, on the device: the
+        first gathered now from the pages, the others repeating the matrix's last row),
+        ``gpair`` at its rows (zero for the rows not drawn) and its rows drawn, a mask.
+        Where more rows were missed than the room holds, some drawn rows are not in it."""
+        xp = get_xp(drawn)
+        rows = mask_indices(drawn & ~self.likely, self.room, fill=self.matrix.n_rows - 1)
+        self.matrix.compact(rows, out=self._packed[self.n_rows:])
+        found = xp.arange(self.room) < missed
+        pairs = xp.concatenate([gpair[self.rows], xp.where(found[:, None], gpair[rows], gpair.dtype.type(0))])
+        return self.matrix._matrix(self._packed), pairs, xp.concatenate([drawn[self.rows], found])
 
 
 def _load(page) -> np.ndarray:

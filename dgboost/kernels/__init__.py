@@ -41,6 +41,7 @@ gradient_bounds = _dispatch(cpu.gradient_bounds)
 gradient_sums = _dispatch(cpu.gradient_sums)
 group_order = _dispatch(cpu.group_order)
 lambda_gradients = _dispatch(cpu.lambda_gradients)
+mask_indices = _dispatch(cpu.mask_indices)
 most_present = _dispatch(cpu.most_present)
 next_frontier = _dispatch(cpu.next_frontier)
 number_children = _dispatch(cpu.number_children)
@@ -78,6 +79,7 @@ __all__ = [
     "gradient_sums",
     "group_order",
     "lambda_gradients",
+    "mask_indices",
     "most_present",
     "next_frontier",
     "node_gains",

@@ -988,6 +988,30 @@ def gather_page_rows(rows, pages, starts, out):
     return out
 
 
+def mask_indices(mask, count, fill=None):
+    """The indices of ``mask``'s true entries, ascending, given how many there are (a count
+    read before, with others, in one read of the device: the CUDA twin reads nothing back,
+    where ``flatnonzero`` would read the count itself). With ``fill``, ``count`` entries
+    whatever the mask holds: its first ``count`` true entries' indices, then ``fill``.
+
+    Parameters
+    ----------
+    mask : array of shape (n,), bool                                       # IN
+    count : int: mask's true entries, or the entries wanted where ``fill`` is given
+    fill : int or None
+
+    Returns
+    -------
+    array of shape (count,), int64                                       # OUT
+    """
+    indices = np.flatnonzero(mask)
+    if fill is not None:
+        return np.concatenate([indices[:count], np.full(max(count - indices.shape[0], 0), fill, np.int64)])
+    if indices.shape[0] != count:
+        raise ValueError(f"mask_indices: the mask has {indices.shape[0]} true entries, not {count}")
+    return indices
+
+
 def place_rows(ridx, begin, end, node, positions):
     """Put rows at their leaves: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
     range ``k``, ``[begin[k], end[k])``: once a tree is grown, the rows of each node that

@@ -726,6 +726,24 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
     return new_ridx, n_left
 
 
+def mask_indices(mask, count, fill=None):
+    import cupy
+
+    before = cupy.cumsum(mask, dtype=cupy.int64)  # the true entries up to each, itself included
+    out = cupy.empty(int(count), dtype=cupy.int64) if fill is None else cupy.full(int(count), fill, dtype=cupy.int64)
+    if count:
+        _mask_indices()(mask, before, np.int64(count), out)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _mask_indices():
+    import cupy
+
+    return cupy.ElementwiseKernel("bool keep, int64 before, int64 count", "raw int64 out",
+                                  "if (keep && before <= count) out[before - 1] = i", "dgboost_mask_indices")
+
+
 def place_rows(ridx, begin, end, node, positions):
     import cupy
 

@@ -4,10 +4,12 @@ evaluation, row partitioning and sampling, the finished tree and its prediction.
 from __future__ import annotations
 
 
-def make_grower(matrix, params, n_total: int, comm, features=None, categories=None):
+def make_grower(matrix, params, n_total: int, comm, features=None, categories=None, sampler=None):
     """The grower of ``params.grow_policy`` (a ``grower.Grower``) over one rank's rows;
     ``features``: the resolved per-feature rules (``constraints.FeatureRules``), or None;
-    ``categories``: the categorical features (data/categories.Categories), or None."""
+    ``categories``: the categorical features (data/categories.Categories), or None;
+    ``sampler``: the rows' sampler (sampling.RowSampler), whose guesses of the next tree's
+    sample a paged matrix's pass gathers ahead."""
     from .depthwise import DepthwiseGrower
     from .lossguide import LossguideGrower
     from .symmetric import SymmetricGrower
@@ -26,4 +28,4 @@ def make_grower(matrix, params, n_total: int, comm, features=None, categories=No
                          f"({matrix.budget} bytes): set subsample < 1 (best with sampling_method='gradient_based'; "
                          "not 'goss', whose first rounds take every row), use grow_policy='depthwise', or raise "
                          "max_device_matrix_bytes")
-    return PagedGrower(grower, matrix, streams)
+    return PagedGrower(grower, matrix, streams, sampler)

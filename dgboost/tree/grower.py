@@ -35,11 +35,12 @@ import dataclasses
 import numpy as np
 
 from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
-from ..backend import asarray, get_xp, join
+from ..backend import asarray, get_xp, join, start_read
 from ..data.ellpack import EllpackMatrix
-from ..data.pages import PagedMatrix
+from ..data.pages import PagedMatrix, RowsAhead
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from ..kernels import CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, next_frontier, tree_record
+from ..kernels import (CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, mask_indices,
+                       next_frontier, tree_record)
 from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
@@ -400,7 +401,10 @@ class PagedGrower:
     A tree of a sample (row sampling) that fits the budget is grown in core: the
     sample's rows are gathered into one page on the device (``PagedMatrix.compact``),
     the tree grown from them as from an in-core matrix's drawn rows, and every row's
-    leaf then found page by page. A tree of every row, or of a sample too large to
+    leaf then found page by page. That pass also gathers the rows the next tree will
+    likely draw (``sampler.likely``) from each page while it is on the device
+    (``RowsAhead``): the next sample then crosses the bus only for the rows the guess
+    missed, a few in ten thousand. A tree of every row, or of a sample too large to
     gather, streams the pages through the policy's own steps, level by level
     (depthwise and symmetric trees: one pass over the pages a level, its partition and
     the next level's histograms together, but for the root's histograms and the last
@@ -411,10 +415,14 @@ class PagedGrower:
     #: Policies that stream pages level by level; the others grow only from a sample.
     STREAMS = ("depthwise", "symmetric")
 
-    def __init__(self, grower: Grower, pages: PagedMatrix, streams: bool):
+    def __init__(self, grower: Grower, pages: PagedMatrix, streams: bool, sampler=None):
         self.grower = grower
         self.pages = pages
         self.streams = streams
+        self.sampler = sampler  # tree/sampling.py RowSampler, whose guess of the next sample is gathered ahead
+        if sampler is not None:
+            sampler.remembers = True
+        self._ahead: RowsAhead | None = None  # this tree's likely rows, gathered by the last tree's pass
 
     @property
     def eta(self) -> float:
@@ -426,17 +434,72 @@ class PagedGrower:
 
     def grow(self, gpair, tree_index: int, drawn=None) -> GrownTree:
         grower = self.grower
-        rows = None
-        if drawn is not None:
-            rows = get_xp(gpair).flatnonzero(drawn).astype(POSITION_DTYPE) if drawn.dtype == bool else drawn
-        if rows is None or (self.streams and not self.pages.fits(int(rows.shape[0]))):
+        ahead, self._ahead = self._ahead, None
+        if drawn is None:
             if not self.streams:
                 raise RuntimeError(f"{type(grower).__name__} cannot stream pages: it grows from a sample")
-            grower.matrix = self.pages  # every row, or a sample larger than the budget
-            return grower.grow(gpair, tree_index, drawn)
-        grower.matrix = self.pages.compact(rows)
+            grower.matrix = self.pages  # every row
+            return grower.grow(gpair, tree_index)
+        xp = get_xp(gpair)
+        if drawn.dtype != bool:  # the rows' indices
+            mask = xp.zeros(self.pages.n_rows, dtype=bool)
+            mask[drawn] = True
+            drawn = mask
+        # The sizes the host needs, read once while the device goes on: the sample's, whether
+        # any rank's guess missed more rows than its room, the next guess's.
+        likely = None if self.sampler is None else self.sampler.likely(tree_index + 1)
+        ahead = ahead if ahead is not None and ahead.complete else None
+        missed = xp.zeros(1, np.int64) if ahead is None else ahead.missed(drawn)
+        overflow = self.grower.comm.allreduce((missed > (0 if ahead is None else ahead.room)).astype(np.int64), "max")
+        sizes = [drawn.sum(dtype=np.int64, keepdims=True), overflow]
+        if likely is not None:
+            sizes.append(RowsAhead.sizes(self.pages, likely))
+        read = start_read([xp.concatenate(sizes)])
+        grown = None
+        if ahead is not None:  # queued before the sizes are read, while the last pass still runs
+            grown = self._grow_from(ahead.sample(drawn, missed, gpair), tree_index)
+        del ahead
+        n_drawn, overflow, *bounds = read.result()[0].tolist()
+        if grown is None or overflow:
+            if grown is None and overflow:  # in step with the ranks that grow the tree again
+                self._grow_whole(gpair, tree_index, drawn, n_drawn)
+            grown = self._grow_whole(gpair, tree_index, drawn, n_drawn)
+            if grown.positions is not None:  # streamed: every row has its leaf
+                return grown
+        upcoming = None
+        if likely is not None:
+            room = int(bounds[-1] * AHEAD_ROOM) + MIN_AHEAD_ROOM
+            if self.pages.fits(bounds[-1] + room):
+                upcoming = RowsAhead(self.pages, likely, bounds, room)
+        parts = [None] * self.pages.n_pages
+        for k, page in self.pages.pages():
+            parts[k] = grown.route(page)
+            if upcoming is not None:
+                upcoming.take(k, page)
+        self._ahead = upcoming
+        return dataclasses.replace(grown, positions=xp.concatenate(parts))
+
+    def _grow_whole(self, gpair, tree_index: int, drawn, n_drawn: int) -> GrownTree:
+        """The tree grown from the ``n_drawn`` rows ``drawn`` gathered now, or from the pages
+        streamed where they exceed the budget (then with every row's leaf: ``positions``)."""
+        if self.streams and not self.pages.fits(n_drawn):
+            self.grower.matrix = self.pages
+            return self.grower.grow(gpair, tree_index, drawn)
+        rows = mask_indices(drawn, n_drawn)
+        return dataclasses.replace(self._grow_from((self.pages.compact(rows), gpair[rows], None), tree_index),
+                                   positions=None)
+
+    def _grow_from(self, sample, tree_index: int) -> GrownTree:
+        """The tree grown from ``sample``, ``(matrix, pairs, drawn)`` (``drawn`` a mask of its
+        rows, or None for all of them)."""
+        grower = self.grower
+        grower.matrix, gpair, drawn = sample
         try:
-            grown = grower.grow(gpair[rows], tree_index)
+            return grower.grow(gpair, tree_index, drawn)
         finally:
             grower.matrix = self.pages  # the gathered page goes before every row is routed
-        return dataclasses.replace(grown, positions=grown.route(self.pages))
+
+
+#: Room for the rows a guess of the next sample misses (RowsAhead), as a share of the rows
+#: guessed, and at least: misses beyond it gather the whole sample again.
+AHEAD_ROOM, MIN_AHEAD_ROOM = 1 / 64, 64

@@ -59,6 +59,11 @@ class RowSampler:
     On a GPU the tree's index the draws are keyed by is held on the device and advanced
     there after each draw, so the launches of a round are the same every round and a
     round replayed from a CUDA graph draws each tree's own sample (dgboost/replay.py).
+
+    ``likely`` guesses a tree's sample before its gradients exist (out of core, the pass
+    that finds every row's leaf gathers the next tree's rows while their pages are on the
+    device: tree/grower.py PagedGrower); a sampler that ``remembers`` keeps each output's
+    last keys for it.
     """
 
     def __init__(self, params, n_total: int, n_outputs: int, rows: RowSpans, comm):
@@ -73,6 +78,8 @@ class RowSampler:
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
         self._tree_at = None  # on a GPU, (1,) int64: the index of the tree drawn next, advanced on the device
+        self.remembers = False  # whether gradient-based draws keep their keys for ``likely``
+        self._last = {}  # output: (keys, threshold, largest) of its last gradient-based draw, where remembered
         # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
         # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
         # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
@@ -95,7 +102,7 @@ class RowSampler:
         xp = get_xp(gpair)
         if self._global_index is None or get_xp(self._global_index) is not xp:
             self._global_index = self.rows.global_index(xp)
-        drawn = self._draw(gpair, *self._key(xp, tree_index))
+        drawn = self._draw(gpair, *self._key(xp, tree_index), output=tree_index % self.n_outputs)
         if self._tree_at is not None:
             self._tree_at += 1  # in place, after the draw: the next tree's
         return drawn
@@ -109,7 +116,28 @@ class RowSampler:
             self._tree_at = xp.full(1, tree_index, dtype=INDEX_DTYPE)
         return stream_base(self.seed, STREAM_ROW_SUBSAMPLE), self._tree_at
 
-    def _draw(self, gpair, key: int, tree_at):
+    def likely(self, tree_index: int):
+        """The rows the tree ``tree_index`` will likely draw, before its gradients are known:
+        a (n_rows,) bool mask on the device of the draws, or None where nothing tells (GOSS;
+        every row; a gradient-based output's first tree, or a sampler that does not
+        remember). Uniform draws: the tree's own sample. Gradient-based: its rows' draws
+        against the probabilities of its output's last tree, raised by ``LIKELY_SLACK`` (its
+        threshold divided by it): gradients change little from one round to the next, and
+        the sample is rarely off by more than a few rows in ten thousand."""
+        if not self.active or self.method == "goss" or self._global_index is None:  # no draw yet
+            return None
+        xp, index = get_xp(self._global_index), self._global_index
+        key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
+        pairs = xp.zeros((index.shape[0], 2), dtype=np.float32)  # sample_rows's; only the mask is read
+        if self.method == "uniform":
+            return sample_rows(pairs, index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
+        if tree_index % self.n_outputs not in self._last:
+            return None
+        keys, threshold, largest = self._last[tree_index % self.n_outputs]
+        lowered = xp.maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
+        return sample_rows(pairs, index, key, MVS, keys, lowered, largest, 1.0, 1.0)[1]
+
+    def _draw(self, gpair, key: int, tree_at, output: int = 0):
         index = self._global_index
         if self.method == "uniform":
             return sample_rows(gpair, index, key, UNIFORM, None, None, None, self.rate, 1.0, tree_at)
@@ -117,7 +145,10 @@ class RowSampler:
         largest = self.comm.allreduce(sample_magnitude_max(gpair, kind), "max")
         keys = sample_keys(gpair, kind, largest * self._key_room if kind == MVS else largest)
         if kind == MVS:
-            return sample_rows(gpair, index, key, MVS, keys, self._mvs_threshold(keys), largest, 1.0, 1.0, tree_at)
+            threshold = self._mvs_threshold(keys)
+            if self.remembers:
+                self._last[output] = keys, threshold, largest
+            return sample_rows(gpair, index, key, MVS, keys, threshold, largest, 1.0, 1.0, tree_at)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
         top = self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
@@ -146,6 +177,12 @@ class RowSampler:
             counts, sums = bucket_counts(keys, shift, bits, state)
             choose_bucket(self.comm.allreduce(xp.concatenate([counts, sums])), state, shift, bits, rule)
         return state[:1]
+
+
+#: How much likelier than its last tree's draw a row is guessed to be drawn (RowSampler.likely):
+#: on higgs-like rows (logistic, eta 0.1, subsample 0.2) the guess takes 10% more rows than are
+#: drawn and misses 0 to 3 rows in ten thousand of them (1.05: 5% more, 1 to 29 missed).
+LIKELY_SLACK = Fraction(11, 10)
 
 
 #: choose_bucket's rules: gradient-based sampling's expected sample, GOSS's count.
