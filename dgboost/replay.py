@@ -34,6 +34,10 @@ What capture needs, and how it is met here:
   returns only once every graph that captured its calls is destroyed, so a failed
   job's graph is dropped before it (``close``) and nothing else may hold it.
 
+Out of core, where rounds read pages and are not captured, a paged grower's trees grown
+from the rows gathered ahead (tree/grower.py ``PagedGrower``) are, on one GPU: the same
+RoundGraph around the tree alone (``why_not_trees``).
+
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
 before anything ran, and the job goes on uncaptured. The ranks of a job run their
 rounds all captured or all as calls, since a captured round replays none of the
@@ -98,6 +102,38 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
     for metric in metrics:
         if not metric.replayable:
             return f"metric {metric.name!r} reads the host"
+    return None
+
+
+def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str | None:
+    """Why a paged grower's trees grown from a gathered sample (tree/grower.py PagedGrower's
+    page) cannot be replayed from a graph of their own, or None where they can: the
+    growth's conditions of ``why_not``, on one GPU (a graph of the tree alone keeps no
+    count of a peer's rounds)."""
+    from .tree.depthwise import DepthwiseGrower
+    from .tree.grower import PagedGrower
+
+    if not isinstance(grower, PagedGrower) or grower.sampler is None:
+        return "not a paged grower of a row sample"
+    inner = grower.grower
+    if xp.__name__ != "cupy":
+        return "on the host"
+    if not graphs[0]:
+        return "dgboost.cuda-graphs is False"
+    if comm.world_size > 1:
+        return "a job of several GPUs"
+    if xp.cuda.memory.get_allocator() != xp.get_default_memory_pool().malloc:
+        return "another allocator than cupy's default pool"
+    if not isinstance(inner, DepthwiseGrower):
+        return "the growth policy reads the host between steps (lossguide)"
+    if inner.reads_host():
+        return "a level's histograms exceed the grower's upper-bound budget"
+    if inner.columns.active:
+        return "column sampling draws on the host each tree"
+    if schedule is not None:
+        return "a learning-rate schedule changes eta each round"
+    if inner.categories is not None:
+        return "categorical splits"
     return None
 
 

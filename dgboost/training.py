@@ -390,22 +390,26 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
 
 @contextlib.contextmanager
 def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
-    """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py)."""
+    """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py);
+    else, out of core, the trees a paged grower grows from its sample page, where they can."""
     not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule,
                                   work.comm, graphs, [state.matrix for state in work.evals])
     not_replayed = replay.why_not_anywhere(xp, work.comm, graphs, not_replayed)
+    holder = work
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)
-        yield
-        return
-    work.graph = replay.RoundGraph(work.comm)
+        if replay.why_not_trees(xp, work.grower, work.schedule, work.comm, graphs) is not None:
+            yield
+            return
+        holder = work.grower  # a paged grower's trees grown from its sample page, alone
+    holder.graph = replay.RoundGraph(work.comm)
     try:
         yield
     except BaseException:
-        work.graph.close(failed=True)  # waits for nothing: a round may wait on a dead peer until NCCL's abort
+        holder.graph.close(failed=True)  # waits for nothing: a round may wait on a dead peer until NCCL's abort
         raise
-    work.graph.close()
+    holder.graph.close()
 
 
 @dataclasses.dataclass

@@ -419,7 +419,7 @@ def _count_ahead(monkeypatch):
     grow_whole = PagedGrower._grow_whole
 
     def counted(self, drawn, missed, gpair):
-        seen.append((self.n_rows, int(drawn.sum()), int(missed[0]), self.room))
+        seen.append((self.n_rows, int(drawn.sum()), int(missed[1][0]), self.room))
         return sample(self, drawn, missed, gpair)
 
     monkeypatch.setattr(pages_module.RowsAhead, "sample", counted)
@@ -481,11 +481,13 @@ def test_mask_indices_refuses_a_wrong_count():
 @pytest.mark.gpu
 def test_gpu_pass_gathers_the_next_trees_likely_rows_and_mask_indices_twin(tmp_path, monkeypatch):
     """On a GPU the pass gathers the next tree's likely rows from the device buffers (pinned and
-    on disk), the misses from the pages, and the model is the in-core one; cuda.mask_indices
+    on disk), the misses from the pages; the trees grown from them replay from a CUDA graph
+    (or not, with dgboost.cuda-graphs False), and the model is the in-core one; cuda.mask_indices
     writes what its twin does without reading the count."""
     cupy = pytest.importorskip("cupy")
     import dask
 
+    from dgboost import replay
     from dgboost.kernels import cpu, cuda
 
     mask = np.random.default_rng(3).random(100_003) < 0.3
@@ -499,10 +501,14 @@ def test_gpu_pass_gathers_the_next_trees_likely_rows_and_mask_indices_twin(tmp_p
     params = {"max_depth": 6, "objective": "binary:logistic", "subsample": 0.3, "sampling_method": "gradient_based",
               "eta": 0.1, "device": "cuda"}
     in_core = dgboost.train(params, X, y, num_boost_round=8)
-    for host_memory in ("pinned", "disk"):
+    for host_memory, graphs in (("pinned", True), ("disk", True), ("pinned", False)):
         seen, whole = _count_ahead(monkeypatch)
+        before = replay.counts()
         with dask.config.set({"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
-                              "dgboost.spill-directory": str(tmp_path / "spill")}):
+                              "dgboost.spill-directory": str(tmp_path / "spill"), "dgboost.cuda-graphs": graphs}):
             paged = dgboost.train({**params, "max_device_matrix_bytes": 300_000}, X, y, num_boost_round=8)
         assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
         assert len(seen) == 7 and len(whole) == 1 and sum(m for _, _, m, _ in seen) > 0
+        # The trees grown from the page: the first as calls, the second captured, each from it replayed
+        captures, replays = (now - then for now, then in zip(replay.counts(), before))
+        assert (captures, replays) == ((1, 6) if graphs else (0, 0))

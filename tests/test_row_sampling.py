@@ -284,3 +284,41 @@ def test_the_guess_of_a_trees_sample_before_its_gradients(method):
     forgetful = _sampler(n_rows, subsample=0.25, sampling_method=method)
     forgetful.draw(gpair, 0)
     assert forgetful.likely(1) is None
+
+
+def _draw_cases(kind):
+    """(gpair, global index, sample_rows's arguments after the key) of a draw of ``kind``."""
+    rng = np.random.default_rng(8)
+    gpair = np.stack([rng.standard_normal(50_000), rng.uniform(0.1, 0.3, 50_000)], axis=1).astype(np.float32)
+    keys = rng.integers(0, 2**20, 50_000)
+    args = {"uniform": (cpu.UNIFORM, None, None, None, 0.3, 1.0),
+            "mvs": (cpu.MVS, keys, np.array([2**19]), np.array([1.5]), 1.0, 1.0),
+            "goss": (cpu.GOSS, keys, np.array([2**19 + 2**18]), np.array([1.5]), 0.2, 4.0)}[kind]
+    return gpair, np.arange(50_000, dtype=np.int64) * 3, args
+
+
+@pytest.mark.parametrize("kind", ["uniform", "mvs", "goss"])
+def test_the_draws_alone_are_the_draws_of_the_pairs(kind):
+    """sample_rows without pairs (RowSampler.likely's) draws the rows it draws with them."""
+    gpair, index, args = _draw_cases(kind)
+    _, drawn = cpu.sample_rows(gpair, index, 77, *args)
+    alone, draws = cpu.sample_rows(None, index, 77, *args)
+    assert alone is None and 0 < drawn.sum() < len(drawn)
+    np.testing.assert_array_equal(draws, drawn)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["uniform", "mvs", "goss"])
+def test_gpu_draws_alone_equal_their_twin(kind):
+    """cuda.sample_rows without pairs writes its twin's draws, and with them its pairs."""
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cuda
+
+    gpair, index, args = _draw_cases(kind)
+    pairs, drawn = cpu.sample_rows(gpair, index, 77, *args)
+    on_device = [None if a is None else cp.asarray(a) for a in args[1:4]]
+    alone, draws = cuda.sample_rows(None, cp.asarray(index), 77, args[0], *on_device, *args[4:])
+    assert alone is None
+    np.testing.assert_array_equal(draws.get(), drawn)
+    np.testing.assert_array_equal(cuda.sample_rows(cp.asarray(gpair), cp.asarray(index), 77, args[0], *on_device,
+                                                   *args[4:])[0].get(), pairs)

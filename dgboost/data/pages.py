@@ -30,7 +30,10 @@ histograms summed page by page are the same integers, so a model trained out of
 core is the in-core one, byte for byte. With row sampling, each tree's rows are
 gathered into one in-core page instead (``compact``; the out-of-core paper's
 Algorithm 7, the gather made on the host so that only the sample crosses to the
-device), and every row's leaf found page by page.
+device), and every row's leaf found page by page. That pass also gathers the rows
+the next tree will likely draw while their pages are on the device (``RowsAhead``,
+into a ``SamplePage``): the next sample crosses the bus only for the rows the guess
+missed.
 """
 
 from __future__ import annotations
@@ -226,6 +229,26 @@ class PagedMatrix:
         return EllpackMatrix(packed, self.layout, self.bin_offsets, self.host_bin_offsets)
 
 
+@dataclasses.dataclass
+class SamplePage:
+    """A device page of ``capacity`` rows, with a pair and a drawn flag a row, made once: the
+    trees grown from gathered guesses (RowsAhead) read them at the same addresses every tree,
+    so that they can be replayed from a CUDA graph (tree/grower.py PagedGrower)."""
+
+    packed: object  # (capacity, n_words) packed rows
+    pairs: object  # (capacity, 2) float32
+    drawn: object  # (capacity,) bool
+
+    @classmethod
+    def make(cls, xp, capacity: int, n_words: int) -> "SamplePage":
+        return cls(xp.empty((capacity, n_words), PACKED_WORD_DTYPE), xp.zeros((capacity, 2), np.float32),
+                   xp.zeros(capacity, dtype=bool))
+
+    @property
+    def capacity(self) -> int:
+        return int(self.drawn.shape[0])
+
+
 class RowsAhead:
     """Rows of a paged matrix gathered while a pass has their pages on the device: the
     rows the next tree will likely draw (tree/sampling.py ``RowSampler.likely``), so that
@@ -233,16 +256,19 @@ class RowsAhead:
     ``take`` each page as the pass yields it, then ``sample`` the rows drawn.
 
     Made from ``likely`` (a (n_rows,) bool mask) and ``bounds``, ``sizes(matrix, likely)``
-    read to the host: nothing else here reads the device."""
+    read to the host, into ``page`` (a SamplePage of at least the rows guessed and ``room``,
+    the rows kept for those the guess will miss): nothing here reads the device."""
 
-    def __init__(self, matrix: PagedMatrix, likely, bounds, room: int):
+    def __init__(self, matrix: PagedMatrix, likely, bounds, room: int, page: SamplePage):
         self.matrix = matrix
         self.likely = likely
         self.bounds = [int(b) for b in bounds]  # each page's first place among the rows, then their count
         self.n_rows = self.bounds[-1]
         self.rows = mask_indices(likely, self.n_rows)  # int64, ascending
-        self.room = room  # rows the gathered page keeps free for the rows the guess will miss
-        self._packed = None  # made at the pass's first page: the last tree's sample is gone by then
+        self.room = room
+        if self.n_rows + room > page.capacity:
+            raise ValueError(f"{self.n_rows} rows guessed and a room of {room} exceed the page's {page.capacity}")
+        self.page = page
         self._taken = set()
 
     @staticmethod
@@ -251,22 +277,21 @@ class RowsAhead:
         each page's first row, then in all."""
         xp = get_xp(likely)
         ends = asarray(xp, np.asarray(matrix.starts[1:], dtype=np.int64) - 1)
-        return xp.concatenate([xp.zeros(1, np.int64), xp.cumsum(likely, dtype=np.int64)[ends]])
+        before = xp.cumsum(likely, dtype=np.int32 if likely.shape[0] < 2**31 else np.int64)
+        return xp.concatenate([xp.zeros(1, np.int64), before[ends].astype(np.int64)])
 
-    def missed(self, drawn):
-        """How many rows of ``drawn`` (a (n_rows,) bool mask) the guess missed, on the device:
-        where more than ``room``, ``sample`` is wrong."""
-        return (drawn & ~self.likely).sum(dtype=np.int64, keepdims=True)
+    def missed(self, drawn) -> tuple:
+        """The rows of ``drawn`` (a (n_rows,) bool mask) the guess missed: a mask and how many,
+        on the device (where more than ``room``, ``sample`` is wrong)."""
+        missed = drawn & ~self.likely
+        return missed, missed.sum(dtype=np.int64, keepdims=True)
 
     def take(self, index: int, page: EllpackMatrix) -> None:
         """Gather the rows of page ``index`` (the page as the pass yields it)."""
-        xp = get_xp(self.likely)
-        if self._packed is None:
-            self._packed = xp.empty((self.n_rows + self.room, self.matrix.layout.n_words), PACKED_WORD_DTYPE)
         begin, end = self.bounds[index], self.bounds[index + 1]
         if end > begin:  # indices in the page: its table of one address is the same for every page of a buffer
             gather_page_rows(self.rows[begin:end] - self.matrix.starts[index], [page.packed], (0, page.n_rows),
-                             self._packed[begin:end])
+                             self.page.packed[begin:end])
         self._taken.add(index)
 
     @property
@@ -274,19 +299,26 @@ class RowsAhead:
         """Whether the pass took every page."""
         return len(self._taken) == self.matrix.n_pages
 
-    def sample(self, drawn, missed, gpair):
-        """What to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from, reading
-        nothing back: ``(matrix, pairs, drawn)``, the matrix of the rows gathered, then
-        ``room`` rows for those the guess missed (``missed`` of them, on the device: the
-        first gathered now from the pages, the others repeating the matrix's last row),
-        ``gpair`` at its rows (zero for the rows not drawn) and its rows drawn, a mask.
-        Where more rows were missed than the room holds, some drawn rows are not in it."""
+    def sample(self, drawn, missed: tuple, gpair) -> EllpackMatrix:
+        """Ready the page to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from,
+        reading nothing back: the rows gathered, then ``room`` rows for those the guess
+        missed (``missed``, as ``missed`` gives them: the first gathered now from the pages,
+        the others repeating the matrix's last row), ``gpair`` at its rows (zero for the
+        rows not drawn and past them) and its rows drawn; returns its matrix. Where more
+        rows were missed than the room holds, some drawn rows are not in it."""
         xp = get_xp(drawn)
-        rows = mask_indices(drawn & ~self.likely, self.room, fill=self.matrix.n_rows - 1)
-        self.matrix.compact(rows, out=self._packed[self.n_rows:])
-        found = xp.arange(self.room) < missed
-        pairs = xp.concatenate([gpair[self.rows], xp.where(found[:, None], gpair[rows], gpair.dtype.type(0))])
-        return self.matrix._matrix(self._packed), pairs, xp.concatenate([drawn[self.rows], found])
+        page, n, end = self.page, self.n_rows, self.n_rows + self.room
+        missed, n_missed = missed
+        rows = mask_indices(missed, self.room, fill=self.matrix.n_rows - 1)
+        self.matrix.compact(rows, out=page.packed[n:end])
+        found = xp.arange(self.room) < n_missed
+        page.pairs[:n] = gpair[self.rows]
+        page.pairs[n:end] = xp.where(found[:, None], gpair[rows], gpair.dtype.type(0))
+        page.pairs[end:] = 0
+        page.drawn[:n] = drawn[self.rows]
+        page.drawn[n:end] = found
+        page.drawn[end:] = False
+        return self.matrix._matrix(page.packed)
 
 
 def _load(page) -> np.ndarray:

@@ -3,7 +3,7 @@
 Each kernel has a reference implementation in ``cpu.py`` (NumPy, written
 against its inputs' array module) and a CUDA one in ``cuda.py`` (``*.cu``
 sources compiled through cupy.RawModule). The names below pick by their first
-argument: cupy arrays go to the CUDA kernel, everything else to the reference.
+argument not None: cupy arrays go to the CUDA kernel, everything else to the reference.
 Tests call ``cpu.<name>`` and ``cuda.<name>`` directly to compare the twins.
 """
 
@@ -18,7 +18,7 @@ from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, CategoryS
 def _dispatch(reference):
     @functools.wraps(reference)
     def kernel(*args, **kwargs):
-        if is_cupy_array(args[0]):
+        if is_cupy_array(next((arg for arg in args if arg is not None), None)):
             from . import cuda
 
             return getattr(cuda, reference.__name__)(*args, **kwargs)

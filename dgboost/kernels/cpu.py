@@ -759,7 +759,7 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
 
     Parameters
     ----------
-    gpair : array of shape (n_rows, 2), float32                          # IN
+    gpair : array of shape (n_rows, 2), float32, or None: the draws alone  # IN
     global_index : array of shape (n_rows,), int64                       # IN
     key : int: the tree's stream key (_hashing.stream_key); with ``tree_at``, the stream's base
         (_hashing.stream_base), which the tree index it holds keys (_hashing.tree_key)
@@ -771,24 +771,29 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
 
     Returns
     -------
-    (pairs, drawn): (n_rows, 2) float32, zero where not drawn; (n_rows,) bool   # OUT
+    (pairs, drawn): (n_rows, 2) float32, zero where not drawn (None without ``gpair``);
+    (n_rows,) bool                                                       # OUT
     """
     from .._hashing import tree_key, uniform
 
-    xp = get_xp(gpair)
+    xp = get_xp(global_index)
     draws = uniform(global_index, key if tree_at is None else tree_key(key, int(tree_at[0])))
-    zero = gpair.dtype.type(0)
     if kind == UNIFORM:
         keep = draws < rate
-        return xp.where(keep[:, None], gpair, zero), keep
+        return None if gpair is None else xp.where(keep[:, None], gpair, gpair.dtype.type(0)), keep
+    zero = None if gpair is None else gpair.dtype.type(0)
     if kind == MVS:
         probability = xp.where(largest > 0, xp.minimum(1.0, keys / xp.maximum(threshold, 1).astype(GAIN_DTYPE)), 1.0)
         keep = draws < probability
+        if gpair is None:
+            return None, keep
         divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
         scaled = (gpair.astype(GAIN_DTYPE) / divisor).astype(gpair.dtype)
         return xp.where(keep[:, None], scaled, zero), keep
     top = keys >= threshold
     keep = top | (draws < rate)
+    if gpair is None:
+        return None, keep
     scaled = (gpair.astype(GAIN_DTYPE) * xp.where(top, 1.0, weight)[:, None]).astype(gpair.dtype)
     return xp.where(keep[:, None], scaled, zero), keep
 

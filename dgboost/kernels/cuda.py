@@ -562,17 +562,17 @@ def sample_keys(gpair, kind, largest):
 def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight, tree_at=None):
     import cupy
 
-    gpair = cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE)
-    n = int(gpair.shape[0])
-    out = cupy.empty_like(gpair)
+    n = int(global_index.shape[0])
+    out = None if gpair is None else cupy.empty((n, 2), dtype=GRADIENT_DTYPE)
     drawn = cupy.empty(n, dtype=bool)
     if n:
         _kernel("sampling.cu", "sample_rows")(
             (_blocks(n),), (_BLOCK,),
-            (gpair, cupy.ascontiguousarray(global_index, dtype=INDEX_DTYPE), np.int64(n), np.uint64(key),
+            (_optional(gpair, GRADIENT_DTYPE), cupy.ascontiguousarray(global_index, dtype=INDEX_DTYPE), np.int64(n),
+             np.uint64(key),
              np.int32(kind), _optional(keys, INDEX_DTYPE), _optional(threshold, INDEX_DTYPE),
-             _optional(largest, GAIN_DTYPE), np.float64(rate), np.float64(weight), out, drawn,
-             _optional(tree_at, INDEX_DTYPE)))
+             _optional(largest, GAIN_DTYPE), np.float64(rate), np.float64(weight),
+             np.uintp(0) if out is None else out, drawn, _optional(tree_at, INDEX_DTYPE)))
     return out, drawn
 
 
@@ -729,7 +729,8 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
 def mask_indices(mask, count, fill=None):
     import cupy
 
-    before = cupy.cumsum(mask, dtype=cupy.int64)  # the true entries up to each, itself included
+    # the true entries up to each, itself included (in int32 where they fit: half the bytes)
+    before = cupy.cumsum(mask, dtype=cupy.int32 if mask.shape[0] < 2**31 else cupy.int64)
     out = cupy.empty(int(count), dtype=cupy.int64) if fill is None else cupy.full(int(count), fill, dtype=cupy.int64)
     if count:
         _mask_indices()(mask, before, np.int64(count), out)
@@ -740,7 +741,7 @@ def mask_indices(mask, count, fill=None):
 def _mask_indices():
     import cupy
 
-    return cupy.ElementwiseKernel("bool keep, int64 before, int64 count", "raw int64 out",
+    return cupy.ElementwiseKernel("bool keep, T before, int64 count", "raw int64 out",
                                   "if (keep && before <= count) out[before - 1] = i", "dgboost_mask_indices")
 
 

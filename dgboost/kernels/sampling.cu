@@ -58,7 +58,8 @@ __device__ __forceinline__ double uniform_draw(const i64 global_index, const u64
     return (double)(splitmix64((u64)global_index + key) >> 11) * 1.1102230246251565e-16;  // 2**-53
 }
 
-// One thread a row (twin: cpu.sample_rows): its draw, whether it is drawn, its pair scaled.
+// One thread a row (twin: cpu.sample_rows): its draw, whether it is drawn, its pair scaled
+// (where `gpair` is given: without it, whether it is drawn alone, pairs taken as 1).
 // The tree's key is `key`, or where `tree_at` is given (a tree index on the device, which a
 // round replayed from a CUDA graph advances), stream_key's last mix of `key`, the stream's base.
 extern "C" __global__ void sample_rows(
@@ -71,7 +72,7 @@ extern "C" __global__ void sample_rows(
     if (i >= n) return;
     const u64 tree_key = tree_at == nullptr ? key : splitmix64(key ^ (u64)tree_at[0]);
     const double u = uniform_draw(global_index[i], tree_key);
-    const float2 pair = reinterpret_cast<const float2*>(gpair)[i];
+    const float2 pair = gpair == nullptr ? make_float2(1.0f, 1.0f) : reinterpret_cast<const float2*>(gpair)[i];
     bool keep;
     float g = pair.x, h = pair.y;
     if (kind == UNIFORM) {
@@ -89,9 +90,10 @@ extern "C" __global__ void sample_rows(
         g = (float)((double)pair.x * w);
         h = (float)((double)pair.y * w);
     }
+    drawn[i] = keep;
+    if (gpair == nullptr) return;
     out[2 * i] = keep ? g : 0.0f;
     out[2 * i + 1] = keep ? h : 0.0f;
-    drawn[i] = keep;
 }
 
 // Of the keys whose bits above shift + bits equal the prefix (state[0]), by bucket of their bits

@@ -37,7 +37,7 @@ import numpy as np
 from .._dtypes import GAIN_DTYPE, GRADIENT_DTYPE, HIST_DTYPE, MONOTONE_DTYPE, POSITION_DTYPE
 from ..backend import asarray, get_xp, join, start_read
 from ..data.ellpack import EllpackMatrix
-from ..data.pages import PagedMatrix, RowsAhead
+from ..data.pages import PagedMatrix, RowsAhead, SamplePage
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import (CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, mask_indices,
                        next_frontier, tree_record)
@@ -423,6 +423,8 @@ class PagedGrower:
         if sampler is not None:
             sampler.remembers = True
         self._ahead: RowsAhead | None = None  # this tree's likely rows, gathered by the last tree's pass
+        self._page: SamplePage | None = None  # where they are gathered, made at the first guess
+        self.graph = None  # a replay.RoundGraph the trees grown from the page run through, where they can
 
     @property
     def eta(self) -> float:
@@ -449,16 +451,17 @@ class PagedGrower:
         # any rank's guess missed more rows than its room, the next guess's.
         likely = None if self.sampler is None else self.sampler.likely(tree_index + 1)
         ahead = ahead if ahead is not None and ahead.complete else None
-        missed = xp.zeros(1, np.int64) if ahead is None else ahead.missed(drawn)
-        overflow = self.grower.comm.allreduce((missed > (0 if ahead is None else ahead.room)).astype(np.int64), "max")
+        missed = (None, xp.zeros(1, np.int64)) if ahead is None else ahead.missed(drawn)
+        overflow = self.grower.comm.allreduce((missed[1] > (0 if ahead is None else ahead.room)).astype(np.int64),
+                                              "max")
         sizes = [drawn.sum(dtype=np.int64, keepdims=True), overflow]
         if likely is not None:
             sizes.append(RowsAhead.sizes(self.pages, likely))
         read = start_read([xp.concatenate(sizes)])
         grown = None
         if ahead is not None:  # queued before the sizes are read, while the last pass still runs
-            grown = self._grow_from(ahead.sample(drawn, missed, gpair), tree_index)
-        del ahead
+            grown = self._grow_page(ahead.sample(drawn, missed, gpair), tree_index)
+        del ahead, missed
         n_drawn, overflow, *bounds = read.result()[0].tolist()
         if grown is None or overflow:
             if grown is None and overflow:  # in step with the ranks that grow the tree again
@@ -470,7 +473,10 @@ class PagedGrower:
         if likely is not None:
             room = int(bounds[-1] * AHEAD_ROOM) + MIN_AHEAD_ROOM
             if self.pages.fits(bounds[-1] + room):
-                upcoming = RowsAhead(self.pages, likely, bounds, room)
+                if self._page is None:  # as many rows as the budget holds
+                    layout = self.pages.layout
+                    self._page = SamplePage.make(xp, self.pages.budget // layout.bytes_per_row, layout.n_words)
+                upcoming = RowsAhead(self.pages, likely, bounds, room, self._page)
         parts = [None] * self.pages.n_pages
         for k, page in self.pages.pages():
             parts[k] = grown.route(page)
@@ -488,6 +494,21 @@ class PagedGrower:
         rows = mask_indices(drawn, n_drawn)
         return dataclasses.replace(self._grow_from((self.pages.compact(rows), gpair[rows], None), tree_index),
                                    positions=None)
+
+    def _grow_page(self, matrix, tree_index: int) -> GrownTree:
+        """The tree grown from the sample page (``matrix``, its pairs and rows drawn), through
+        the graph where there is one: the tree's arrays are then the graph's, which the next
+        tree's replay writes over in stream order (its record, read after the round, is
+        copied)."""
+        page, grower = self._page, self.grower
+        grower.matrix = matrix
+        try:
+            if self.graph is None:
+                return grower.grow(page.pairs, tree_index, page.drawn)
+            grown = self.graph.run(lambda: grower.grow(page.pairs, tree_index, page.drawn))
+            return dataclasses.replace(grown, record=grown.record.copy())
+        finally:
+            grower.matrix = self.pages
 
     def _grow_from(self, sample, tree_index: int) -> GrownTree:
         """The tree grown from ``sample``, ``(matrix, pairs, drawn)`` (``drawn`` a mask of its

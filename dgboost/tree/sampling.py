@@ -128,14 +128,13 @@ class RowSampler:
             return None
         xp, index = get_xp(self._global_index), self._global_index
         key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
-        pairs = xp.zeros((index.shape[0], 2), dtype=np.float32)  # sample_rows's; only the mask is read
         if self.method == "uniform":
-            return sample_rows(pairs, index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
+            return sample_rows(None, index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
         if tree_index % self.n_outputs not in self._last:
             return None
         keys, threshold, largest = self._last[tree_index % self.n_outputs]
         lowered = xp.maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
-        return sample_rows(pairs, index, key, MVS, keys, lowered, largest, 1.0, 1.0)[1]
+        return sample_rows(None, index, key, MVS, keys, lowered, largest, 1.0, 1.0)[1]
 
     def _draw(self, gpair, key: int, tree_at, output: int = 0):
         index = self._global_index
