@@ -87,16 +87,11 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
         return "the growth policy reads the host between steps (lossguide, pages)"
     if any(isinstance(matrix, PagedMatrix) for matrix in eval_matrices):
         return "an eval set's matrix is paged (its pages are copied from the host)"
-    if grower.reads_host():
-        return "a level's histograms exceed the grower's upper-bound budget"
     if sampler.method == "goss":
         return "GOSS's first rounds take every row, the later ones a sample"
-    if grower.columns.active:
-        return "column sampling draws on the host each tree"
-    if schedule is not None:
-        return "a learning-rate schedule changes eta each round"
-    if grower.categories is not None:
-        return "categorical splits"
+    growth = _why_not_growth(grower, schedule)
+    if growth is not None:
+        return growth
     if not objective.replayable:
         return f"objective {objective.name!r} reads the host or keeps state between rounds"
     for metric in metrics:
@@ -113,8 +108,8 @@ def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str 
     from .tree.depthwise import DepthwiseGrower
     from .tree.grower import PagedGrower
 
-    if not isinstance(grower, PagedGrower) or grower.sampler is None:
-        return "not a paged grower of a row sample"
+    if not isinstance(grower, PagedGrower) or grower.sampler is None or grower.sampler.likely_never:
+        return "not a paged grower of a row sample guessed ahead"
     inner = grower.grower
     if xp.__name__ != "cupy":
         return "on the host"
@@ -126,13 +121,19 @@ def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str 
         return "another allocator than cupy's default pool"
     if not isinstance(inner, DepthwiseGrower):
         return "the growth policy reads the host between steps (lossguide)"
-    if inner.reads_host():
+    return _why_not_growth(inner, schedule)
+
+
+def _why_not_growth(grower, schedule) -> str | None:
+    """Why a depthwise (or symmetric) grower's trees differ in launches or arguments from one
+    tree to the next, or None where they do not."""
+    if grower.reads_host():
         return "a level's histograms exceed the grower's upper-bound budget"
-    if inner.columns.active:
+    if grower.columns.active:
         return "column sampling draws on the host each tree"
     if schedule is not None:
         return "a learning-rate schedule changes eta each round"
-    if inner.categories is not None:
+    if grower.categories is not None:
         return "categorical splits"
     return None
 

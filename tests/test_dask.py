@@ -892,10 +892,11 @@ def _set_ahead_room(share: float, least: int) -> tuple:
     return before
 
 
-def test_out_of_core_a_rank_whose_guess_overflows_grows_again_in_step(client3, data, tmp_path):
-    """One rank's gathered guess of the sample has no room for the rows it misses: every rank
-    grows those trees again from its whole sample (the collectives stay in step), and the model
-    is the in-core one."""
+def test_out_of_core_a_rank_whose_guess_overflows_gathers_its_sample_whole(client3, data, tmp_path):
+    """One rank's gathered guess of the sample has no room for the rows it misses: that rank
+    grows those trees from its whole sample gathered, its peers from their guesses (each rank
+    reads its sizes before the tree: the collectives stay in step), and the model is the
+    in-core one."""
     X, y, _ = data
     params = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.3, "sampling_method": "gradient_based"}
     local = dgboost.train(params, X, y, num_boost_round=6)
@@ -906,6 +907,20 @@ def test_out_of_core_a_rank_whose_guess_overflows_grows_again_in_step(client3, d
         model = dgboost.dask.train(client3, {**params, "max_device_matrix_bytes": 3000}, dX, dy, num_boost_round=6)
     finally:
         client3.run(_set_ahead_room, *before, workers=[one])
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+
+
+@pytest.mark.parametrize("method", ["uniform", "gradient_based"])
+def test_out_of_core_on_some_ranks_and_in_core_on_others(client3, method, tmp_path):
+    """Shares of 1001, 1000 and 1000 rows of 8 bytes and a budget of 8000 bytes: rank 0 trains
+    out of core from its sample, the others in core, and their collectives stay in step."""
+    rng = np.random.default_rng(42)
+    X = rng.standard_normal((3001, 6)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(np.float32)
+    params = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.3, "sampling_method": method}
+    local = dgboost.train(params, X, y, num_boost_round=5)
+    dX, dy = da.from_array(X, chunks=1001), da.from_array(y, chunks=1001)
+    model = dgboost.dask.train(client3, {**params, "max_device_matrix_bytes": 8000}, dX, dy, num_boost_round=5)
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
 
 

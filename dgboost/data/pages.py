@@ -257,7 +257,8 @@ class RowsAhead:
 
     Made from ``likely`` (a (n_rows,) bool mask) and ``bounds``, ``sizes(matrix, likely)``
     read to the host, into ``page`` (a SamplePage of at least the rows guessed and ``room``,
-    the rows kept for those the guess will miss): nothing here reads the device."""
+    the rows kept for those the guess will miss): nothing here reads the device, but to
+    gather the missed rows from pages on disk (on the host: ``compact``)."""
 
     def __init__(self, matrix: PagedMatrix, likely, bounds, room: int, page: SamplePage):
         self.matrix = matrix
@@ -301,7 +302,7 @@ class RowsAhead:
 
     def sample(self, drawn, missed: tuple, gpair) -> EllpackMatrix:
         """Ready the page to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from,
-        reading nothing back: the rows gathered, then ``room`` rows for those the guess
+        reading nothing back (but for pages on disk): the rows gathered, then ``room`` rows for those the guess
         missed (``missed``, as ``missed`` gives them: the first gathered now from the pages,
         the others repeating the matrix's last row), ``gpair`` at its rows (zero for the
         rows not drawn and past them) and its rows drawn; returns its matrix. Where more

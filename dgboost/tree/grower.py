@@ -423,8 +423,9 @@ class PagedGrower:
         if sampler is not None:
             sampler.remembers = True
         self._ahead: RowsAhead | None = None  # this tree's likely rows, gathered by the last tree's pass
-        self._page: SamplePage | None = None  # where they are gathered, made at the first guess
+        self._page: SamplePage | None = None  # where they are gathered, made at the first guess (again if outgrown)
         self.graph = None  # a replay.RoundGraph the trees grown from the page run through, where they can
+        self._graphed: SamplePage | bool | None = None  # the page the graph's trees read (False: it was made again)
 
     @property
     def eta(self) -> float:
@@ -447,36 +448,39 @@ class PagedGrower:
             mask = xp.zeros(self.pages.n_rows, dtype=bool)
             mask[drawn] = True
             drawn = mask
-        # The sizes the host needs, read once while the device goes on: the sample's, whether
-        # any rank's guess missed more rows than its room, the next guess's.
+        # The sizes the host needs, read once: the sample's, the rows the guess missed, the next
+        # guess's. On one GPU after the tree is queued, while the last pass still runs (a tree
+        # whose guess missed more rows than its room is grown again); with peers before (a tree
+        # grown again would call collectives they do not).
         likely = None if self.sampler is None else self.sampler.likely(tree_index + 1)
         ahead = ahead if ahead is not None and ahead.complete else None
+        room = 0 if ahead is None else ahead.room
         missed = (None, xp.zeros(1, np.int64)) if ahead is None else ahead.missed(drawn)
-        overflow = self.grower.comm.allreduce((missed[1] > (0 if ahead is None else ahead.room)).astype(np.int64),
-                                              "max")
-        sizes = [drawn.sum(dtype=np.int64, keepdims=True), overflow]
+        sizes = [drawn.sum(dtype=np.int64, keepdims=True), missed[1]]
         if likely is not None:
             sizes.append(RowsAhead.sizes(self.pages, likely))
         read = start_read([xp.concatenate(sizes)])
+        sizes = read.result()[0].tolist() if ahead is None or self.grower.comm.world_size > 1 else None
         grown = None
-        if ahead is not None:  # queued before the sizes are read, while the last pass still runs
+        if ahead is not None and (sizes is None or sizes[1] <= room):
             grown = self._grow_page(ahead.sample(drawn, missed, gpair), tree_index)
         del ahead, missed
-        n_drawn, overflow, *bounds = read.result()[0].tolist()
-        if grown is None or overflow:
-            if grown is None and overflow:  # in step with the ranks that grow the tree again
-                self._grow_whole(gpair, tree_index, drawn, n_drawn)
+        n_drawn, n_missed, *bounds = read.result()[0].tolist() if sizes is None else sizes
+        if grown is None or n_missed > room:
             grown = self._grow_whole(gpair, tree_index, drawn, n_drawn)
             if grown.positions is not None:  # streamed: every row has its leaf
                 return grown
         upcoming = None
         if likely is not None:
-            room = int(bounds[-1] * AHEAD_ROOM) + MIN_AHEAD_ROOM
-            if self.pages.fits(bounds[-1] + room):
-                if self._page is None:  # as many rows as the budget holds
-                    layout = self.pages.layout
-                    self._page = SamplePage.make(xp, self.pages.budget // layout.bytes_per_row, layout.n_words)
-                upcoming = RowsAhead(self.pages, likely, bounds, room, self._page)
+            next_room = int(bounds[-1] * AHEAD_ROOM) + MIN_AHEAD_ROOM
+            needed = bounds[-1] + next_room
+            if self.pages.fits(needed):
+                if self._page is None or self._page.capacity < needed:
+                    # A quarter more than the guess takes (a guess's size varies little), within the budget
+                    capacity = min(needed * 5 // 4, self.pages.budget // self.pages.layout.bytes_per_row)
+                    self._page = SamplePage.make(xp, capacity, self.pages.layout.n_words)
+                    self._graphed = None if self._graphed is None else False  # the graph read the last page
+                upcoming = RowsAhead(self.pages, likely, bounds, next_room, self._page)
         parts = [None] * self.pages.n_pages
         for k, page in self.pages.pages():
             parts[k] = grown.route(page)
@@ -501,9 +505,11 @@ class PagedGrower:
         tree's replay writes over in stream order (its record, read after the round, is
         copied)."""
         page, grower = self._page, self.grower
+        if self.graph is not None and self._graphed is None:
+            self._graphed = page
         grower.matrix = matrix
         try:
-            if self.graph is None:
+            if page is not self._graphed:  # a graph reads the addresses it was made with
                 return grower.grow(page.pairs, tree_index, page.drawn)
             grown = self.graph.run(lambda: grower.grow(page.pairs, tree_index, page.drawn))
             return dataclasses.replace(grown, record=grown.record.copy())

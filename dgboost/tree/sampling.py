@@ -62,8 +62,8 @@ class RowSampler:
 
     ``likely`` guesses a tree's sample before its gradients exist (out of core, the pass
     that finds every row's leaf gathers the next tree's rows while their pages are on the
-    device: tree/grower.py PagedGrower); a sampler that ``remembers`` keeps each output's
-    last keys for it.
+    device: tree/grower.py PagedGrower); a sampler that ``remembers`` keeps, at each
+    gradient-based draw, its guess of the output's next tree.
     """
 
     def __init__(self, params, n_total: int, n_outputs: int, rows: RowSpans, comm):
@@ -78,8 +78,8 @@ class RowSampler:
         self.comm = comm
         self._global_index = None  # the rows' global indices, on the device of the pairs drawn from
         self._tree_at = None  # on a GPU, (1,) int64: the index of the tree drawn next, advanced on the device
-        self.remembers = False  # whether gradient-based draws keep their keys for ``likely``
-        self._last = {}  # output: (keys, threshold, largest) of its last gradient-based draw, where remembered
+        self.remembers = False  # whether gradient-based draws keep a guess of the output's next tree for ``likely``
+        self._guessed = {}  # output: (the tree guessed, its guess: a (n_rows,) bool mask), where remembered
         # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
         # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
         # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
@@ -102,7 +102,7 @@ class RowSampler:
         xp = get_xp(gpair)
         if self._global_index is None or get_xp(self._global_index) is not xp:
             self._global_index = self.rows.global_index(xp)
-        drawn = self._draw(gpair, *self._key(xp, tree_index), output=tree_index % self.n_outputs)
+        drawn = self._draw(gpair, *self._key(xp, tree_index), tree_index=tree_index)
         if self._tree_at is not None:
             self._tree_at += 1  # in place, after the draw: the next tree's
         return drawn
@@ -116,6 +116,11 @@ class RowSampler:
             self._tree_at = xp.full(1, tree_index, dtype=INDEX_DTYPE)
         return stream_base(self.seed, STREAM_ROW_SUBSAMPLE), self._tree_at
 
+    @property
+    def likely_never(self) -> bool:
+        """Whether ``likely`` guesses no tree (every row, or GOSS)."""
+        return not self.active or self.method == "goss"
+
     def likely(self, tree_index: int):
         """The rows the tree ``tree_index`` will likely draw, before its gradients are known:
         a (n_rows,) bool mask on the device of the draws, or None where nothing tells (GOSS;
@@ -124,19 +129,15 @@ class RowSampler:
         against the probabilities of its output's last tree, raised by ``LIKELY_SLACK`` (its
         threshold divided by it): gradients change little from one round to the next, and
         the sample is rarely off by more than a few rows in ten thousand."""
-        if not self.active or self.method == "goss" or self._global_index is None:  # no draw yet
+        if self.likely_never or self._global_index is None:  # no draw yet
             return None
-        xp, index = get_xp(self._global_index), self._global_index
-        key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
         if self.method == "uniform":
-            return sample_rows(None, index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
-        if tree_index % self.n_outputs not in self._last:
-            return None
-        keys, threshold, largest = self._last[tree_index % self.n_outputs]
-        lowered = xp.maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
-        return sample_rows(None, index, key, MVS, keys, lowered, largest, 1.0, 1.0)[1]
+            key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
+            return sample_rows(None, self._global_index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
+        guessed, guess = self._guessed.get(tree_index % self.n_outputs, (None, None))
+        return guess if guessed == tree_index else None
 
-    def _draw(self, gpair, key: int, tree_at, output: int = 0):
+    def _draw(self, gpair, key: int, tree_at, tree_index: int):
         index = self._global_index
         if self.method == "uniform":
             return sample_rows(gpair, index, key, UNIFORM, None, None, None, self.rate, 1.0, tree_at)
@@ -145,8 +146,12 @@ class RowSampler:
         keys = sample_keys(gpair, kind, largest * self._key_room if kind == MVS else largest)
         if kind == MVS:
             threshold = self._mvs_threshold(keys)
-            if self.remembers:
-                self._last[output] = keys, threshold, largest
+            if self.remembers:  # the output's next tree guessed from these keys (1 byte a row kept, not 8)
+                following = tree_index + self.n_outputs
+                lowered = get_xp(keys).maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
+                self._guessed[tree_index % self.n_outputs] = following, sample_rows(
+                    None, index, stream_key(self.seed, STREAM_ROW_SUBSAMPLE, following), MVS, keys, lowered, largest,
+                    1.0, 1.0)[1]
             return sample_rows(gpair, index, key, MVS, keys, threshold, largest, 1.0, 1.0, tree_at)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
