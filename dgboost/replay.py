@@ -102,9 +102,10 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
 
 def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str | None:
     """Why a paged grower's trees grown from a gathered sample (tree/grower.py PagedGrower's
-    page) cannot be replayed from a graph of their own, or None where they can: the
-    growth's conditions of ``why_not``, on one GPU (a graph of the tree alone keeps no
-    count of a peer's rounds)."""
+    page) cannot be replayed from a graph of their own, or None where they can: a sampler
+    that guesses the next tree's rows (uniform or gradient-based), and the growth's
+    conditions of ``why_not``, on one GPU (a graph of the tree alone keeps no count of a
+    peer's rounds)."""
     from .tree.depthwise import DepthwiseGrower
     from .tree.grower import PagedGrower
 

@@ -258,8 +258,8 @@ def test_sampling_kernels_equal_their_twins(kind):
 def test_the_guess_of_a_trees_sample_before_its_gradients(method):
     """RowSampler.likely: uniform draws are the tree's own; gradient-based ones are guessed from
     the output's last keys, raised by LIKELY_SLACK, and take nearly every row the tree draws when
-    gradients change a little; nothing is guessed before a first draw, without remembered
-    keys, or for GOSS."""
+    gradients change a little; nothing is guessed before a first draw, by a sampler that does
+    not remember, for another tree than the next, or for GOSS."""
     from dgboost.tree.sampling import LIKELY_SLACK
 
     rng = np.random.default_rng(5)
@@ -281,6 +281,7 @@ def test_the_guess_of_a_trees_sample_before_its_gradients(method):
     assert guess.sum() <= n_rows * 0.25 * float(LIKELY_SLACK) * 1.05
     assert (drawn & ~guess).sum() <= drawn.sum() // 100  # rows the guess missed
     assert (guess & ~drawn).sum() > 0
+    assert sampler.likely(5) is None  # guessed: tree 4 alone
     forgetful = _sampler(n_rows, subsample=0.25, sampling_method=method)
     forgetful.draw(gpair, 0)
     assert forgetful.likely(1) is None
@@ -322,3 +323,19 @@ def test_gpu_draws_alone_equal_their_twin(kind):
     np.testing.assert_array_equal(draws.get(), drawn)
     np.testing.assert_array_equal(cuda.sample_rows(cp.asarray(gpair), cp.asarray(index), 77, args[0], *on_device,
                                                    *args[4:])[0].get(), pairs)
+
+
+@pytest.mark.parametrize("params, guessed", [({"subsample": 0.3}, True),
+                                             ({"subsample": 0.3, "sampling_method": "gradient_based"}, True),
+                                             ({"sampling_method": "goss"}, False), ({}, False)])
+def test_trees_of_a_paged_grower_are_replayed_only_where_its_sampler_guesses(params, guessed):
+    """replay.why_not_trees: a paged grower whose sampler never guesses (GOSS, every row) takes
+    no graph (nor the device's lane); one that guesses is refused here only for the host."""
+    import types
+
+    from dgboost import replay
+    from dgboost.tree.grower import PagedGrower
+
+    grower = PagedGrower(types.SimpleNamespace(), None, True, _sampler(100, **params))
+    reason = replay.why_not_trees(np, grower, None, LocalCommunicator(), (True, True))
+    assert reason == ("on the host" if guessed else "not a paged grower of a row sample guessed ahead")

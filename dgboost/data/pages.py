@@ -231,9 +231,10 @@ class PagedMatrix:
 
 @dataclasses.dataclass
 class SamplePage:
-    """A device page of ``capacity`` rows, with a pair and a drawn flag a row, made once: the
-    trees grown from gathered guesses (RowsAhead) read them at the same addresses every tree,
-    so that they can be replayed from a CUDA graph (tree/grower.py PagedGrower)."""
+    """A device page of ``capacity`` rows, with a pair and a drawn flag a row, made once (again
+    only where a guess outgrows it): the trees grown from gathered guesses (RowsAhead) read
+    them at the same addresses every tree, so that they can be replayed from a CUDA graph
+    (tree/grower.py PagedGrower)."""
 
     packed: object  # (capacity, n_words) packed rows
     pairs: object  # (capacity, 2) float32

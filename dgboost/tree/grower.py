@@ -467,6 +467,7 @@ class PagedGrower:
         del ahead, missed
         n_drawn, n_missed, *bounds = read.result()[0].tolist() if sizes is None else sizes
         if grown is None or n_missed > room:
+            grown = None  # the tree grown from the page, if any, goes first
             grown = self._grow_whole(gpair, tree_index, drawn, n_drawn)
             if grown.positions is not None:  # streamed: every row has its leaf
                 return grown
@@ -501,9 +502,9 @@ class PagedGrower:
 
     def _grow_page(self, matrix, tree_index: int) -> GrownTree:
         """The tree grown from the sample page (``matrix``, its pairs and rows drawn), through
-        the graph where there is one: the tree's arrays are then the graph's, which the next
-        tree's replay writes over in stream order (its record, read after the round, is
-        copied)."""
+        the graph where there is one and the page is the one it first ran with: the tree's
+        arrays are then the graph's, which the next tree's replay writes over in stream order
+        (its record, read after the round, is copied)."""
         page, grower = self._page, self.grower
         if self.graph is not None and self._graphed is None:
             self._graphed = page

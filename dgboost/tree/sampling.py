@@ -124,11 +124,12 @@ class RowSampler:
     def likely(self, tree_index: int):
         """The rows the tree ``tree_index`` will likely draw, before its gradients are known:
         a (n_rows,) bool mask on the device of the draws, or None where nothing tells (GOSS;
-        every row; a gradient-based output's first tree, or a sampler that does not
-        remember). Uniform draws: the tree's own sample. Gradient-based: its rows' draws
-        against the probabilities of its output's last tree, raised by ``LIKELY_SLACK`` (its
-        threshold divided by it): gradients change little from one round to the next, and
-        the sample is rarely off by more than a few rows in ten thousand."""
+        every row; a gradient-based tree whose output's last draw was not the tree before it
+        of that output, or a sampler that does not remember). Uniform draws: the tree's own
+        sample. Gradient-based: its rows' draws against the probabilities of its output's
+        last tree, raised by ``LIKELY_SLACK`` (its threshold divided by it), made at that
+        tree's draw: gradients change little from one round to the next, and the sample is
+        rarely off by more than a few rows in ten thousand."""
         if self.likely_never or self._global_index is None:  # no draw yet
             return None
         if self.method == "uniform":
