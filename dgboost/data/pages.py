@@ -303,11 +303,12 @@ class RowsAhead:
 
     def sample(self, drawn, missed: tuple, gpair) -> EllpackMatrix:
         """Ready the page to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from,
-        reading nothing back (but for pages on disk): the rows gathered, then ``room`` rows for those the guess
-        missed (``missed``, as ``missed`` gives them: the first gathered now from the pages,
-        the others repeating the matrix's last row), ``gpair`` at its rows (zero for the
-        rows not drawn and past them) and its rows drawn; returns its matrix. Where more
-        rows were missed than the room holds, some drawn rows are not in it."""
+        reading nothing back (but for pages on disk): the rows gathered, then ``room`` rows
+        for those the guess missed (``missed``, as ``missed`` gives them: the first gathered
+        now from the pages, the others repeating the matrix's last row), ``gpair`` at its
+        rows (zero for the rows not drawn and past them) and its rows drawn; returns its
+        matrix. Where more rows were missed than the room holds, some drawn rows are not in
+        it."""
         xp = get_xp(drawn)
         page, n, end = self.page, self.n_rows, self.n_rows + self.room
         missed, n_missed = missed

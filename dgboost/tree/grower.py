@@ -497,8 +497,11 @@ class PagedGrower:
             self.grower.matrix = self.pages
             return self.grower.grow(gpair, tree_index, drawn)
         rows = mask_indices(drawn, n_drawn)
-        return dataclasses.replace(self._grow_from((self.pages.compact(rows), gpair[rows], None), tree_index),
-                                   positions=None)
+        self.grower.matrix = self.pages.compact(rows)
+        try:
+            return dataclasses.replace(self.grower.grow(gpair[rows], tree_index), positions=None)
+        finally:
+            self.grower.matrix = self.pages  # the gathered page goes before every row is routed
 
     def _grow_page(self, matrix, tree_index: int) -> GrownTree:
         """The tree grown from the sample page (``matrix``, its pairs and rows drawn), through
@@ -516,16 +519,6 @@ class PagedGrower:
             return dataclasses.replace(grown, record=grown.record.copy())
         finally:
             grower.matrix = self.pages
-
-    def _grow_from(self, sample, tree_index: int) -> GrownTree:
-        """The tree grown from ``sample``, ``(matrix, pairs, drawn)`` (``drawn`` a mask of its
-        rows, or None for all of them)."""
-        grower = self.grower
-        grower.matrix, gpair, drawn = sample
-        try:
-            return grower.grow(gpair, tree_index, drawn)
-        finally:
-            grower.matrix = self.pages  # the gathered page goes before every row is routed
 
 
 #: Room for the rows a guess of the next sample misses (RowsAhead), as a share of the rows
