@@ -30,6 +30,7 @@ number of splits once per level and allocates exactly.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -94,10 +95,12 @@ class GrownTree:
     leaf_value: object
     record: object
 
-    def route(self, matrix: EllpackMatrix):
-        """Leaf ids of another matrix's rows (binned with the same cuts)."""
+    def route(self, matrix: EllpackMatrix, each_page=None):
+        """Leaf ids of another matrix's rows (binned with the same cuts); ``each_page``: see
+        partition.route."""
         return partition.route(matrix, self.splits.feature, self.splits.bin, self.splits.default_left,
-                               self.left_child, depth=self.depth, categories=self.splits.categories)
+                               self.left_child, depth=self.depth, categories=self.splits.categories,
+                               each_page=each_page)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,10 +263,7 @@ class Grower(abc.ABC):
                 positions = xp.empty(n_rows, dtype=POSITION_DTYPE)
                 ridx = tuple(xp.arange(size, dtype=POSITION_DTYPE) for _, size in pages)
             else:
-                if drawn.dtype != bool:
-                    mask = xp.zeros(n_rows, dtype=bool)
-                    mask[drawn] = True
-                    drawn = mask
+                drawn = _as_mask(drawn, n_rows)
                 ridx = tuple(xp.flatnonzero(drawn[start:start + size]).astype(POSITION_DTYPE) for start, size in pages)
             root_end = tuple(xp.full(1, rows.shape[0], dtype=POSITION_DTYPE) for rows in ridx)
         elif drawn is None:
@@ -416,7 +416,7 @@ class PagedGrower:
     STREAMS = ("depthwise", "symmetric")
 
     def __init__(self, grower: Grower, pages: PagedMatrix, streams: bool, sampler=None):
-        self.grower = grower
+        self.grower = grower  # its matrix: the pages, but while it grows from a gathered page (_growing_on)
         self.pages = pages
         self.streams = streams
         self.sampler = sampler  # tree/sampling.py RowSampler, whose guess of the next sample is gathered ahead
@@ -441,13 +441,9 @@ class PagedGrower:
         if drawn is None:
             if not self.streams:
                 raise RuntimeError(f"{type(grower).__name__} cannot stream pages: it grows from a sample")
-            grower.matrix = self.pages  # every row
-            return grower.grow(gpair, tree_index)
+            return grower.grow(gpair, tree_index)  # every row, from the pages
         xp = get_xp(gpair)
-        if drawn.dtype != bool:  # the rows' indices
-            mask = xp.zeros(self.pages.n_rows, dtype=bool)
-            mask[drawn] = True
-            drawn = mask
+        drawn = _as_mask(drawn, self.pages.n_rows)
         # The sizes the host needs, read once: the sample's, the rows the guess missed, the next
         # guess's. On one GPU after the tree is queued, while the last pass still runs (a tree
         # whose guess missed more rows than its room is grown again); with peers before (a tree
@@ -460,12 +456,15 @@ class PagedGrower:
         if likely is not None:
             sizes.append(RowsAhead.sizes(self.pages, likely))
         read = start_read([xp.concatenate(sizes)])
-        sizes = read.result()[0].tolist() if ahead is None or self.grower.comm.world_size > 1 else None
+        late = ahead is not None and self.grower.comm.world_size == 1  # the tree queued before the read
+        if not late:
+            n_drawn, n_missed, *bounds = read.result()[0].tolist()
         grown = None
-        if ahead is not None and (sizes is None or sizes[1] <= room):
+        if ahead is not None and (late or n_missed <= room):
             grown = self._grow_page(ahead.sample(drawn, missed, gpair), tree_index)
         del ahead, missed
-        n_drawn, n_missed, *bounds = read.result()[0].tolist() if sizes is None else sizes
+        if late:
+            n_drawn, n_missed, *bounds = read.result()[0].tolist()
         if grown is None or n_missed > room:
             grown = None  # the tree grown from the page, if any, goes first
             grown = self._grow_whole(gpair, tree_index, drawn, n_drawn)
@@ -482,26 +481,18 @@ class PagedGrower:
                     self._page = SamplePage.make(xp, capacity, self.pages.layout.n_words)
                     self._graphed = None if self._graphed is None else False  # the graph read the last page
                 upcoming = RowsAhead(self.pages, likely, bounds, next_room, self._page)
-        parts = [None] * self.pages.n_pages
-        for k, page in self.pages.pages():
-            parts[k] = grown.route(page)
-            if upcoming is not None:
-                upcoming.take(k, page)
+        positions = grown.route(self.pages, None if upcoming is None else upcoming.take)
         self._ahead = upcoming
-        return dataclasses.replace(grown, positions=xp.concatenate(parts))
+        return dataclasses.replace(grown, positions=positions)
 
     def _grow_whole(self, gpair, tree_index: int, drawn, n_drawn: int) -> GrownTree:
         """The tree grown from the ``n_drawn`` rows ``drawn`` gathered now, or from the pages
         streamed where they exceed the budget (then with every row's leaf: ``positions``)."""
         if self.streams and not self.pages.fits(n_drawn):
-            self.grower.matrix = self.pages
-            return self.grower.grow(gpair, tree_index, drawn)
+            return self.grower.grow(gpair, tree_index, drawn)  # its matrix: the pages
         rows = mask_indices(drawn, n_drawn)
-        self.grower.matrix = self.pages.compact(rows)
-        try:
+        with self._growing_on(self.pages.compact(rows)):
             return dataclasses.replace(self.grower.grow(gpair[rows], tree_index), positions=None)
-        finally:
-            self.grower.matrix = self.pages  # the gathered page goes before every row is routed
 
     def _grow_page(self, matrix, tree_index: int) -> GrownTree:
         """The tree grown from the sample page (``matrix``, its pairs and rows drawn), through
@@ -511,14 +502,30 @@ class PagedGrower:
         page, grower = self._page, self.grower
         if self.graph is not None and self._graphed is None:
             self._graphed = page
-        grower.matrix = matrix
-        try:
+        with self._growing_on(matrix):
             if page is not self._graphed:  # a graph reads the addresses it was made with
                 return grower.grow(page.pairs, tree_index, page.drawn)
             grown = self.graph.run(lambda: grower.grow(page.pairs, tree_index, page.drawn))
             return dataclasses.replace(grown, record=grown.record.copy())
+
+    @contextlib.contextmanager
+    def _growing_on(self, matrix):
+        """The policy's grower grows from ``matrix`` within; the pages are its matrix again after
+        (the gathered page goes before every row is routed)."""
+        self.grower.matrix = matrix
+        try:
+            yield
         finally:
-            grower.matrix = self.pages
+            self.grower.matrix = self.pages
+
+
+def _as_mask(drawn, n_rows: int):
+    """``drawn`` (a grower's rows drawn: a (n_rows,) bool mask or the rows' indices) as a mask."""
+    if drawn.dtype == bool:
+        return drawn
+    mask = get_xp(drawn).zeros(n_rows, dtype=bool)
+    mask[drawn] = True
+    return mask
 
 
 #: Room for the rows a guess of the next sample misses (RowsAhead), as a share of the rows

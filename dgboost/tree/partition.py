@@ -41,12 +41,16 @@ def place_leaves(matrix: EllpackMatrix, ridx, positions, begin, end, node):
     return place_rows(ridx, begin, end, node, positions)
 
 
-def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int, categories=None):
-    """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows)."""
+def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int, categories=None,
+          each_page=None):
+    """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows);
+    ``each_page(index, page)``, for a paged matrix, is called with each page of the pass too."""
     if isinstance(matrix, PagedMatrix):
         parts = [None] * matrix.n_pages
         for k, page in matrix.pages():
             parts[k] = route(page, split_feature, split_bin, default_left, left_child, depth, categories)
+            if each_page is not None:
+                each_page(k, page)
         return get_xp(split_feature).concatenate(parts)
     layout = matrix.layout
     return route_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, split_feature,
