@@ -35,8 +35,9 @@ What capture needs, and how it is met here:
   job's graph is dropped before it (``close``) and nothing else may hold it.
 
 Out of core, where rounds read pages and are not captured, a paged grower's trees grown
-from the rows gathered ahead (tree/grower.py ``PagedGrower``) are, on one GPU: the same
-RoundGraph around the tree alone (``why_not_trees``).
+from the rows gathered ahead (tree/grower.py ``PagedGrower``) are: the same RoundGraph
+around the tree alone (``why_not_trees``), on one GPU, or on several whose ranks are all
+paged, and so decide together when a tree comes from the page.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
 before anything ran, and the job goes on uncaptured. The ranks of a job run their
@@ -103,21 +104,23 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
 def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str | None:
     """Why a paged grower's trees grown from a gathered sample (tree/grower.py PagedGrower's
     page) cannot be replayed from a graph of their own, or None where they can: a sampler
-    that guesses the next tree's rows (uniform or gradient-based), and the growth's
-    conditions of ``why_not``, on one GPU (a graph of the tree alone keeps no count of a
-    peer's rounds)."""
+    that guesses the next tree's rows (uniform or gradient-based), a rank that decides as its
+    peers do (``PagedGrower.together``: their trees from the page, and so their graphs'
+    launches, are the same), and the growth's conditions of ``why_not``."""
     from .tree.depthwise import DepthwiseGrower
     from .tree.grower import PagedGrower
 
     if not isinstance(grower, PagedGrower) or grower.sampler is None or grower.sampler.likely_never:
         return "not a paged grower of a row sample guessed ahead"
+    if not grower.together:
+        return "a peer's rows are in core, or not gathered ahead"
     inner = grower.grower
     if xp.__name__ != "cupy":
         return "on the host"
     if not graphs[0]:
         return "dgboost.cuda-graphs is False"
-    if comm.world_size > 1:
-        return "a job of several GPUs"
+    if comm.world_size > 1 and not graphs[1]:
+        return "a job of several GPUs and dgboost.cuda-graphs-across-gpus is False"
     if xp.cuda.memory.get_allocator() != xp.get_default_memory_pool().malloc:
         return "another allocator than cupy's default pool"
     if not isinstance(inner, DepthwiseGrower):

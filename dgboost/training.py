@@ -31,6 +31,7 @@ from .data import sparse
 from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
                          stays_on_host)
 from .tree import make_grower
+from .tree.grower import agree_on_pages
 from .tree.constraints import FeatureRules
 from .tree.grower import Grower
 from .kernels import add_leaf_values
@@ -342,6 +343,7 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
     sampler = RowSampler(params, n_total, objective.n_outputs, rows, comm)
     grower = make_grower(matrix, params, n_total, comm, features,
                          None if categories is None or categories.by_statistics else categories, sampler)
+    agree_on_pages(grower, sampler, comm)
     evals_log: EvalsLog = {}
     if resume is not None:  # the interrupted run's standing after its last finished round
         evals_log = init_model.evals_result()  # a copy: this run appends to it
@@ -399,7 +401,8 @@ def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)
-        if replay.why_not_trees(xp, work.grower, work.schedule, work.comm, graphs) is not None:
+        not_trees = replay.why_not_trees(xp, work.grower, work.schedule, work.comm, graphs)
+        if replay.why_not_anywhere(xp, work.comm, graphs, not_trees) is not None:
             yield
             return
         holder = work.grower  # a paged grower's trees grown from its sample page, alone

@@ -883,31 +883,57 @@ def test_out_of_core_shards_train_the_in_core_model(client, data, extra, budget,
     assert model.evals_result() == local.evals_result()
 
 
-def _set_ahead_room(share: float, least: int) -> tuple:
-    """On a worker: the room a gathered guess keeps for the rows it misses (tree/grower.py)."""
+def _no_ahead_room(none: bool) -> None:
+    """On a worker: a gathered guess keeps no room for the rows it misses (tree/grower.py
+    ``ahead_room``), or, ``none`` False, its room again."""
     from dgboost.tree import grower
 
-    before = grower.AHEAD_ROOM, grower.MIN_AHEAD_ROOM
-    grower.AHEAD_ROOM, grower.MIN_AHEAD_ROOM = share, least
-    return before
+    kept = grower.__dict__.setdefault("_kept_ahead_room", grower.ahead_room)
+    grower.ahead_room = (lambda guessed: guessed * 0) if none else kept
 
 
-def test_out_of_core_a_rank_whose_guess_overflows_gathers_its_sample_whole(client3, data, tmp_path):
-    """One rank's gathered guess of the sample has no room for the rows it misses: that rank
-    grows those trees from its whole sample gathered, its peers from their guesses (each rank
-    reads its sizes before the tree: the collectives stay in step), and the model is the
+def _count_grown_whole(start: bool) -> int | None:
+    """On a worker: count the trees its paged grower grows from the whole sample (start), or
+    the count so far, the count stopped."""
+    from dgboost.tree.grower import PagedGrower
+
+    kept = PagedGrower.__dict__.get("_kept_grow_whole", PagedGrower._grow_whole)
+    if start:
+        PagedGrower._kept_grow_whole, PagedGrower.grown_whole = kept, 0
+
+        def counted(self, *args):
+            PagedGrower.grown_whole += 1
+            return kept(self, *args)
+
+        PagedGrower._grow_whole = counted
+        return None
+    PagedGrower._grow_whole = kept
+    return PagedGrower.grown_whole
+
+
+@pytest.mark.parametrize("overflows", ["one-rank", "none"])
+def test_out_of_core_ranks_grow_a_tree_again_together(client3, data, overflows, tmp_path):
+    """Every rank's shard paged: the ranks decide together (one all-reduce a tree) whether a
+    tree comes from their gathered guesses. Where one rank's guess has no room for the rows
+    it misses, every rank grows those trees again from its whole sample; the model is the
     in-core one."""
     X, y, _ = data
     params = {"objective": "binary:logistic", "max_depth": 4, "subsample": 0.3, "sampling_method": "gradient_based"}
     local = dgboost.train(params, X, y, num_boost_round=6)
     dX, dy = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
-    one = sorted(client3.scheduler_info()["workers"])[1]
-    before = client3.run(_set_ahead_room, 0.0, 0, workers=[one])[one]
+    workers = sorted(client3.scheduler_info()["workers"])
+    if overflows == "one-rank":
+        client3.run(_no_ahead_room, True, workers=[workers[1]])
+    client3.run(_count_grown_whole, True)
     try:
-        model = dgboost.dask.train(client3, {**params, "max_device_matrix_bytes": 3000}, dX, dy, num_boost_round=6)
+        model = dgboost.dask.train(client3, {**params, "max_device_matrix_bytes": 5000}, dX, dy, num_boost_round=6)
     finally:
-        client3.run(_set_ahead_room, *before, workers=[one])
+        counts = client3.run(_count_grown_whole, False)
+        client3.run(_no_ahead_room, False)
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    grown_whole = [counts[worker] for worker in workers]
+    assert len(set(grown_whole)) == 1, grown_whole  # the same trees on every rank
+    assert (grown_whole[0] > 1) == (overflows == "one-rank"), grown_whole  # the first tree has no guess
 
 
 @pytest.mark.parametrize("method", ["uniform", "gradient_based"])

@@ -213,6 +213,35 @@ def test_out_of_core_workers_train_the_in_core_model_of_one_gpu(cuda_client, dat
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
 
 
+@pytest.mark.parametrize("across", [False, True], ids=["one-gpu-jobs", "across-gpus"])
+def test_paged_ranks_replay_their_trees_from_the_gathered_page(cuda_client, across, tmp_path):
+    """Every rank's matrix paged, gradient-based sampling: the ranks decide together whether a
+    tree comes from the page their last pass gathered, so they replay those trees from CUDA
+    graphs (NCCL's calls captured with them) unless a job of several GPUs may not; the model
+    is the in-core one of one GPU."""
+    import cupy
+
+    from dgboost import replay
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((60_000, 12)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.standard_normal(60_000) > 0).astype(np.float32)
+    params = {"max_depth": 6, "objective": "binary:logistic", "subsample": 0.3, "sampling_method": "gradient_based",
+              "eta": 0.1, "device": "cuda"}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=8)
+    n = len(cuda_client.scheduler_info()["workers"])
+    dX, dy = da.from_array(X, chunks=(60_000 // n, 12)), da.from_array(y, chunks=60_000 // n)
+    before = cuda_client.run(replay.counts)
+    with dask.config.set({"dgboost.cuda-graphs-across-gpus": across}):
+        got = dgboost.dask.train(cuda_client, {**params, "max_device_matrix_bytes": 300_000 // n}, dX, dy,
+                                 num_boost_round=8)
+    after = cuda_client.run(replay.counts)
+    replayed = across or n == 1  # the first tree has no guess, the next as calls, the third captured
+    assert {worker: (after[worker][0] - before[worker][0], after[worker][1] - before[worker][1])
+            for worker in after} == {worker: (1, 6) if replayed else (0, 0) for worker in after}
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+
+
 STREAMED = {  # (the partitions' rows, the budget, more params)
     "paged": (4000, 40_000, {"subsample": 0.5}),
     "in-core": (4000, 0, {"subsample": 0.5}),

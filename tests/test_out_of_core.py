@@ -445,8 +445,7 @@ def test_a_pass_gathers_the_next_trees_likely_rows_and_the_model_is_the_same(ext
     if extra.get("objective") == "multi:softprob":
         y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
     if room == "no-room":
-        monkeypatch.setattr(grower_module, "AHEAD_ROOM", 0.0)
-        monkeypatch.setattr(grower_module, "MIN_AHEAD_ROOM", 0)
+        monkeypatch.setattr(grower_module, "ahead_room", lambda guessed: guessed * 0)
     params = {"objective": "binary:logistic", "max_depth": 5, **extra}
     in_core = dgboost.train(params, X, y, num_boost_round=8, verbose_eval=False)
     seen, whole = _count_ahead(monkeypatch)

@@ -336,6 +336,11 @@ def test_trees_of_a_paged_grower_are_replayed_only_where_its_sampler_guesses(par
     from dgboost import replay
     from dgboost.tree.grower import PagedGrower
 
-    grower = PagedGrower(types.SimpleNamespace(), None, True, _sampler(100, **params))
-    reason = replay.why_not_trees(np, grower, None, LocalCommunicator(), (True, True))
+    comm = LocalCommunicator()
+    grower = PagedGrower(types.SimpleNamespace(comm=comm), None, True, _sampler(100, **params))
+    reason = replay.why_not_trees(np, grower, None, comm, (True, True))
     assert reason == ("on the host" if guessed else "not a paged grower of a row sample guessed ahead")
+    if guessed:  # a rank of several that decides alone (a peer in core: tree/grower.py agree_on_pages)
+        grower.together = False
+        assert replay.why_not_trees(np, grower, None, comm, (True, True)) == \
+            "a peer's rows are in core, or not gathered ahead"

@@ -425,6 +425,10 @@ class PagedGrower:
         self._ahead: RowsAhead | None = None  # this tree's likely rows, gathered by the last tree's pass
         self._page: SamplePage | None = None  # where they are gathered, made at the first guess (again if outgrown)
         self.graph = None  # a replay.RoundGraph the trees grown from the page run through, where they can
+        # Whether this rank decides as its peers do (every rank's grower is paged and gathers its
+        # guesses: agree_on_pages), so that their trees from the page are queued before the read
+        # and may be replayed; one rank alone does.
+        self.together = grower.comm.world_size == 1
         self._graphed: SamplePage | bool | None = None  # the page the graph's trees read (False: it was made again)
 
     @property
@@ -444,46 +448,72 @@ class PagedGrower:
             return grower.grow(gpair, tree_index)  # every row, from the pages
         xp = get_xp(gpair)
         drawn = _as_mask(drawn, self.pages.n_rows)
-        # The sizes the host needs, read once: the sample's, the rows the guess missed, the next
-        # guess's. On one GPU after the tree is queued, while the last pass still runs (a tree
-        # whose guess missed more rows than its room is grown again); with peers before (a tree
-        # grown again would call collectives they do not).
+        # What the host needs, read once: the sample's size, the rows the guess missed, the next
+        # guess's bounds, and how far this rank passes each limit (_passed). Ranks growing
+        # together take every rank's largest (one all-reduce, so each decides as the others do)
+        # and read after the tree from the page is queued, while the last pass still runs: where
+        # the guess missed more rows than the room, on any rank, every rank grows the tree again.
+        # A rank growing alone reads before the tree (a tree grown again would call collectives
+        # its peers do not).
         likely = None if self.sampler is None else self.sampler.likely(tree_index + 1)
         ahead = ahead if ahead is not None and ahead.complete else None
         room = 0 if ahead is None else ahead.room
         missed = (None, xp.zeros(1, np.int64)) if ahead is None else ahead.missed(drawn)
-        sizes = [drawn.sum(dtype=np.int64, keepdims=True), missed[1]]
-        if likely is not None:
-            sizes.append(RowsAhead.sizes(self.pages, likely))
+        sizes = [drawn.sum(dtype=np.int64, keepdims=True), missed[1],
+                 xp.zeros(1, np.int64) if likely is None else RowsAhead.sizes(self.pages, likely)]
+        peers = self.together and grower.comm.world_size > 1
+        if peers:
+            sizes.append(grower.comm.allreduce(xp.concatenate(self._passed(*sizes[:2], sizes[2][-1:], room)), "max"))
         read = start_read([xp.concatenate(sizes)])
-        late = ahead is not None and self.grower.comm.world_size == 1  # the tree queued before the read
+        late = ahead is not None and self.together  # the tree queued before the read
         if not late:
-            n_drawn, n_missed, *bounds = read.result()[0].tolist()
+            values, passed = self._read(read, room, peers)
         grown = None
-        if ahead is not None and (late or n_missed <= room):
+        if ahead is not None and (late or passed[0] <= 0):
             grown = self._grow_page(ahead.sample(drawn, missed, gpair), tree_index)
         del ahead, missed
         if late:
-            n_drawn, n_missed, *bounds = read.result()[0].tolist()
-        if grown is None or n_missed > room:
+            values, passed = self._read(read, room, peers)
+        n_drawn, bounds = values[0], values[2:]
+        streamed = False  # here or, growing together, on a peer: then nothing is gathered ahead
+        if grown is None or passed[0] > 0:
             grown = None  # the tree grown from the page, if any, goes first
             grown = self._grow_whole(gpair, tree_index, drawn, n_drawn)
             if grown.positions is not None:  # streamed: every row has its leaf
                 return grown
+            streamed = self.streams and passed[1] > 0
         upcoming = None
-        if likely is not None:
-            next_room = int(bounds[-1] * AHEAD_ROOM) + MIN_AHEAD_ROOM
-            needed = bounds[-1] + next_room
-            if self.pages.fits(needed):
-                if self._page is None or self._page.capacity < needed:
-                    # A quarter more than the guess takes (a guess's size varies little), within the budget
-                    capacity = min(needed * 5 // 4, self.pages.budget // self.pages.layout.bytes_per_row)
-                    self._page = SamplePage.make(xp, capacity, self.pages.layout.n_words)
-                    self._graphed = None if self._graphed is None else False  # the graph read the last page
-                upcoming = RowsAhead(self.pages, likely, bounds, next_room, self._page)
+        if likely is not None and not streamed and passed[2] <= 0:
+            if passed[3] > 0 and self._graphed is not None:
+                self._graphed = False  # a page made again, here or on a peer: the graph read the last one
+            needed = bounds[-1] + ahead_room(bounds[-1])
+            if self._page is None or self._page.capacity < needed:
+                # A quarter more than the guess takes (a guess's size varies little), within the budget
+                capacity = min(needed * 5 // 4, self.pages.budget // self.pages.layout.bytes_per_row)
+                self._page = SamplePage.make(xp, capacity, self.pages.layout.n_words)
+            upcoming = RowsAhead(self.pages, likely, bounds, ahead_room(bounds[-1]), self._page)
         positions = grown.route(self.pages, None if upcoming is None else upcoming.take)
         self._ahead = upcoming
         return dataclasses.replace(grown, positions=positions)
+
+    def _passed(self, n_drawn, n_missed, guessed, room: int) -> list:
+        """How far this rank passes each limit, positive where it does (ints, or (1,) arrays on
+        its device): the rows missed beyond the ``room`` (the tree is grown again), the rows
+        drawn beyond the budget (the tree then streams the pages), and the next guess's
+        ``guessed`` rows and their room beyond the budget (nothing is gathered ahead) and
+        beyond the sample page (it is made again)."""
+        needed = guessed + ahead_room(guessed)
+        per_row, budget = self.pages.layout.bytes_per_row, self.pages.budget
+        capacity = 0 if self._page is None else self._page.capacity
+        return [n_missed - room, n_drawn * per_row - budget, needed * per_row - budget, needed - capacity]
+
+    def _read(self, read, room: int, peers: bool) -> tuple[list, list]:
+        """``grow``'s read, collected: its sizes (the rows drawn, missed, then the next guess's
+        bounds), and the limits passed (every rank's largest, read, where ``peers``)."""
+        values = read.result()[0].tolist()
+        if peers:
+            return values[:-4], values[-4:]
+        return values, self._passed(values[0], values[1], values[-1], room)
 
     def _grow_whole(self, gpair, tree_index: int, drawn, n_drawn: int) -> GrownTree:
         """The tree grown from the ``n_drawn`` rows ``drawn`` gathered now, or from the pages
@@ -519,6 +549,19 @@ class PagedGrower:
             self.grower.matrix = self.pages
 
 
+def agree_on_pages(grower, sampler, comm) -> None:
+    """Whether the paged growers of a job of several ranks grow together (``PagedGrower.together``):
+    where every rank's grower is paged and gathers its guesses ahead. One host gather, on
+    every rank of a job whose sampler guesses (a rank in core takes part too); a rank in core
+    beside paged ones leaves each paged rank to decide alone."""
+    if comm.world_size == 1 or sampler.likely_never:
+        return
+    mine = isinstance(grower, PagedGrower) and grower.sampler is not None
+    shown = comm.allgather(np.array([mine], dtype=np.uint8))  # a host array: through the host
+    if mine:
+        grower.together = all(bool(theirs[0]) for theirs in shown)
+
+
 def _as_mask(drawn, n_rows: int):
     """``drawn`` (a grower's rows drawn: a (n_rows,) bool mask or the rows' indices) as a mask."""
     if drawn.dtype == bool:
@@ -528,6 +571,8 @@ def _as_mask(drawn, n_rows: int):
     return mask
 
 
-#: Room for the rows a guess of the next sample misses (RowsAhead), as a share of the rows
-#: guessed, and at least: misses beyond it gather the whole sample again.
-AHEAD_ROOM, MIN_AHEAD_ROOM = 1 / 64, 64
+def ahead_room(guessed):
+    """Room for the rows a guess of ``guessed`` rows will miss (RowsAhead): a 64th of them and
+    64 more (an int, or an array of ints). Misses beyond it grow the tree again from the whole
+    sample."""
+    return guessed // 64 + 64
