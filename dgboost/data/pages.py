@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import errno
 import itertools
 import logging
@@ -278,9 +279,8 @@ class RowsAhead:
         """What the host needs to know of ``likely`` (on its device): the rows it takes before
         each page's first row, then in all."""
         xp = get_xp(likely)
-        ends = asarray(xp, np.asarray(matrix.starts[1:], dtype=np.int64) - 1)
         before = xp.cumsum(likely, dtype=np.int32 if likely.shape[0] < 2**31 else np.int64)
-        return xp.concatenate([xp.zeros(1, np.int64), before[ends].astype(np.int64)])
+        return xp.concatenate([xp.zeros(1, np.int64), before[_last_rows(xp, matrix.starts)].astype(np.int64)])
 
     def missed(self, drawn) -> tuple:
         """The rows of ``drawn`` (a (n_rows,) bool mask) the guess missed: a mask and how many,
@@ -291,9 +291,9 @@ class RowsAhead:
     def take(self, index: int, page: EllpackMatrix) -> None:
         """Gather the rows of page ``index`` (the page as the pass yields it)."""
         begin, end = self.bounds[index], self.bounds[index + 1]
-        if end > begin:  # indices in the page: its table of one address is the same for every page of a buffer
-            gather_page_rows(self.rows[begin:end] - self.matrix.starts[index], [page.packed], (0, page.n_rows),
-                             self.page.packed[begin:end])
+        if end > begin:  # the matrix's rows, on the page that starts at its first
+            starts = self.matrix.starts
+            gather_page_rows(self.rows[begin:end], [page.packed], starts[index:index + 2], self.page.packed[begin:end])
         self._taken.add(index)
 
     @property
@@ -322,6 +322,12 @@ class RowsAhead:
         page.drawn[n:end] = found
         page.drawn[end:] = False
         return self.matrix._matrix(page.packed)
+
+
+@functools.lru_cache(maxsize=8)
+def _last_rows(xp, starts: tuple):
+    """Each page's last row (a paged matrix's ``starts``), on the device once, not each tree."""
+    return asarray(xp, np.asarray(starts[1:], dtype=np.int64) - 1)
 
 
 def _load(page) -> np.ndarray:

@@ -1126,7 +1126,7 @@ def partition_rows(packed, bits, cells_per_word, missing_symbol, ridx, seg_begin
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth, feature_bins=None, categories=None):
+               left_child, depth, feature_bins=None, categories=None, out=None):
     """The leaf each row of a packed matrix reaches in one tree.
 
     Each row walks from node 0 down at most ``depth`` levels, stopping at a node
@@ -1144,13 +1144,15 @@ def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, spli
     depth : int, the tree's depth
     feature_bins : None, or sparse rows' feature bins, as partition_rows    # IN
     categories : None, or each node's category words, as partition_rows    # IN
+    out : None, or an array of shape (n_rows,), int32, to write into (a page's part of a
+          paged matrix's leaves)                                      # OUT
 
     Returns
     -------
-    array of shape (n_rows,), int32: leaf node ids                    # OUT
+    array of shape (n_rows,), int32: leaf node ids (``out``, where given)   # OUT
     """
     n_rows = int(packed.shape[0])
-    leaf = np.zeros(n_rows, dtype=POSITION_DTYPE)
+    leaf = np.empty(n_rows, dtype=POSITION_DTYPE) if out is None else out
     n_threads = _threads_for(n_rows)
     if n_rows:
         arguments = (_cells(packed, bits), packed, bits, cells_per_word, missing_symbol, _feature_bins(feature_bins),

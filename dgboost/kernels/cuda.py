@@ -663,11 +663,12 @@ def gather_page_rows(rows, pages, starts, out):
     return out
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _page_table(addresses: tuple, starts: tuple, device: int):
     """The pages' addresses and first rows on the device, made once per paged matrix and pages
-    left in its buffers (a few: which two a pass leaves there alternates), not for each
-    sample (a copy now would wait for the device's queued work)."""
+    left in its buffers (a few: which two a pass leaves there alternates), and once per page
+    and buffer for the rows a pass gathers ahead: not for each sample (a copy now would wait
+    for the device's queued work)."""
     import cupy
 
     return cupy.asarray(np.array(addresses, dtype=np.uint64)), cupy.asarray(np.array(starts[:-1], dtype=np.int64))
@@ -766,11 +767,11 @@ def place_rows(ridx, begin, end, node, positions):
 
 
 def route_rows(packed, bits, cells_per_word, missing_symbol, split_feature, split_bin, default_left,
-               left_child, depth, feature_bins=None, categories=None):
+               left_child, depth, feature_bins=None, categories=None, out=None):
     import cupy
 
     n_rows, n_words = packed.shape
-    leaf = cupy.zeros(n_rows, dtype=POSITION_DTYPE)
+    leaf = cupy.empty(n_rows, dtype=POSITION_DTYPE) if out is None else out
     if n_rows:
         _kernel("partition.cu", "route_rows")(
             (_blocks(n_rows),), (_BLOCK,),

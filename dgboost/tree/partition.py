@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._dtypes import POSITION_DTYPE
 from ..backend import get_xp
 from ..data.ellpack import EllpackMatrix
 from ..data.pages import PagedMatrix
@@ -42,16 +43,19 @@ def place_leaves(matrix: EllpackMatrix, ridx, positions, begin, end, node):
 
 
 def route(matrix: EllpackMatrix, split_feature, split_bin, default_left, left_child, depth: int, categories=None,
-          each_page=None):
-    """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows);
-    ``each_page(index, page)``, for a paged matrix, is called with each page of the pass too."""
+          each_page=None, out=None):
+    """Leaf ids of a matrix's rows in one tree given by node arrays (see kernels.route_rows),
+    into ``out`` where given; ``each_page(index, page)``, for a paged matrix, is called with
+    each page of the pass too."""
     if isinstance(matrix, PagedMatrix):
-        parts = [None] * matrix.n_pages
+        starts = matrix.starts
+        leaf = get_xp(split_feature).empty(matrix.n_rows, dtype=POSITION_DTYPE) if out is None else out
         for k, page in matrix.pages():
-            parts[k] = route(page, split_feature, split_bin, default_left, left_child, depth, categories)
+            route(page, split_feature, split_bin, default_left, left_child, depth, categories,
+                  out=leaf[starts[k]:starts[k + 1]])
             if each_page is not None:
                 each_page(k, page)
-        return get_xp(split_feature).concatenate(parts)
+        return leaf
     layout = matrix.layout
     return route_rows(matrix.packed, layout.bits, layout.cells_per_word, layout.missing_symbol, split_feature,
-                      split_bin, default_left, left_child, depth, matrix.feature_bins, categories)
+                      split_bin, default_left, left_child, depth, matrix.feature_bins, categories, out=out)
