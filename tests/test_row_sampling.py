@@ -215,6 +215,79 @@ def test_sampled_model_file_is_identical_to_the_cpus(extra, tmp_path):
     assert (tmp_path / "cpu.json").read_bytes() == (tmp_path / "gpu.json").read_bytes()
 
 
+def _array_draw(gpair, index, key, kind, keys, threshold, largest, rate, weight):
+    """The draw as NumPy array expressions (the compiled loops' reference): uniform draws of the
+    global indices, then MVS's probabilities, GOSS's top, float64 scaling rounded once."""
+    from dgboost._hashing import uniform
+
+    draws = uniform(index, key)
+    if kind == cpu.UNIFORM:
+        keep = draws < rate
+        return np.where(keep[:, None], gpair, np.float32(0)), keep
+    if kind == cpu.MVS:
+        probability = np.where(largest > 0, np.minimum(1.0, keys / np.maximum(threshold, 1).astype(np.float64)), 1.0)
+        keep = draws < probability
+        scaled = (gpair.astype(np.float64) / np.where(keep, probability, 1.0)[:, None]).astype(np.float32)
+        return np.where(keep[:, None], scaled, np.float32(0)), keep
+    top = keys >= threshold
+    keep = top | (draws < rate)
+    scaled = (gpair.astype(np.float64) * np.where(top, 1.0, weight)[:, None]).astype(np.float32)
+    return np.where(keep[:, None], scaled, np.float32(0)), keep
+
+
+def _array_magnitudes(gpair, kind):
+    g, h = gpair[:, 0].astype(np.float64), gpair[:, 1].astype(np.float64)
+    return np.sqrt(g * g + 0.1 * (h * h)) if kind == cpu.MVS else np.abs(g * h)
+
+
+@pytest.mark.parametrize("kind", ["mvs", "goss", "uniform", "zero"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_draws_equal_the_array_formula(kind, threads):
+    """cpu.sample_magnitude_max, sample_keys and sample_rows (compiled loops over runs of rows)
+    give the NumPy array expressions' values, bit for bit, on one thread or several; the draws
+    alone are the draws of the pairs."""
+    from dgboost.kernels import loops
+
+    rng = np.random.default_rng(17)
+    n_rows = 30_011
+    gpair = np.stack([rng.standard_normal(n_rows) * rng.exponential(1, n_rows),
+                      rng.uniform(0.01, 0.25, n_rows)], axis=1).astype(np.float32)
+    gpair[::97] = 0
+    gpair[5::101, 0] = -0.0
+    if kind == "zero":
+        gpair[:] = 0
+    index = np.arange(7, n_rows + 7, dtype=np.int64) * 5
+    code = {"mvs": cpu.MVS, "goss": cpu.GOSS, "uniform": cpu.UNIFORM, "zero": cpu.MVS}[kind]
+    key = tree_key(2024, 9)
+    with loops.using_threads(threads):
+        arguments = (None, None, None)
+        if code != cpu.UNIFORM:
+            largest = cpu.sample_magnitude_max(gpair, code)
+            np.testing.assert_array_equal(largest, _array_magnitudes(gpair, code).max(keepdims=True))
+            keys = cpu.sample_keys(gpair, code, largest * 1.5)
+            _, exponent = np.frexp(largest * 1.5)
+            expected_keys = np.rint(_array_magnitudes(gpair, code) * np.ldexp(1.0, (31 - exponent).astype(np.int32)))
+            np.testing.assert_array_equal(keys, expected_keys.astype(np.int64))
+            assert keys.dtype == np.int64
+            arguments = (keys, np.array([int(np.quantile(keys, 0.7))]), largest)
+        pairs, drawn = cpu.sample_rows(gpair, index, key, code, *arguments, 0.3, 2.5)
+        alone = cpu.sample_rows(None, index, key, code, *arguments, 0.3, 2.5)
+    expected_pairs, expected_drawn = _array_draw(gpair, index, key, code, *arguments, 0.3, 2.5)
+    assert pairs.dtype == np.float32 and drawn.dtype == bool and alone[0] is None
+    np.testing.assert_array_equal(drawn, expected_drawn)
+    np.testing.assert_array_equal(alone[1], expected_drawn)
+    np.testing.assert_array_equal(pairs.view(np.uint32), expected_pairs.view(np.uint32))  # signs of zeros too
+    assert 0 < drawn.sum() <= n_rows and (drawn.all() if kind == "zero" else not drawn.all())
+
+
+def test_compiled_magnitudes_keep_a_nan_and_no_rows():
+    gpair = np.array([[1.0, 0.2], [np.nan, 0.1], [3.0, 0.1]], dtype=np.float32)
+    assert np.isnan(cpu.sample_magnitude_max(gpair, cpu.MVS)[0])
+    assert cpu.sample_magnitude_max(np.zeros((0, 2), np.float32), cpu.GOSS).tolist() == [0.0]
+    assert cpu.sample_rows(np.zeros((0, 2), np.float32), np.zeros(0, np.int64), 3, cpu.UNIFORM, None, None, None,
+                           0.5, 1.0)[0].shape == (0, 2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["mvs", "goss", "uniform", "zero"])
 def test_sampling_kernels_equal_their_twins(kind):

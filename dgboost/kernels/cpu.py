@@ -22,7 +22,7 @@ import numpy as np
 
 from .._dtypes import (BIN_DTYPE, BIN_OFFSET_DTYPE, CELL_VIEW_DTYPES, COLUMN_INDEX_DTYPE, CUT_DTYPE, GAIN_DTYPE,
                        GRADIENT_DTYPE, HIST_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MONOTONE_DTYPE, PACKED_WORD_DTYPE,
-                       POSITION_DTYPE, ROW_POINTER_DTYPE)
+                       POSITION_DTYPE, ROW_INDEX_DTYPE, ROW_POINTER_DTYPE)
 from ..backend import get_xp
 from . import loops, rank_loops, split_loops
 
@@ -692,20 +692,14 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
 
 
 #: Row sampling's methods, as sample_rows and sample_keys number them.
-MVS, GOSS, UNIFORM = 0, 1, 2
+#: Row sampling's kinds; the hessian's weight in gradient-based sampling's magnitude
+#: (``sqrt(g^2 + 0.1 h^2)``, XGBoost's kLambda; GOSS's is ``|g h|``, exact: a product of two
+#: float32). Each row's magnitude is loops.sample_magnitude's.
+MVS, GOSS, UNIFORM, MVS_LAMBDA = loops.MVS, loops.GOSS, loops.UNIFORM, loops.MVS_LAMBDA
 
-#: The hessian's weight in gradient-based sampling's magnitude (XGBoost's kLambda).
-MVS_LAMBDA = 0.1
 
-
-def _magnitudes(gpair, kind):
-    """Each row's sampling magnitude, float64: ``sqrt(g^2 + 0.1 h^2)`` (MVS) or ``|g h|`` (GOSS,
-    exact: a product of two float32)."""
-    xp = get_xp(gpair)
-    gradient, hessian = gpair[:, 0].astype(GAIN_DTYPE), gpair[:, 1].astype(GAIN_DTYPE)
-    if kind == MVS:
-        return xp.sqrt(gradient * gradient + MVS_LAMBDA * (hessian * hessian))
-    return xp.abs(gradient * hessian)
+def _pairs(gpair) -> np.ndarray:
+    return np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE).reshape(-1, 2)
 
 
 def sample_magnitude_max(gpair, kind):
@@ -720,10 +714,13 @@ def sample_magnitude_max(gpair, kind):
     -------
     array of shape (1,), float64                                         # OUT
     """
-    xp = get_xp(gpair)
-    if not gpair.shape[0]:
-        return xp.zeros(1, dtype=GAIN_DTYPE)
-    return xp.max(_magnitudes(gpair, kind), keepdims=True)
+    n_rows = gpair.shape[0]
+    if not n_rows:
+        return np.zeros(1, dtype=GAIN_DTYPE)
+    n_runs = _threads_for(n_rows)
+    largest = np.empty(n_runs, dtype=GAIN_DTYPE)
+    loops.magnitude_max(n_runs, _pairs(gpair), kind, largest)  # compiled, the rows in runs on threads
+    return np.max(largest, keepdims=True)
 
 
 def sample_keys(gpair, kind, largest):
@@ -741,10 +738,11 @@ def sample_keys(gpair, kind, largest):
     -------
     array of shape (n_rows,), int64                                      # OUT
     """
-    xp = get_xp(gpair)
-    _, exponent = xp.frexp(largest)  # largest * scale < 2**31
-    scale = xp.ldexp(xp.ones_like(largest), (31 - exponent).astype(np.int32))
-    return xp.rint(_magnitudes(gpair, kind) * scale).astype(INDEX_DTYPE)
+    _, exponent = np.frexp(np.asarray(largest, dtype=GAIN_DTYPE))  # largest * scale < 2**31
+    scale = np.ldexp(1.0, (31 - exponent).astype(np.int32))
+    keys = np.empty(gpair.shape[0], dtype=INDEX_DTYPE)
+    loops.magnitude_keys(_threads_for(keys.shape[0]), _pairs(gpair), kind, float(scale[0]), keys)  # compiled
+    return keys
 
 
 def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, weight, tree_at=None):
@@ -774,28 +772,22 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
     (pairs, drawn): (n_rows, 2) float32, zero where not drawn (None without ``gpair``);
     (n_rows,) bool                                                       # OUT
     """
-    from .._hashing import tree_key, uniform
+    from .._hashing import tree_key
 
-    xp = get_xp(global_index)
-    draws = uniform(global_index, key if tree_at is None else tree_key(key, int(tree_at[0])))
-    if kind == UNIFORM:
-        keep = draws < rate
-        return None if gpair is None else xp.where(keep[:, None], gpair, gpair.dtype.type(0)), keep
-    zero = None if gpair is None else gpair.dtype.type(0)
-    if kind == MVS:
-        probability = xp.where(largest > 0, xp.minimum(1.0, keys / xp.maximum(threshold, 1).astype(GAIN_DTYPE)), 1.0)
-        keep = draws < probability
-        if gpair is None:
-            return None, keep
-        divisor = xp.where(keep, probability, 1.0)[:, None]  # rows left out (probability 0 among them): unused
-        scaled = (gpair.astype(GAIN_DTYPE) / divisor).astype(gpair.dtype)
-        return xp.where(keep[:, None], scaled, zero), keep
-    top = keys >= threshold
-    keep = top | (draws < rate)
-    if gpair is None:
-        return None, keep
-    scaled = (gpair.astype(GAIN_DTYPE) * xp.where(top, 1.0, weight)[:, None]).astype(gpair.dtype)
-    return xp.where(keep[:, None], scaled, zero), keep
+    key = key if tree_at is None else tree_key(key, int(tree_at[0]))
+    global_index = np.ascontiguousarray(global_index, dtype=ROW_INDEX_DTYPE)
+    n_rows = global_index.shape[0]
+    drawn = np.empty(n_rows, dtype=bool)
+    with_pairs = gpair is not None
+    gpair = _pairs(gpair) if with_pairs else np.empty((0, 2), GRADIENT_DTYPE)
+    pairs = np.empty_like(gpair)
+    uniform = kind == UNIFORM
+    # Compiled (loops.sample_rows; the draws are _hashing.uniform's), the rows in runs on threads
+    loops.sample_rows(_threads_for(n_rows), global_index, np.uint64(key), kind,
+                      np.empty(0, INDEX_DTYPE) if uniform else np.ascontiguousarray(keys, dtype=INDEX_DTYPE),
+                      0 if uniform else int(threshold[0]), 0.0 if uniform else float(largest[0]), float(rate),
+                      float(weight), gpair, pairs, drawn)
+    return (pairs if with_pairs else None), drawn
 
 
 def bucket_counts(keys, shift, bits, state):

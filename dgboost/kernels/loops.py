@@ -977,6 +977,96 @@ def column_bounds(run, n_runs, columns, bounds):
         bounds[run, column] = bound
 
 
+# ---- row sampling (cpu.sample_rows, cpu.sample_keys, cpu.sample_magnitude_max) ----------------
+
+#: Row sampling's kinds (cpu.MVS, GOSS, UNIFORM) and the hessian's weight in MVS's magnitude.
+MVS, GOSS, UNIFORM = 0, 1, 2
+MVS_LAMBDA = 0.1
+
+#: _hashing.uniform's splitmix64 constants, as the unsigned words the loops wrap in.
+_HASH_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_HASH_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_HASH_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@compiled
+def uniform_draw(index, key):
+    """_hashing.uniform of one global row index (int64) under ``key`` (uint64): the same
+    splitmix64 words, wrapping, and the top 53 bits scaled by 2**-53."""
+    z = np.uint64(index) + key + _HASH_GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _HASH_MIX1
+    z = (z ^ (z >> np.uint64(27))) * _HASH_MIX2
+    z = z ^ (z >> np.uint64(31))
+    return np.float64(z >> np.uint64(11)) * 1.1102230246251565e-16  # 2**-53
+
+
+@compiled
+def sample_magnitude(gradient, hessian, kind):
+    """A row's sampling magnitude in float64, operation by operation as cpu._magnitudes:
+    ``sqrt(g^2 + 0.1 h^2)`` (MVS) or ``|g h|`` (GOSS)."""
+    g, h = np.float64(gradient), np.float64(hessian)
+    if kind == MVS:
+        return np.sqrt(g * g + MVS_LAMBDA * (h * h))
+    return np.abs(g * h)
+
+
+@over_runs
+def magnitude_max(run, n_runs, gpair, kind, largest):
+    """The largest sampling magnitude of run ``run`` of ``n_runs`` equal runs of the rows, into
+    ``largest[run]`` (-inf for no rows; NaN where a row's is, as NumPy's max)."""
+    n_rows = gpair.shape[0]
+    best, seen_nan = -np.inf, False
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        magnitude = sample_magnitude(gpair[row, 0], gpair[row, 1], kind)
+        if np.isnan(magnitude):
+            seen_nan = True
+        elif magnitude > best:
+            best = magnitude
+    largest[run] = np.nan if seen_nan else best
+
+
+@over_runs
+def magnitude_keys(run, n_runs, gpair, kind, scale, keys):
+    """Each row's key, ``rint(magnitude * scale)`` as int64, over run ``run`` of ``n_runs``."""
+    n_rows = gpair.shape[0]
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        keys[row] = np.int64(np.rint(sample_magnitude(gpair[row, 0], gpair[row, 1], kind) * scale))
+
+
+@over_runs
+def sample_rows(run, n_runs, global_index, key, kind, keys, threshold, largest, rate, weight, gpair, pairs, drawn):
+    """cpu.sample_rows over run ``run`` of ``n_runs`` equal runs of the rows: each row's draw,
+    whether it is drawn (``drawn``) and, where ``pairs`` has rows, its pairs scaled or zero;
+    float64 throughout, rounded to float32 once, as the array formula does."""
+    n_rows = global_index.shape[0]
+    with_pairs = pairs.shape[0] > 0
+    cap = np.float64(max(threshold, 1))
+    for row in range(n_rows * run // n_runs, n_rows * (run + 1) // n_runs):
+        draw = uniform_draw(global_index[row], key)
+        factor = 1.0
+        if kind == UNIFORM:
+            keep = draw < rate
+        elif kind == MVS:
+            probability = min(1.0, np.float64(keys[row]) / cap) if largest > 0 else 1.0
+            keep = draw < probability
+            factor = probability
+        else:  # GOSS
+            top = keys[row] >= threshold
+            keep = top or draw < rate
+            factor = 1.0 if top else weight
+        drawn[row] = keep
+        if with_pairs:
+            for column in range(2):
+                if not keep:
+                    pairs[row, column] = 0
+                elif kind == UNIFORM:
+                    pairs[row, column] = gpair[row, column]
+                elif kind == MVS:
+                    pairs[row, column] = np.float32(np.float64(gpair[row, column]) / factor)
+                else:
+                    pairs[row, column] = np.float32(np.float64(gpair[row, column]) * factor)
+
+
 @over_runs
 def fixed_sums(run, n_runs, columns, scale, sums):
     """Each column's sum of ``rint(x * scale[c])`` as int64 over run ``run`` of ``n_runs`` equal
