@@ -280,7 +280,8 @@ class RowsAhead:
         each page's first row, then in all."""
         xp = get_xp(likely)
         before = xp.cumsum(likely, dtype=np.int32 if likely.shape[0] < 2**31 else np.int64)
-        return xp.concatenate([xp.zeros(1, np.int64), before[_last_rows(xp, matrix.starts)].astype(np.int64)])
+        device = None if xp is np else xp.cuda.Device().id
+        return xp.concatenate([xp.zeros(1, np.int64), before[_last_rows(xp, matrix.starts, device)].astype(np.int64)])
 
     def missed(self, drawn) -> tuple:
         """The rows of ``drawn`` (a (n_rows,) bool mask) the guess missed: a mask and how many,
@@ -291,9 +292,9 @@ class RowsAhead:
     def take(self, index: int, page: EllpackMatrix) -> None:
         """Gather the rows of page ``index`` (the page as the pass yields it)."""
         begin, end = self.bounds[index], self.bounds[index + 1]
-        if end > begin:  # the matrix's rows, on the page that starts at its first
-            starts = self.matrix.starts
-            gather_page_rows(self.rows[begin:end], [page.packed], starts[index:index + 2], self.page.packed[begin:end])
+        if end > begin:  # indices in the page: its table of one address is the same for every page of a buffer
+            gather_page_rows(self.rows[begin:end] - self.matrix.starts[index], [page.packed], (0, page.n_rows),
+                             self.page.packed[begin:end])
         self._taken.add(index)
 
     @property
@@ -325,8 +326,9 @@ class RowsAhead:
 
 
 @functools.lru_cache(maxsize=8)
-def _last_rows(xp, starts: tuple):
-    """Each page's last row (a paged matrix's ``starts``), on the device once, not each tree."""
+def _last_rows(xp, starts: tuple, device: int | None):
+    """Each page's last row (a paged matrix's ``starts``), on ``device`` (None: the host) once,
+    not each tree."""
     return asarray(xp, np.asarray(starts[1:], dtype=np.int64) - 1)
 
 

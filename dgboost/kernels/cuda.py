@@ -663,12 +663,11 @@ def gather_page_rows(rows, pages, starts, out):
     return out
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _page_table(addresses: tuple, starts: tuple, device: int):
     """The pages' addresses and first rows on the device, made once per paged matrix and pages
-    left in its buffers (a few: which two a pass leaves there alternates), and once per page
-    and buffer for the rows a pass gathers ahead: not for each sample (a copy now would wait
-    for the device's queued work)."""
+    left in its buffers (a few: which two a pass leaves there alternates), not for each
+    sample (a copy now would wait for the device's queued work)."""
     import cupy
 
     return cupy.asarray(np.array(addresses, dtype=np.uint64)), cupy.asarray(np.array(starts[:-1], dtype=np.int64))
