@@ -417,3 +417,28 @@ def test_trees_of_a_paged_grower_are_replayed_only_where_its_sampler_guesses(par
         grower.together = False
         assert replay.why_not_trees(np, grower, None, comm, (True, True)) == \
             "a peer's rows are in core, or not gathered ahead"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.2, 1.0])
+def test_rows_drawn_first_keep_each_side_in_order(share):
+    """A sampled tree's starting ridx: the drawn rows ascending, then the others ascending, and
+    the root's end (the drawn count); on a GPU the twin's, bit for bit."""
+    mask = np.random.default_rng(2).random(10_007) < share
+    ridx, root_end = cpu.rows_drawn_first(mask)
+    assert ridx.dtype == np.int32 and root_end.dtype == np.int32 and root_end.tolist() == [mask.sum()]
+    np.testing.assert_array_equal(ridx, np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)]))
+    empty, end = cpu.rows_drawn_first(np.zeros(0, bool))
+    assert empty.shape == (0,) and end.tolist() == [0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("share", [0.0, 0.2, 1.0])
+def test_gpu_rows_drawn_first_equal_their_twin(share):
+    cp = pytest.importorskip("cupy")
+    from dgboost.kernels import cuda
+
+    mask = np.random.default_rng(2).random(10_007) < share
+    for got, expected in zip(cuda.rows_drawn_first(cp.asarray(mask)), cpu.rows_drawn_first(mask)):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.get(), expected)
+    assert cuda.rows_drawn_first(cp.zeros(0, bool))[1].get().tolist() == [0]

@@ -53,6 +53,7 @@ quantise_and_pack = _dispatch(cpu.quantise_and_pack)
 quantise_sparse = _dispatch(cpu.quantise_sparse)
 rank_scores = _dispatch(cpu.rank_scores)
 route_rows = _dispatch(cpu.route_rows)
+rows_drawn_first = _dispatch(cpu.rows_drawn_first)
 sample_keys = _dispatch(cpu.sample_keys)
 sample_magnitude_max = _dispatch(cpu.sample_magnitude_max)
 sample_rows = _dispatch(cpu.sample_rows)
@@ -93,6 +94,7 @@ __all__ = [
     "quantise_sparse",
     "rank_scores",
     "route_rows",
+    "rows_drawn_first",
     "sample_keys",
     "sample_magnitude_max",
     "sample_rows",

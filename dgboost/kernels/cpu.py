@@ -1009,6 +1009,26 @@ def mask_indices(mask, count, fill=None):
     return indices
 
 
+def rows_drawn_first(drawn):
+    """A sampled tree's starting ``ridx``: the rows ``drawn`` first, ascending (the root's
+    range), then the others, ascending (in no node's range); and how many were drawn, the
+    root's end. The CUDA twin reads nothing back (the count stays on the device).
+
+    Parameters
+    ----------
+    drawn : array of shape (n_rows,), bool                                 # IN
+
+    Returns
+    -------
+    (ridx, root_end): array of shape (n_rows,), int32; array of shape (1,), int32   # OUT
+    """
+    first = np.flatnonzero(drawn)
+    ridx = np.empty(drawn.shape[0], dtype=POSITION_DTYPE)
+    ridx[:first.shape[0]] = first
+    ridx[first.shape[0]:] = np.flatnonzero(~drawn)
+    return ridx, np.array([first.shape[0]], dtype=POSITION_DTYPE)
+
+
 def place_rows(ridx, begin, end, node, positions):
     """Put rows at their leaves: ``positions[ridx[i]] = node[k]`` for every place ``i`` of each
     range ``k``, ``[begin[k], end[k])``: once a tree is grown, the rows of each node that

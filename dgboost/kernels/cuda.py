@@ -745,6 +745,19 @@ def _mask_indices():
                                   "if (keep && before <= count) out[before - 1] = i", "dgboost_mask_indices")
 
 
+def rows_drawn_first(drawn):
+    import cupy
+
+    n_rows = drawn.shape[0]
+    drawn = drawn.astype(POSITION_DTYPE)
+    before = cupy.cumsum(drawn, dtype=POSITION_DTYPE) - drawn  # rows drawn before each row
+    root_end = (before[-1:] + drawn[-1:]) if n_rows else cupy.zeros(1, dtype=POSITION_DTYPE)
+    rows = cupy.arange(n_rows, dtype=POSITION_DTYPE)
+    ridx = cupy.empty(n_rows, dtype=POSITION_DTYPE)
+    ridx[cupy.where(drawn != 0, before, root_end + rows - before)] = rows  # the others after, in order
+    return ridx, root_end
+
+
 def place_rows(ridx, begin, end, node, positions):
     import cupy
 

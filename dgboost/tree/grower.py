@@ -41,7 +41,7 @@ from ..data.ellpack import EllpackMatrix
 from ..data.pages import PagedMatrix, RowsAhead, SamplePage
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import (CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, mask_indices,
-                       next_frontier, tree_record)
+                       next_frontier, rows_drawn_first, tree_record)
 from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
@@ -276,12 +276,7 @@ class Grower(abc.ABC):
             root_end = xp.full(1, ridx.shape[0], dtype=POSITION_DTYPE)
         else:
             positions = None
-            drawn = drawn.astype(POSITION_DTYPE)
-            before = xp.cumsum(drawn, dtype=POSITION_DTYPE) - drawn  # rows drawn before each row
-            root_end = (before[-1:] + drawn[-1:]) if n_rows else xp.zeros(1, dtype=POSITION_DTYPE)
-            rows = xp.arange(n_rows, dtype=POSITION_DTYPE)
-            ridx = xp.empty(n_rows, dtype=POSITION_DTYPE)
-            ridx[xp.where(drawn != 0, before, root_end + rows - before)] = rows  # the others after, in order
+            ridx, root_end = rows_drawn_first(drawn)
         root = _Frontier.root(self.comm.allreduce(gradient_sums(gpair, scales)[None, :]), root_end,
                               bounded=self.monotone is not None, sets=self.sets)
         return gpair, scales, positions, ridx, root
