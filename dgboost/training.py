@@ -31,9 +31,8 @@ from .data import sparse
 from .data.pages import (PackedRows, PageBuffers, PagedMatrix, buffer_bytes, build_matrix, device_budget,
                          stays_on_host)
 from .tree import make_grower
-from .tree.grower import agree_on_pages
 from .tree.constraints import FeatureRules
-from .tree.grower import Grower
+from .tree.grower import Grower, agree_on_pages
 from .kernels import add_leaf_values
 from .kernels.loops import using_threads
 from .objectives.metrics import make_metric

@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import errno
+import functools
 import itertools
 import logging
 import math

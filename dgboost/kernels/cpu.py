@@ -691,19 +691,20 @@ def child_bounds(table, slot_of_rank, n_split, bounds, monotone, scales, rules: 
     return child
 
 
-#: Row sampling's methods, as sample_rows and sample_keys number them.
-#: Row sampling's kinds; the hessian's weight in gradient-based sampling's magnitude
-#: (``sqrt(g^2 + 0.1 h^2)``, XGBoost's kLambda; GOSS's is ``|g h|``, exact: a product of two
-#: float32). Each row's magnitude is loops.sample_magnitude's.
+#: Row sampling's methods, as sample_rows and sample_keys number them, and the hessian's weight
+#: in gradient-based sampling's magnitude (``sqrt(g^2 + 0.1 h^2)``, XGBoost's kLambda; GOSS's
+#: is ``|g h|``, exact: a product of two float32): loops.sample_magnitude's.
 MVS, GOSS, UNIFORM, MVS_LAMBDA = loops.MVS, loops.GOSS, loops.UNIFORM, loops.MVS_LAMBDA
 
 
 def _pairs(gpair) -> np.ndarray:
+    """Gradient pairs as the sampling loops read them: (n_rows, 2) float32, C order."""
     return np.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE).reshape(-1, 2)
 
 
 def sample_magnitude_max(gpair, kind):
-    """The largest of the rows' sampling magnitudes (see sample_keys), 0 without rows.
+    """The largest of the rows' sampling magnitudes (see sample_keys), 0 without rows; NaN
+    where a row's is. Compiled (loops.magnitude_max), the rows in runs on threads.
 
     Parameters
     ----------
@@ -719,14 +720,15 @@ def sample_magnitude_max(gpair, kind):
         return np.zeros(1, dtype=GAIN_DTYPE)
     n_runs = _threads_for(n_rows)
     largest = np.empty(n_runs, dtype=GAIN_DTYPE)
-    loops.magnitude_max(n_runs, _pairs(gpair), kind, largest)  # compiled, the rows in runs on threads
+    loops.magnitude_max(n_runs, _pairs(gpair), kind, largest)
     return np.max(largest, keepdims=True)
 
 
 def sample_keys(gpair, kind, largest):
     """The rows' sampling magnitudes as int64 keys below 2**31: ``rint(magnitude * scale)``,
     ``scale`` the power of two that puts ``largest`` (every rank's largest magnitude,
-    sample_magnitude_max all-reduced) below 2**31 (exact: the keys are integers).
+    sample_magnitude_max all-reduced) below 2**31 (exact: the keys are integers). Compiled
+    (loops.magnitude_keys), the rows in runs on threads.
 
     Parameters
     ----------
@@ -741,7 +743,7 @@ def sample_keys(gpair, kind, largest):
     _, exponent = np.frexp(np.asarray(largest, dtype=GAIN_DTYPE))  # largest * scale < 2**31
     scale = np.ldexp(1.0, (31 - exponent).astype(np.int32))
     keys = np.empty(gpair.shape[0], dtype=INDEX_DTYPE)
-    loops.magnitude_keys(_threads_for(keys.shape[0]), _pairs(gpair), kind, float(scale[0]), keys)  # compiled
+    loops.magnitude_keys(_threads_for(keys.shape[0]), _pairs(gpair), kind, float(scale[0]), keys)
     return keys
 
 
@@ -754,6 +756,9 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
       where ``largest`` is 0: nothing to draw by); pairs divided by ``p``.
     - GOSS: the rows of ``key >= threshold`` (the top), and the others where ``u < rate``;
       the others' pairs multiplied by ``weight``.
+
+    Compiled (loops.sample_rows), the rows in runs on threads; each row's steps in float64,
+    rounded to float32 once.
 
     Parameters
     ----------
@@ -782,7 +787,6 @@ def sample_rows(gpair, global_index, key, kind, keys, threshold, largest, rate, 
     gpair = _pairs(gpair) if with_pairs else np.empty((0, 2), GRADIENT_DTYPE)
     pairs = np.empty_like(gpair)
     uniform = kind == UNIFORM
-    # Compiled (loops.sample_rows; the draws are _hashing.uniform's), the rows in runs on threads
     loops.sample_rows(_threads_for(n_rows), global_index, np.uint64(key), kind,
                       np.empty(0, INDEX_DTYPE) if uniform else np.ascontiguousarray(keys, dtype=INDEX_DTYPE),
                       0 if uniform else int(threshold[0]), 0.0 if uniform else float(largest[0]), float(rate),

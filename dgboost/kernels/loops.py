@@ -1002,7 +1002,8 @@ def uniform_draw(index, key):
 
 @compiled
 def sample_magnitude(gradient, hessian, kind):
-    """A row's sampling magnitude in float64, operation by operation as cpu._magnitudes:
+    """A row's sampling magnitude in float64, operation by operation as NumPy's array
+    expression over the rows would round it (tests/test_row_sampling.py holds them equal):
     ``sqrt(g^2 + 0.1 h^2)`` (MVS) or ``|g h|`` (GOSS)."""
     g, h = np.float64(gradient), np.float64(hessian)
     if kind == MVS:
