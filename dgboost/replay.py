@@ -76,14 +76,9 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
     from .data.pages import PagedMatrix
     from .tree.depthwise import DepthwiseGrower
 
-    if xp.__name__ != "cupy":
-        return "on the host"
-    if not graphs[0]:
-        return "dgboost.cuda-graphs is False"
-    if comm.world_size > 1 and not graphs[1]:
-        return "a job of several GPUs and dgboost.cuda-graphs-across-gpus is False"
-    if xp.cuda.memory.get_allocator() != xp.get_default_memory_pool().malloc:
-        return "another allocator than cupy's default pool (RMM, say), which the rounds' own pool would bypass"
+    device = _why_not_device(xp, comm, graphs)
+    if device is not None:
+        return device
     if not isinstance(grower, DepthwiseGrower) or isinstance(grower.matrix, PagedMatrix):
         return "the growth policy reads the host between steps (lossguide, pages)"
     if any(isinstance(matrix, PagedMatrix) for matrix in eval_matrices):
@@ -114,7 +109,17 @@ def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str 
         return "not a paged grower of a row sample guessed ahead"
     if not grower.together:
         return "a peer's rows are in core, or not gathered ahead"
-    inner = grower.grower
+    device = _why_not_device(xp, comm, graphs)
+    if device is not None:
+        return device
+    if not isinstance(grower.grower, DepthwiseGrower):
+        return "the growth policy reads the host between steps (lossguide)"
+    return _why_not_growth(grower.grower, schedule)
+
+
+def _why_not_device(xp, comm, graphs: tuple[bool, bool]) -> str | None:
+    """Why nothing of this job can be captured on its device (rounds or trees), or None: the
+    host, the settings' switches, another allocator."""
     if xp.__name__ != "cupy":
         return "on the host"
     if not graphs[0]:
@@ -122,10 +127,8 @@ def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str 
     if comm.world_size > 1 and not graphs[1]:
         return "a job of several GPUs and dgboost.cuda-graphs-across-gpus is False"
     if xp.cuda.memory.get_allocator() != xp.get_default_memory_pool().malloc:
-        return "another allocator than cupy's default pool"
-    if not isinstance(inner, DepthwiseGrower):
-        return "the growth policy reads the host between steps (lossguide)"
-    return _why_not_growth(inner, schedule)
+        return "another allocator than cupy's default pool (RMM, say), which the rounds' own pool would bypass"
+    return None
 
 
 def _why_not_growth(grower, schedule) -> str | None:

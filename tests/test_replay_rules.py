@@ -14,8 +14,9 @@ from dgboost.data.pages import PagedMatrix
 from dgboost.objectives import make_objective
 from dgboost.objectives.metrics import make_metric
 from dgboost.params import TrainParams
-from dgboost.replay import why_not
+from dgboost.replay import why_not, why_not_trees
 from dgboost.tree.depthwise import DepthwiseGrower
+from dgboost.tree.grower import PagedGrower
 from dgboost.tree.lossguide import LossguideGrower
 from dgboost.tree.symmetric import SymmetricGrower
 
@@ -73,6 +74,30 @@ TWO_RANKS = SimpleNamespace(world_size=2)
 ])
 def test_rounds_replay_only_where_every_launch_is_the_same_each_round(changed, reason):
     got = _rules(**changed)
+    assert got is None if reason is None else reason in got, got
+
+
+@pytest.mark.parametrize("changed, reason", [
+    ({}, None),
+    ({"comm": TWO_RANKS}, None),
+    ({"alone": True}, "a peer's rows are in core"),
+    ({"xp": np}, "on the host"),
+    ({"xp": _cupy(allocator="rmm's")}, "another allocator"),
+    ({"graphs": (False, False)}, "dgboost.cuda-graphs is False"),
+    ({"comm": TWO_RANKS, "graphs": (True, False)}, "cuda-graphs-across-gpus is False"),
+    ({"inner": _grower(LossguideGrower)}, "growth policy"),
+    ({"inner": _grower(columns=True)}, "column sampling"),
+    ({"schedule": object()}, "learning-rate schedule"),
+])
+def test_a_paged_growers_trees_replay_on_the_rounds_device_rules(changed, reason):
+    """why_not_trees: the device's rules of why_not (host, switches, allocator), a rank that
+    decides with its peers, and the growth's rules of the tree alone."""
+    inner = changed.pop("inner", _grower())
+    inner.comm = LocalCommunicator()
+    grower = PagedGrower(inner, None, True, SimpleNamespace(likely_never=False))
+    grower.together = not changed.pop("alone", False)
+    rules = {"xp": CUPY, "grower": grower, "schedule": None, "comm": LocalCommunicator(), "graphs": (True, True)}
+    got = why_not_trees(**{**rules, **changed})
     assert got is None if reason is None else reason in got, got
 
 

@@ -481,12 +481,13 @@ class PagedGrower:
         if likely is not None and not streamed and passed[2] <= 0:
             if passed[3] > 0 and self._graphed is not None:
                 self._graphed = False  # a page made again, here or on a peer: the graph read the last one
-            needed = bounds[-1] + ahead_room(bounds[-1])
+            next_room = ahead_room(bounds[-1])
+            needed = bounds[-1] + next_room
             if self._page is None or self._page.capacity < needed:
                 # A quarter more than the guess takes (a guess's size varies little), within the budget
                 capacity = min(needed * 5 // 4, self.pages.budget // self.pages.layout.bytes_per_row)
                 self._page = SamplePage.make(xp, capacity, self.pages.layout.n_words)
-            upcoming = RowsAhead(self.pages, likely, bounds, ahead_room(bounds[-1]), self._page)
+            upcoming = RowsAhead(self.pages, likely, bounds, next_room, self._page)
         positions = grown.route(self.pages, None if upcoming is None else upcoming.take)
         self._ahead = upcoming
         return dataclasses.replace(grown, positions=positions)
