@@ -12,9 +12,9 @@ What capture needs, and how it is met here:
 
 - Fixed memory. A graph writes the addresses it was captured with, so nothing else
   may be handed them. Rounds run on a stream and a cupy memory pool of their own
-  (``_Lane``, one a device, held by one job at a time); the first round warms the
-  pool, so capture reuses its blocks, and after capture nothing else allocates
-  from it. The default pool's unused blocks are given back first, so the job's
+  (``_Lane``, one a device, held by one job at a time; a pool for each part of a
+  round captured apart); the first round warms the pool, so capture reuses its
+  blocks, and after capture nothing else allocates from it. The default pool's unused blocks are given back first, so the job's
   peak memory is what it was. The lane outlives jobs: a kernel's cached constants made in a round
   stay valid.
 - Fixed inputs. Kernel arguments are baked in. Row sampling keys its draws by the
@@ -34,10 +34,13 @@ What capture needs, and how it is met here:
   returns only once every graph that captured its calls is destroyed, so a failed
   job's graph is dropped before it (``close``) and nothing else may hold it.
 
-Out of core, where rounds read pages and are not captured, a paged grower's trees grown
-from the rows gathered ahead (tree/grower.py ``PagedGrower``) are: the same RoundGraph
-around the tree alone (``why_not_trees``), on one GPU, or on several whose ranks are all
-paged, and so decide together when a tree comes from the page.
+Out of core, where rounds read pages and are not captured, two parts of them are, each
+a graph of its own (``RoundGraph.run``'s ``part``), where a paged grower's trees are grown
+from the rows gathered ahead (tree/grower.py ``PagedGrower``, ``why_not_trees``), on one
+GPU or on several whose ranks are all paged, and so decide together when a tree comes
+from the page: the sampler's draw of each tree (an output's, from its pairs copied where
+the graph reads them), and the tree grown from the page. The host's work between them
+(the sample's sizes read, the misses gathered, the pass over the pages) runs as calls.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
 before anything ran, and the job goes on uncaptured. The ranks of a job run their
@@ -50,6 +53,7 @@ hold captured models to uncaptured ones byte for byte.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -59,13 +63,16 @@ import numpy as np
 
 logger = logging.getLogger("dgboost")
 
-_captures = 0  # rounds captured in this process (tests)
-_replays = 0  # rounds run from a graph in this process (tests)
+_captures: collections.Counter = collections.Counter()  # graphs captured in this process, by part (tests)
+_replays: collections.Counter = collections.Counter()  # runs from a graph in this process, by part (tests)
 
 
-def counts() -> tuple[int, int]:
-    """(captures, replays) made in this process: a debug counter the GPU tests read."""
-    return _captures, _replays
+def counts(part: str | None = None) -> tuple[int, int]:
+    """(captures, replays) made in this process, of one part of RoundGraphs (``run``'s) or of
+    all: a debug counter the GPU tests read."""
+    if part is None:
+        return sum(_captures.values()), sum(_replays.values())
+    return _captures[part], _replays[part]
 
 
 def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tuple[bool, bool],
@@ -98,10 +105,10 @@ def why_not(xp, grower, sampler, objective, metrics, schedule, comm, graphs: tup
 
 def why_not_trees(xp, grower, schedule, comm, graphs: tuple[bool, bool]) -> str | None:
     """Why a paged grower's trees grown from a gathered sample (tree/grower.py PagedGrower's
-    page) cannot be replayed from a graph of their own, or None where they can: a sampler
-    that guesses the next tree's rows (uniform or gradient-based), a rank that decides as its
-    peers do (``PagedGrower.together``: their trees from the page, and so their graphs'
-    launches, are the same), and the growth's conditions of ``why_not``."""
+    page), and the draws before them, cannot be replayed from graphs of their own, or None
+    where they can: a sampler that guesses the next tree's rows (uniform or gradient-based),
+    a rank that decides as its peers do (``PagedGrower.together``: their trees from the page,
+    and so their graphs' launches, are the same), and the growth's conditions of ``why_not``."""
     from .tree.depthwise import DepthwiseGrower
     from .tree.grower import PagedGrower
 
@@ -190,11 +197,18 @@ def _no_host_copies(cupy):
 
 @dataclasses.dataclass
 class _Lane:
-    """A device's stream and memory pool for captured rounds; one job holds it at a time."""
+    """A device's stream and memory pools for captured rounds; one job holds it at a time. Each
+    part of a RoundGraph allocates from a pool of its own: a block freed within one part's
+    capture is still the graph's, and must not be handed to another part's arrays."""
 
     stream: object
-    pool: object
+    pools: dict  # a RoundGraph part's name: its cupy MemoryPool
     lock: threading.Lock
+
+    def pool(self, cupy, part: str):
+        if part not in self.pools:
+            self.pools[part] = cupy.cuda.MemoryPool()
+        return self.pools[part]
 
 
 _lanes: dict = {}
@@ -205,7 +219,7 @@ def _lane(cupy) -> _Lane:
     device = cupy.cuda.Device().id
     with _lanes_lock:
         if device not in _lanes:
-            _lanes[device] = _Lane(cupy.cuda.Stream(non_blocking=True), cupy.cuda.MemoryPool(), threading.Lock())
+            _lanes[device] = _Lane(cupy.cuda.Stream(non_blocking=True), {}, threading.Lock())
         return _lanes[device]
 
 
@@ -216,14 +230,30 @@ def _release_cached(cupy) -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
+@dataclasses.dataclass
+class _Part:
+    """One sequence of a RoundGraph's work, queued the same way each time it runs."""
+
+    runs: int = 0
+    graph: object = None  # the CUDA graph, once captured (its second run)
+    captured: object = None  # queue()'s result at capture
+    traffic: tuple = (0, 0)  # its collectives' calls and bytes a run
+
+
 class RoundGraph:
-    """A job's rounds, run through one CUDA graph once the second is captured.
+    """A job's rounds, run through CUDA graphs once the second is captured.
 
     ``run(queue)`` queues a round (``queue()`` makes its device arrays and returns what
     the caller needs of them) and returns ``queue()``'s result: from the round itself,
     then from the capture, whose arrays each replay overwrites in place. Work queued
     on the caller's stream before ``run`` comes before the round, and work queued after
     it comes after. ``close`` gives the lane back.
+
+    A round may also be queued in parts, run in turn with the host's work between them
+    (out of core: a tree's draw, then its tree from the gathered page): ``run(queue, part)``,
+    each part captured at its own second run into a graph of its own, its arrays in a pool
+    of their own. The ranks agree on each part's capture; a capture that fails, or a peer's,
+    leaves every part uncaptured from then on.
     """
 
     def __init__(self, comm):
@@ -233,36 +263,34 @@ class RoundGraph:
         self._comm = comm
         lane = _lane(cupy)
         self._lane = lane if lane.lock.acquire(blocking=False) else None
-        self._graph = None
-        self._captured = None  # queue()'s result at capture
-        self._traffic = (0, 0)  # the collectives' calls and bytes a round
-        self._rounds = 0
+        self._parts: dict[str, _Part] = {}
         self.failed: str | None = None if self._lane is not None else "another job holds this device's lane"
 
-    def run(self, queue):
-        global _captures
-        self._rounds += 1
+    def run(self, queue, part: str = "round"):
+        state = self._parts.setdefault(part, _Part())
+        state.runs += 1
         if self._lane is None or self.failed is not None:
-            if self._rounds == 2:
+            if state.runs == 2:
                 self._agree(captured=False)
             return queue()
         cupy, stream = self._cupy, self._lane.stream
         caller = cupy.cuda.get_current_stream()
         stream.wait_event(caller.record())
-        if self._rounds == 1:  # the first round warms the pool: capture allocates nothing new
+        pool = self._lane.pool(cupy, part)
+        if state.runs == 1:  # the first run warms the pool: capture allocates nothing new
             _release_cached(cupy)
-        elif self._graph is None:
-            self._capture(queue)  # a failure leaves the graph None: this round runs uncaptured
-            if self._agree(captured=self._graph is not None):
-                _captures += int(self._graph is not None)
+        elif state.graph is None:
+            self._capture(queue, state, pool)  # a failure leaves the graph None: this run is uncaptured
+            if self._agree(captured=state.graph is not None):
+                _captures[part] += int(state.graph is not None)
             else:  # a peer runs its rounds as calls: so does this rank
-                self._graph = self._captured = None
-        if self._graph is None:
-            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc):
+                state.graph = state.captured = None
+        if state.graph is None:
+            with stream, cupy.cuda.using_allocator(pool.malloc):
                 result = queue()
         else:
-            self._replay()
-            result = self._captured
+            self._replay(part)
+            result = state.captured
         caller.wait_event(stream.record())
         return result
 
@@ -277,12 +305,13 @@ class RoundGraph:
                         self._comm.rank, self.failed)
         return not missing
 
-    def _capture(self, queue) -> None:
-        """Capture ``queue()`` into the graph, or, where capture fails, leave it None and say why."""
+    def _capture(self, queue, state: _Part, pool) -> None:
+        """Capture ``queue()`` into ``state``'s graph, or, where capture fails, leave it None and
+        say why (``failed``: no part is captured from then on)."""
         cupy, stream, traffic = self._cupy, self._lane.stream, self._comm.traffic
         before = (traffic.calls, traffic.bytes_sent)
         try:
-            with stream, cupy.cuda.using_allocator(self._lane.pool.malloc), _no_host_copies(cupy):
+            with stream, cupy.cuda.using_allocator(pool.malloc), _no_host_copies(cupy):
                 stream.begin_capture()
                 try:
                     captured = queue()
@@ -294,34 +323,34 @@ class RoundGraph:
                         self._comm.rank, self.failed)
             traffic.calls, traffic.bytes_sent = before
             return
-        self._traffic = (traffic.calls - before[0], traffic.bytes_sent - before[1])
+        state.traffic = (traffic.calls - before[0], traffic.bytes_sent - before[1])
         traffic.calls, traffic.bytes_sent = before
-        self._graph, self._captured = graph, captured
+        state.graph, state.captured = graph, captured
 
-    def _replay(self) -> None:
-        """One launch of the graph. NCCL's abort waits until every graph that captured the
-        communicator's calls is destroyed (NCCL >= 2.26), so nothing may hold the graph once
+    def _replay(self, part: str) -> None:
+        """One launch of ``part``'s graph. NCCL's abort waits until every graph that captured
+        the communicator's calls is destroyed (NCCL >= 2.26), so nothing may hold a graph once
         ``close`` drops it: a refused launch's traceback keeps the frames it went through,
-        and a frame given ``self._graph.launch`` would keep the graph, and the abort that
-        the failed job's rank runs next would wait for ever."""
-        global _replays
+        and a frame given ``graph.launch`` would keep the graph, and the abort that the failed
+        job's rank runs next would wait for ever."""
         stream, traffic = self._lane.stream, self._comm.traffic
         launch = getattr(self._comm, "launch", None)  # NCCL's: watched, and refused once it failed
         if launch is None:
-            self._graph.launch(stream)
-        else:  # the graph is read through self, not passed: see _replay's docstring
+            self._parts[part].graph.launch(stream)
+        else:  # the graph is read through self, not held in a local: see _replay's docstring
             with stream:
-                launch("round (CUDA graph)", lambda on: self._graph.launch(on))
-        traffic.calls += self._traffic[0]
-        traffic.bytes_sent += self._traffic[1]
-        _replays += 1
+                launch(f"{part} (CUDA graph)", lambda on: self._parts[part].graph.launch(on))
+        calls, sent = self._parts[part].traffic
+        traffic.calls += calls
+        traffic.bytes_sent += sent
+        _replays[part] += 1
 
     def close(self, failed: bool = False) -> None:
-        """Give the lane back; the graph goes with this object. Work queued after this on the
+        """Give the lane back; the graphs go with this object. Work queued after this on the
         caller's stream comes after the lane's (an event: the host does not wait).
 
-        A job that ended well waits for its lane (a dropped round may still run on the pool's
-        memory; a fault there is raised); ``trim`` frees the pool's unused blocks once the
+        A job that ended well waits for its lane (a dropped round may still run on the pools'
+        memory; a fault there is raised); ``trim`` frees the pools' unused blocks once the
         job's arrays are gone. A job that ``failed`` waits for nothing: a
         round may be held in a collective for a peer that died, until the rank's NCCL
         communicator is aborted, which its caller does after this returns. A stream that
@@ -330,7 +359,7 @@ class RoundGraph:
         if self._lane is None:
             return
         lane, self._lane = self._lane, None
-        self._graph = self._captured = None
+        self._parts = {}
         try:
             self._cupy.cuda.get_current_stream().wait_event(lane.stream.record())
             if not failed:
@@ -355,6 +384,7 @@ def trim(xp) -> None:
     for lane in lanes:
         if lane.lock.acquire(blocking=False):
             try:
-                lane.pool.free_all_blocks()
+                for pool in lane.pools.values():
+                    pool.free_all_blocks()
             finally:
                 lane.lock.release()

@@ -392,11 +392,11 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
 @contextlib.contextmanager
 def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
     """Within it, ``work``'s rounds run from a CUDA graph where they can (dgboost/replay.py);
-    else, out of core, the trees a paged grower grows from its sample page, where they can."""
+    else, out of core, the trees a paged grower grows from its sample page and the sampler's
+    draws, each from a part of the graph, where they can."""
     not_replayed = replay.why_not(xp, work.grower, work.sampler, work.objective, work.metrics, work.schedule,
                                   work.comm, graphs, [state.matrix for state in work.evals])
     not_replayed = replay.why_not_anywhere(xp, work.comm, graphs, not_replayed)
-    holder = work
     if not_replayed is not None:
         if xp is not np:
             logger.debug("rounds not captured as a CUDA graph: %s", not_replayed)
@@ -404,14 +404,21 @@ def _replayed(work: "_RoundWork", xp, graphs: tuple[bool, bool]):
         if replay.why_not_anywhere(xp, work.comm, graphs, not_trees) is not None:
             yield
             return
-        holder = work.grower  # a paged grower's trees grown from its sample page, alone
-    holder.graph = replay.RoundGraph(work.comm)
+        holders = (work.grower, work.sampler)  # a paged grower's trees grown from its sample page, and the draws
+    else:
+        holders = (work,)
+    graph = replay.RoundGraph(work.comm)
+    for holder in holders:
+        holder.graph = graph
     try:
         yield
     except BaseException:
-        holder.graph.close(failed=True)  # waits for nothing: a round may wait on a dead peer until NCCL's abort
+        graph.close(failed=True)  # waits for nothing: a round may wait on a dead peer until NCCL's abort
         raise
-    holder.graph.close()
+    finally:
+        for holder in holders:
+            holder.graph = None
+    graph.close()
 
 
 @dataclasses.dataclass

@@ -231,14 +231,18 @@ def test_paged_ranks_replay_their_trees_from_the_gathered_page(cuda_client, acro
     expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=8)
     n = len(cuda_client.scheduler_info()["workers"])
     dX, dy = da.from_array(X, chunks=(60_000 // n, 12)), da.from_array(y, chunks=60_000 // n)
-    before = cuda_client.run(replay.counts)
+    parts = ("tree", "draw 0")
+    count = lambda: {part: replay.counts(part) for part in parts}  # noqa: E731
+    before = cuda_client.run(count)
     with dask.config.set({"dgboost.cuda-graphs-across-gpus": across}):
         got = dgboost.dask.train(cuda_client, {**params, "max_device_matrix_bytes": 300_000 // n}, dX, dy,
                                  num_boost_round=8)
-    after = cuda_client.run(replay.counts)
-    replayed = across or n == 1  # the first tree has no guess, the next as calls, the third captured
-    assert {worker: (after[worker][0] - before[worker][0], after[worker][1] - before[worker][1])
-            for worker in after} == {worker: (1, 6) if replayed else (0, 0) for worker in after}
+    after = cuda_client.run(count)
+    # The draws: the first as calls, the second captured and replayed, as are the others; the trees from the
+    # page likewise from the second tree on (the first has no guess)
+    replayed = {"tree": (1, 6), "draw 0": (1, 7)} if across or n == 1 else {"tree": (0, 0), "draw 0": (0, 0)}
+    assert {worker: {part: tuple(a - b for a, b in zip(after[worker][part], before[worker][part])) for part in parts}
+            for worker in after} == {worker: replayed for worker in after}
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
 
 

@@ -152,7 +152,7 @@ class _FakeGraph:
     def __init__(self, comm):
         self.rounds = 0
 
-    def run(self, queue):
+    def run(self, queue, part="round"):
         self.rounds += 1
         return queue()
 
@@ -323,10 +323,10 @@ def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(fake_
             raise CollectiveError("rank 1 died")
 
     rounds = replay.RoundGraph(Failed())
-    rounds._graph = _Graph()
-    graph = weakref.ref(rounds._graph)
+    rounds._parts["round"] = replay._Part(runs=3, graph=_Graph())
+    graph = weakref.ref(rounds._parts["round"].graph)
     with pytest.raises(CollectiveError) as refused:
-        rounds._replay()
+        rounds._replay("round")
     rounds.close(failed=True)
     assert refused.value.__traceback__.tb_next is not None  # the refusing frame is kept
     assert graph() is None

@@ -531,7 +531,7 @@ class PagedGrower:
         with self._growing_on(matrix):
             if page is not self._graphed:  # a graph reads the addresses it was made with
                 return grower.grow(page.pairs, tree_index, page.drawn)
-            grown = self.graph.run(lambda: grower.grow(page.pairs, tree_index, page.drawn))
+            grown = self.graph.run(lambda: grower.grow(page.pairs, tree_index, page.drawn), part="tree")
             return dataclasses.replace(grown, record=grown.record.copy())
 
     @contextlib.contextmanager

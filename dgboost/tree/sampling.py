@@ -80,6 +80,8 @@ class RowSampler:
         self._tree_at = None  # on a GPU, (1,) int64: the index of the tree drawn next, advanced on the device
         self.remembers = False  # whether gradient-based draws keep a guess of the output's next tree for ``likely``
         self._guessed = {}  # output: (the tree guessed, its guess: a (n_rows,) bool mask), where remembered
+        self.graph = None  # a replay.RoundGraph the draws run through (out of core: training._replayed)
+        self._graph_pairs = {}  # output: (n_rows, 2) float32, where the graph's draws of it read their pairs
         # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
         # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
         # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
@@ -96,25 +98,47 @@ class RowSampler:
     def draw(self, gpair, tree_index: int):
         """``(gpair, drawn)`` for the tree ``tree_index`` (round * n_outputs + output):
         ``gpair`` (n_rows, 2) float32 as the tree sees it; ``drawn`` the rows drawn, a
-        (n_rows,) bool mask, or None for every row."""
+        (n_rows,) bool mask, or None for every row. Through ``graph`` (a replay.RoundGraph,
+        out of core), each output's draws run as a part of their own, from its pairs copied
+        where the graph reads them; what they return is then written again by the output's
+        next draw."""
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
         if self._global_index is None or get_xp(self._global_index) is not xp:
             self._global_index = self.rows.global_index(xp)
-        drawn = self._draw(gpair, *self._key(xp, tree_index), tree_index=tree_index)
+        output = tree_index % self.n_outputs
+        if self.graph is None:
+            pairs, drawn, guess = self._drawn(gpair, xp, tree_index)
+        else:
+            if output not in self._graph_pairs:
+                self._graph_pairs[output] = xp.empty_like(gpair)
+            fixed = self._graph_pairs[output]
+            fixed[...] = gpair
+            pairs, drawn, guess = self.graph.run(lambda: self._drawn(fixed, xp, tree_index), part=f"draw {output}")
+        if guess is not None:
+            self._guessed[output] = tree_index + self.n_outputs, guess
+        return pairs, drawn
+
+    def _drawn(self, gpair, xp, tree_index: int) -> tuple:
+        """``draw``'s pairs and rows, and the guess of the output's next tree where the sampler
+        remembers one (else None); on a GPU the tree's index on the device is advanced after.
+        The same launches for every tree of a gradient-based or uniform draw (the tree's index
+        is the device's: ``_key``)."""
+        result = self._draw(gpair, *self._key(xp, tree_index, 0), tree_index=tree_index)
         if self._tree_at is not None:
             self._tree_at += 1  # in place, after the draw: the next tree's
-        return drawn
+        return result
 
-    def _key(self, xp, tree_index: int) -> tuple:
-        """(key, tree_at) of sample_rows: the tree's key on the host; on a GPU the stream's base
-        and the tree's index on the device (set at the first draw, then advanced by each)."""
+    def _key(self, xp, tree_index: int, ahead: int) -> tuple:
+        """(key, tree_at) of sample_rows for the tree ``ahead`` trees after ``tree_index``: the
+        tree's key on the host; on a GPU the stream's base and the tree's index on the device
+        (set at the first draw, then advanced by each)."""
         if xp is np:
-            return stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index), None
+            return stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index + ahead), None
         if self._tree_at is None:
             self._tree_at = xp.full(1, tree_index, dtype=INDEX_DTYPE)
-        return stream_base(self.seed, STREAM_ROW_SUBSAMPLE), self._tree_at
+        return stream_base(self.seed, STREAM_ROW_SUBSAMPLE), self._tree_at + ahead if ahead else self._tree_at
 
     @property
     def likely_never(self) -> bool:
@@ -136,29 +160,31 @@ class RowSampler:
             key = stream_key(self.seed, STREAM_ROW_SUBSAMPLE, tree_index)
             return sample_rows(None, self._global_index, key, UNIFORM, None, None, None, self.rate, 1.0)[1]
         guessed, guess = self._guessed.get(tree_index % self.n_outputs, (None, None))
-        return guess if guessed == tree_index else None
+        if guessed != tree_index:
+            return None
+        return guess if self.graph is None else guess.copy()  # a graph's is written again by the next draw
 
-    def _draw(self, gpair, key: int, tree_at, tree_index: int):
+    def _draw(self, gpair, key: int, tree_at, tree_index: int) -> tuple:
         index = self._global_index
         if self.method == "uniform":
-            return sample_rows(gpair, index, key, UNIFORM, None, None, None, self.rate, 1.0, tree_at)
+            return sample_rows(gpair, index, key, UNIFORM, None, None, None, self.rate, 1.0, tree_at) + (None,)
         kind = MVS if self.method == "gradient_based" else GOSS
         largest = self.comm.allreduce(sample_magnitude_max(gpair, kind), "max")
         keys = sample_keys(gpair, kind, largest * self._key_room if kind == MVS else largest)
         if kind == MVS:
             threshold = self._mvs_threshold(keys)
+            guess = None
             if self.remembers:  # the output's next tree guessed from these keys (1 byte a row kept, not 8)
-                following = tree_index + self.n_outputs
-                lowered = get_xp(keys).maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
-                self._guessed[tree_index % self.n_outputs] = following, sample_rows(
-                    None, index, stream_key(self.seed, STREAM_ROW_SUBSAMPLE, following), MVS, keys, lowered, largest,
-                    1.0, 1.0)[1]
-            return sample_rows(gpair, index, key, MVS, keys, threshold, largest, 1.0, 1.0, tree_at)
+                xp = get_xp(keys)
+                lowered = xp.maximum(threshold * LIKELY_SLACK.denominator // LIKELY_SLACK.numerator, 1)
+                following, following_at = self._key(xp, tree_index, self.n_outputs)
+                guess = sample_rows(None, index, following, MVS, keys, lowered, largest, 1.0, 1.0, following_at)[1]
+            return sample_rows(gpair, index, key, MVS, keys, threshold, largest, 1.0, 1.0, tree_at) + (guess,)
         top_k = max(1, int(self.top_rate * self.n_total))
         other_k = max(1, int(self.other_rate * self.n_total))
         top = self._threshold(keys, _COUNT_RULE, least=0, numerator=top_k)
         return sample_rows(gpair, index, key, GOSS, keys, top, largest,
-                           other_k / max(1, self.n_total - top_k), (self.n_total - top_k) / other_k, tree_at)
+                           other_k / max(1, self.n_total - top_k), (self.n_total - top_k) / other_k, tree_at) + (None,)
 
     def _mvs_threshold(self, keys):
         """The largest integer ``mu >= 1`` whose expected sample, ``#(key >= mu) + sum(key < mu) /
