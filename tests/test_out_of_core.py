@@ -409,6 +409,58 @@ def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
                                 cupy.empty((len(rows), n_words), np.uint32))
     np.testing.assert_array_equal(cupy.asnumpy(got), expected)
     assert cuda.gather_page_rows(cupy.empty(0, np.int32), pages, starts, cupy.empty((0, n_words), np.uint32)).size == 0
+    # Rows of a larger matrix whose page 2 is the 700 rows: numbered from its first
+    inside = np.sort(rng.choice(700, 50, replace=False)) + 1000
+    expected = cpu.gather_page_rows(inside, [pages[2]], (0, 700), np.empty((50, n_words), np.uint32), base=1000)
+    np.testing.assert_array_equal(expected, pages[2][inside - 1000])
+    got = cuda.gather_page_rows(cupy.asarray(inside), [cupy.asarray(pages[2])], (0, 700),
+                                cupy.empty((50, n_words), np.uint32), base=1000)
+    np.testing.assert_array_equal(cupy.asnumpy(got), expected)
+
+
+def _sample_page_case(n_missed: int):
+    """(gpair, drawn, guessed, missed, n_missed) of a sample page of 40 guessed rows and a room of 8."""
+    rng = np.random.default_rng(n_missed)
+    gpair = rng.standard_normal((300, 2)).astype(np.float32)
+    drawn = rng.random(300) < 0.4
+    gpair[~drawn] = 0
+    guessed = np.sort(rng.choice(300, 40, replace=False))
+    missed = np.concatenate([np.sort(rng.choice(np.flatnonzero(drawn), min(n_missed, 8), replace=False)),
+                             np.full(8 - min(n_missed, 8), 299)])
+    return gpair, drawn, guessed, missed, np.array([n_missed])
+
+
+@pytest.mark.parametrize("n_missed", [0, 3, 8, 11])
+def test_a_sample_page_holds_the_guess_then_the_misses_then_nothing(n_missed):
+    """cpu.fill_sample_page: the guessed rows' pairs and flags, then the room's real misses
+    (drawn), then nothing (zero, not drawn) to the page's end, whatever it held; with more
+    misses than the room, the room is all misses."""
+    from dgboost.kernels import cpu
+
+    gpair, drawn, guessed, missed, count = _sample_page_case(n_missed)
+    pairs, flags = np.full((60, 2), 7, np.float32), np.ones(60, bool)
+    cpu.fill_sample_page(gpair, drawn, guessed, missed, count, pairs, flags)
+    real = min(n_missed, 8)
+    np.testing.assert_array_equal(pairs[:40], gpair[guessed])
+    np.testing.assert_array_equal(flags[:40], drawn[guessed])
+    np.testing.assert_array_equal(pairs[40:40 + real], gpair[missed[:real]])
+    assert flags[40:40 + real].all() and not flags[40 + real:].any()
+    assert not pairs[40 + real:].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_missed", [0, 3, 8, 11])
+def test_gpu_sample_page_is_filled_as_its_cpu_twin(n_missed):
+    cupy = pytest.importorskip("cupy")
+
+    from dgboost.kernels import cpu, cuda
+
+    case = _sample_page_case(n_missed)
+    expected = cpu.fill_sample_page(*case, np.full((60, 2), 7, np.float32), np.ones(60, bool))
+    got = cuda.fill_sample_page(*(cupy.asarray(a) for a in case), cupy.full((60, 2), 7, np.float32),
+                                cupy.ones(60, bool))
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(cupy.asnumpy(g), e)
 
 
 def _count_ahead(monkeypatch):

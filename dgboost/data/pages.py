@@ -57,7 +57,7 @@ from .. import _settings
 from .._dtypes import MIN_PAGE_ROWS, PACKED_WORD_DTYPE
 from ..backend import asarray, get_xp, to_numpy
 from ..kernels import loops
-from ..kernels import gather_page_rows, mask_indices
+from ..kernels import fill_sample_page, gather_page_rows, mask_indices
 from .ellpack import EllpackLayout, EllpackMatrix, build_ellpack, matrix_layout
 from .sketch import Cuts
 
@@ -292,9 +292,9 @@ class RowsAhead:
     def take(self, index: int, page: EllpackMatrix) -> None:
         """Gather the rows of page ``index`` (the page as the pass yields it)."""
         begin, end = self.bounds[index], self.bounds[index + 1]
-        if end > begin:  # indices in the page: its table of one address is the same for every page of a buffer
-            gather_page_rows(self.rows[begin:end] - self.matrix.starts[index], [page.packed], (0, page.n_rows),
-                             self.page.packed[begin:end])
+        if end > begin:  # rows from the page's first: its table of one address is the same for every page of a buffer
+            gather_page_rows(self.rows[begin:end], [page.packed], (0, page.n_rows), self.page.packed[begin:end],
+                             base=self.matrix.starts[index])
         self._taken.add(index)
 
     @property
@@ -310,18 +310,11 @@ class RowsAhead:
         rows (zero for the rows not drawn and past them) and its rows drawn; returns its
         matrix. Where more rows were missed than the room holds, some drawn rows are not in
         it."""
-        xp = get_xp(drawn)
         page, n, end = self.page, self.n_rows, self.n_rows + self.room
         missed, n_missed = missed
         rows = mask_indices(missed, self.room, fill=self.matrix.n_rows - 1)
         self.matrix.compact(rows, out=page.packed[n:end])
-        found = xp.arange(self.room) < n_missed
-        page.pairs[:n] = gpair[self.rows]
-        page.pairs[n:end] = xp.where(found[:, None], gpair[rows], gpair.dtype.type(0))
-        page.pairs[end:] = 0
-        page.drawn[:n] = drawn[self.rows]
-        page.drawn[n:end] = found
-        page.drawn[end:] = False
+        fill_sample_page(gpair, drawn, self.rows, rows, n_missed, page.pairs, page.drawn)
         return self.matrix._matrix(page.packed)
 
 

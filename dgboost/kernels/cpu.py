@@ -966,27 +966,59 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
-def gather_page_rows(rows, pages, starts, out):
-    """A paged matrix's rows ``rows`` gathered into one: ``out[i]`` = row ``rows[i]`` of the
-    matrix whose page ``p`` holds rows ``starts[p]`` to ``starts[p + 1]`` (data/pages.py: a
-    tree's sample, out of core). Compiled (loops.gather_rows), each page's rows in runs on
-    threads; the CUDA twin reads the pages where they lie, in pinned host memory.
+def gather_page_rows(rows, pages, starts, out, base=0):
+    """A paged matrix's rows ``rows`` gathered into one: ``out[i]`` = row ``rows[i] - base`` of
+    the matrix whose page ``p`` holds rows ``starts[p]`` to ``starts[p + 1]`` (data/pages.py: a
+    tree's sample, out of core; ``base``: where one page of a larger matrix starts, its rows
+    given as the larger's). Compiled (loops.gather_rows), each page's rows in runs on threads;
+    the CUDA twin reads the pages where they lie, in pinned host memory.
 
     Parameters
     ----------
-    rows : array of shape (n,), int: ascending, each in ``[0, starts[-1])``      # IN
+    rows : array of shape (n,), int: ascending, each less ``base`` in ``[0, starts[-1])``  # IN
     pages : iterable of arrays of shape (rows of the page, n_words), host memory  # IN, read once, in order
             (on a GPU pinned, read through the bus, or device arrays)
     starts : sequence of int, the first row of each page, then the matrix's rows  # IN
     out : array of shape (n, n_words), the pages' dtype                           # OUT
+    base : int
     """
     rows = np.ascontiguousarray(rows, np.int64)
+    if base:
+        rows = rows - base
     bounds = np.searchsorted(rows, np.asarray(starts, np.int64)).tolist()
     for page, first, begin, end in zip(pages, starts, bounds, bounds[1:]):
         if end > begin:
             loops.gather_rows(_threads_for(end - begin), np.asarray(page), rows[begin:end], int(first), out,
                               int(begin))
     return out
+
+
+def fill_sample_page(gpair, drawn, guessed, missed, n_missed, pairs, page_drawn):
+    """A sample page's pairs and drawn flags, out of core (data/pages.py ``RowsAhead.sample``):
+    its first places the rows the guess took (``guessed``: their pairs, drawn or not), then
+    the room's, ``missed``, whose first ``n_missed`` are the drawn rows the guess missed
+    (their pairs, drawn) and the others nothing, as is every place after (a zero pair, not
+    drawn). The CUDA twin writes every place in one launch, the count read on the device.
+
+    Parameters
+    ----------
+    gpair : array of shape (n_rows, 2), float32: the tree's pairs   # IN
+    drawn : array of shape (n_rows,), bool: the tree's rows drawn   # IN
+    guessed : array of shape (n,), int: rows                          # IN
+    missed : array of shape (room,), int: rows (past n_missed, any)   # IN
+    n_missed : array of shape (1,), int                               # IN
+    pairs : array of shape (capacity, 2), float32, capacity >= n + room   # OUT
+    page_drawn : array of shape (capacity,), bool                         # OUT
+    """
+    n, end = guessed.shape[0], guessed.shape[0] + missed.shape[0]
+    found = np.arange(missed.shape[0]) < int(n_missed[0])
+    pairs[:n] = gpair[guessed]
+    pairs[n:end] = np.where(found[:, None], gpair[missed], gpair.dtype.type(0))
+    pairs[end:] = 0
+    page_drawn[:n] = drawn[guessed]
+    page_drawn[n:end] = found
+    page_drawn[end:] = False
+    return pairs, page_drawn
 
 
 def mask_indices(mask, count, fill=None):

@@ -648,7 +648,7 @@ def sibling_histograms(hist, slot_of_rank, built, build_left):
     return children
 
 
-def gather_page_rows(rows, pages, starts, out):
+def gather_page_rows(rows, pages, starts, out, base=0):
     import cupy
 
     pages = tuple(pages)
@@ -659,8 +659,22 @@ def gather_page_rows(rows, pages, starts, out):
     if n:
         _kernel("pages.cu", "gather_page_rows")((min(_blocks(n * n_words), 65535),), (_BLOCK,),
                                                  (addresses, first, np.int32(len(pages)), rows, np.int64(n),
-                                                  np.int32(n_words), out))
+                                                  np.int64(base), np.int32(n_words), out))
     return out
+
+
+def fill_sample_page(gpair, drawn, guessed, missed, n_missed, pairs, page_drawn):
+    import cupy
+
+    capacity = int(page_drawn.shape[0])
+    if capacity:
+        _kernel("pages.cu", "fill_sample_page")(
+            (_blocks(capacity),), (_BLOCK,),
+            (cupy.ascontiguousarray(gpair, dtype=GRADIENT_DTYPE), cupy.ascontiguousarray(drawn, dtype=bool),
+             cupy.ascontiguousarray(guessed, dtype=INDEX_DTYPE), np.int64(guessed.shape[0]),
+             cupy.ascontiguousarray(missed, dtype=INDEX_DTYPE), np.int64(missed.shape[0]),
+             cupy.ascontiguousarray(n_missed, dtype=INDEX_DTYPE), np.int64(capacity), pairs, page_drawn))
+    return pairs, page_drawn
 
 
 @functools.lru_cache(maxsize=16)
