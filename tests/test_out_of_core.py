@@ -418,6 +418,59 @@ def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
     np.testing.assert_array_equal(cupy.asnumpy(got), expected)
 
 
+def _sizes_case(seed: int, n_pages: int):
+    """(drawn, gathered, likely, page_ends) over pages of unequal rows, some empty."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 400, n_pages)
+    sizes[::3] = 0
+    n = int(sizes.sum())
+    drawn, gathered, likely = rng.random(n) < 0.3, rng.random(n) < 0.35, rng.random(n) < 0.33
+    return drawn, gathered, likely, np.cumsum(sizes).astype(np.int64)
+
+
+@pytest.mark.parametrize("given", ["both", "no-guess", "no-gathered"])
+def test_sample_sizes_count_the_draw_the_misses_and_the_guess_by_page(given):
+    """cpu.sample_sizes: the rows drawn, the drawn rows the gathered guess misses (and their
+    mask), the next guess's rows through each page's end, and how far each limit is passed."""
+    from dgboost.kernels import cpu
+
+    drawn, gathered, likely, ends = _sizes_case(5, 9)
+    gathered = None if given == "no-gathered" else gathered
+    likely = None if given == "no-guess" else likely
+    limits = (7, 28, 20_000, 1_000)
+    sizes, missed = cpu.sample_sizes(drawn, gathered, likely, ends, limits)
+    assert sizes.dtype == np.int64 and sizes.shape == (7 + len(ends),)
+    n_missed = 0 if gathered is None else int((drawn & ~gathered).sum())
+    assert (missed is None) == (gathered is None)
+    if missed is not None:
+        np.testing.assert_array_equal(missed, drawn & ~gathered)
+    through = [0 if likely is None else int(likely[:end].sum()) for end in ends]
+    assert sizes[:-4].tolist() == [int(drawn.sum()), n_missed, 0, *through]
+    needed = through[-1] + through[-1] // 64 + 64
+    assert sizes[-4:].tolist() == [n_missed - 7, int(drawn.sum()) * 28 - 20_000, needed * 28 - 20_000, needed - 1_000]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_pages", [1, 9, 5000])  # 5000: the pages' counts past shared memory
+@pytest.mark.parametrize("given", ["both", "no-guess", "no-gathered"])
+def test_gpu_sample_sizes_are_its_cpu_twins(n_pages, given):
+    cupy = pytest.importorskip("cupy")
+
+    from dgboost.kernels import cpu, cuda
+
+    drawn, gathered, likely, ends = _sizes_case(n_pages, n_pages)
+    gathered = None if given == "no-gathered" else gathered
+    likely = None if given == "no-guess" else likely
+    limits = (3, 28, 9_000, 500)
+    expected = cpu.sample_sizes(drawn, gathered, likely, ends, limits)
+    on_device = (None if a is None else cupy.asarray(a) for a in (drawn, gathered, likely, ends))
+    got = cuda.sample_sizes(*on_device, limits)
+    np.testing.assert_array_equal(cupy.asnumpy(got[0]), expected[0])
+    assert (got[1] is None) == (expected[1] is None)
+    if expected[1] is not None:
+        np.testing.assert_array_equal(cupy.asnumpy(got[1]), expected[1])
+
+
 def _sample_page_case(n_missed: int):
     """(gpair, drawn, guessed, missed, n_missed) of a sample page of 40 guessed rows and a room of 8."""
     rng = np.random.default_rng(n_missed)

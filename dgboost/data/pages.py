@@ -143,6 +143,10 @@ class PagedMatrix:
         """A few words for a progress bar: out of core, in how many pages, where."""
         return f"out of core: {self.n_pages} pages " + ("in pinned host memory" if self.pinned else "on disk")
 
+    def page_ends(self, xp):
+        """Each page's end row, an int64 array of ``xp``'s (on a GPU the current device's)."""
+        return _page_ends(xp, self.starts, None if xp is np else xp.cuda.Device().id)
+
     def fits(self, n_rows: int) -> bool:
         """Whether ``n_rows`` rows gathered into one page fit the device budget."""
         return n_rows * self.layout.bytes_per_row <= self.budget
@@ -257,10 +261,11 @@ class RowsAhead:
     its sample is on the device when it is drawn, but for the few rows the guess missed.
     ``take`` each page as the pass yields it, then ``sample`` the rows drawn.
 
-    Made from ``likely`` (a (n_rows,) bool mask) and ``bounds``, ``sizes(matrix, likely)``
-    read to the host, into ``page`` (a SamplePage of at least the rows guessed and ``room``,
-    the rows kept for those the guess will miss): nothing here reads the device, but to
-    gather the missed rows from pages on disk (on the host: ``compact``)."""
+    Made from ``likely`` (a (n_rows,) bool mask) and ``bounds``, the rows it takes through
+    each page's end read to the host (kernels.sample_sizes), into ``page`` (a SamplePage of at
+    least the rows guessed and ``room``, the rows kept for those the guess will miss): nothing
+    here reads the device, but to gather the missed rows from pages on disk (on the host:
+    ``compact``). The next tree's ``sample_sizes`` finds the rows it missed."""
 
     def __init__(self, matrix: PagedMatrix, likely, bounds, room: int, page: SamplePage):
         self.matrix = matrix
@@ -273,21 +278,6 @@ class RowsAhead:
             raise ValueError(f"{self.n_rows} rows guessed and a room of {room} exceed the page's {page.capacity}")
         self.page = page
         self._taken = set()
-
-    @staticmethod
-    def sizes(matrix: PagedMatrix, likely):
-        """What the host needs to know of ``likely`` (on its device): the rows it takes before
-        each page's first row, then in all."""
-        xp = get_xp(likely)
-        before = xp.cumsum(likely, dtype=np.int32 if likely.shape[0] < 2**31 else np.int64)
-        device = None if xp is np else xp.cuda.Device().id
-        return xp.concatenate([xp.zeros(1, np.int64), before[_last_rows(xp, matrix.starts, device)].astype(np.int64)])
-
-    def missed(self, drawn) -> tuple:
-        """The rows of ``drawn`` (a (n_rows,) bool mask) the guess missed: a mask and how many,
-        on the device (where more than ``room``, ``sample`` is wrong)."""
-        missed = drawn & ~self.likely
-        return missed, missed.sum(dtype=np.int64, keepdims=True)
 
     def take(self, index: int, page: EllpackMatrix) -> None:
         """Gather the rows of page ``index`` (the page as the pass yields it)."""
@@ -305,8 +295,9 @@ class RowsAhead:
     def sample(self, drawn, missed: tuple, gpair) -> EllpackMatrix:
         """Ready the page to grow a tree of the rows ``drawn`` (a (n_rows,) bool mask) from,
         reading nothing back (but for pages on disk): the rows gathered, then ``room`` rows
-        for those the guess missed (``missed``, as ``missed`` gives them: the first gathered
-        now from the pages, the others repeating the matrix's last row), ``gpair`` at its
+        for those the guess missed (``missed``: their mask and count, as kernels.sample_sizes
+        gives them; the first gathered now from the pages, the others repeating the matrix's
+        last row), ``gpair`` at its
         rows (zero for the rows not drawn and past them) and its rows drawn; returns its
         matrix. Where more rows were missed than the room holds, some drawn rows are not in
         it."""
@@ -319,10 +310,10 @@ class RowsAhead:
 
 
 @functools.lru_cache(maxsize=8)
-def _last_rows(xp, starts: tuple, device: int | None):
-    """Each page's last row (a paged matrix's ``starts``), on ``device`` (None: the host) once,
-    not each tree."""
-    return asarray(xp, np.asarray(starts[1:], dtype=np.int64) - 1)
+def _page_ends(xp, starts: tuple, device: int | None):
+    """Each page's end row (a paged matrix's ``starts`` after the first), on ``device`` (None:
+    the host) once, not each tree."""
+    return asarray(xp, np.asarray(starts[1:], dtype=np.int64))
 
 
 def _load(page) -> np.ndarray:

@@ -58,6 +58,7 @@ rows_drawn_first = _dispatch(cpu.rows_drawn_first)
 sample_keys = _dispatch(cpu.sample_keys)
 sample_magnitude_max = _dispatch(cpu.sample_magnitude_max)
 sample_rows = _dispatch(cpu.sample_rows)
+sample_sizes = _dispatch(cpu.sample_sizes)
 sibling_histograms = _dispatch(cpu.sibling_histograms)
 tree_record = _dispatch(cpu.tree_record)
 

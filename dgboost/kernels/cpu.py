@@ -993,6 +993,45 @@ def gather_page_rows(rows, pages, starts, out, base=0):
     return out
 
 
+def sample_sizes(drawn, gathered, likely, page_ends, limits):
+    """What a paged grower reads of a tree's sample before growing it (tree/grower.py
+    ``PagedGrower.grow``), in one array: how many rows were drawn, how many of them the
+    guess the last pass gathered misses, where the next guess's rows fall among the pages,
+    and how far each of the grower's limits is passed. The CUDA twin counts in one pass
+    over the rows and reads nothing back.
+
+    Parameters
+    ----------
+    drawn : array of shape (n,), bool: the tree's rows drawn                   # IN
+    gathered : array of shape (n,), bool, or None: the rows gathered ahead     # IN
+    likely : array of shape (n,), bool, or None: the next tree's guess         # IN
+    page_ends : array of shape (n_pages,), int64: each page's end row, ascending, the last n  # IN
+    limits : (room, per_row, budget, capacity), ints: the rows kept for the misses, a
+             row's bytes, the device budget, the sample page's rows
+
+    Returns
+    -------
+    sizes : array of shape (7 + n_pages,), int64: the rows drawn, the drawn rows
+            ``gathered`` misses, 0 and ``likely``'s rows through each page's end (none
+            without it), then how far each limit is passed (positive where it is): the
+            misses beyond the room, the drawn rows' bytes beyond the budget, and the next
+            guess's rows with their room (a 64th of them and 64 more: tree/grower.py
+            ``ahead_room``) in bytes beyond the budget and in rows beyond the capacity
+    missed : array of shape (n,), bool: the drawn rows ``gathered`` misses; None without it
+    """
+    n_drawn = int(np.count_nonzero(drawn))
+    missed = None if gathered is None else drawn & ~gathered
+    n_missed = 0 if missed is None else int(np.count_nonzero(missed))
+    through = np.zeros(len(page_ends), np.int64)
+    if likely is not None:  # a leading 0: an empty page's end reads its first row's count
+        through = np.concatenate([[0], np.cumsum(likely, dtype=np.int64)])[np.asarray(page_ends, np.int64)]
+    room, per_row, budget, capacity = (int(v) for v in limits)
+    guessed = int(through[-1]) if len(through) else 0
+    needed = guessed + guessed // 64 + 64
+    passed = [n_missed - room, n_drawn * per_row - budget, needed * per_row - budget, needed - capacity]
+    return np.array([n_drawn, n_missed, 0, *through.tolist(), *passed], np.int64), missed
+
+
 def fill_sample_page(gpair, drawn, guessed, missed, n_missed, pairs, page_drawn):
     """A sample page's pairs and drawn flags, out of core (data/pages.py ``RowsAhead.sample``):
     its first places the rows the guess took (``guessed``: their pairs, drawn or not), then

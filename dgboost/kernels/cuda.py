@@ -663,6 +663,29 @@ def gather_page_rows(rows, pages, starts, out, base=0):
     return out
 
 
+#: The most pages whose counts sample_counts keeps in a block's shared memory (32 KiB).
+_MOST_SHARED_PAGES = 4094
+
+
+def sample_sizes(drawn, gathered, likely, page_ends, limits):
+    import cupy
+
+    n, n_pages = int(drawn.shape[0]), int(page_ends.shape[0])
+    totals = cupy.zeros(2 + n_pages, dtype=np.uint64)
+    missed = None if gathered is None else cupy.empty(n, dtype=bool)
+    shared = n_pages <= _MOST_SHARED_PAGES
+    if n:
+        _kernel("pages.cu", "sample_counts")(
+            (min(_REDUCE_BLOCKS, _blocks(n)),), (_BLOCK,),
+            (cupy.ascontiguousarray(drawn, dtype=bool), _optional(gathered, bool), _optional(likely, bool),
+             np.int64(n), cupy.ascontiguousarray(page_ends, dtype=INDEX_DTYPE), np.int32(n_pages), np.int32(shared),
+             np.uintp(0) if missed is None else missed, totals),
+            shared_mem=(2 + n_pages if shared else 2) * 8)
+    sizes = cupy.empty(7 + n_pages, dtype=INDEX_DTYPE)
+    _kernel("pages.cu", "sample_sizes")((1,), (1,), (totals, np.int32(n_pages), *(np.int64(v) for v in limits), sizes))
+    return sizes, missed
+
+
 def fill_sample_page(gpair, drawn, guessed, missed, n_missed, pairs, page_drawn):
     import cupy
 

@@ -49,3 +49,72 @@ extern "C" __global__ void fill_sample_page(const float* __restrict__ gpair, con
         page_drawn[i] = taken;
     }
 }
+
+// What a paged grower reads of a tree's sample before its tree, first counted in `totals`
+// (zeroed before; twin: cpu.sample_sizes): the rows drawn, those of them `gathered` (may be
+// null) misses, each written to `missed`, then each page's rows that `likely` (may be null)
+// takes, pages ending at `page_ends` (ascending, the last n). A thread counts in registers,
+// adding its run of a page's likely rows when its rows pass into a later page; each block
+// adds its totals once. Page counts are the block's in shared memory where `shared_pages`,
+// else added to `totals` directly (too many pages for shared memory).
+extern "C" __global__ void sample_counts(const bool* __restrict__ drawn, const bool* __restrict__ gathered,
+                                         const bool* __restrict__ likely, const i64 n,
+                                         const i64* __restrict__ page_ends, const int n_pages,
+                                         const int shared_pages, bool* __restrict__ missed, u64* __restrict__ totals)
+{
+    extern __shared__ u64 block_totals[];  // drawn, missed, then each page's likely rows where shared
+    const int n_shared = shared_pages ? 2 + n_pages : 2;
+    for (int k = threadIdx.x; k < n_shared; k += blockDim.x) block_totals[k] = 0;
+    __syncthreads();
+    u64* page_totals = shared_pages ? block_totals + 2 : totals + 2;
+    u64 n_drawn = 0, n_missed = 0, run = 0;
+    int page = 0;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        const bool is_drawn = drawn[i];
+        n_drawn += is_drawn;
+        if (gathered != nullptr) {
+            const bool is_missed = is_drawn && !gathered[i];
+            missed[i] = is_missed;
+            n_missed += is_missed;
+        }
+        if (likely != nullptr && likely[i]) {
+            if (i >= page_ends[page]) {  // a thread's rows ascend: its page only moves on
+                if (run) atomicAdd(page_totals + page, run);
+                run = 0;
+                while (i >= page_ends[page]) ++page;
+            }
+            ++run;
+        }
+    }
+    if (run) atomicAdd(page_totals + page, run);
+    atomicAdd(block_totals, n_drawn);
+    atomicAdd(block_totals + 1, n_missed);
+    __syncthreads();
+    for (int k = threadIdx.x; k < n_shared; k += blockDim.x)
+        if (block_totals[k]) atomicAdd(totals + k, block_totals[k]);
+}
+
+// sizes = [drawn, missed, 0, likely's rows through each page's end, then how far each limit is
+// passed: missed - room, drawn * per_row - budget, needed * per_row - budget, needed - capacity,
+// where needed = the rows likely takes, a 64th of them and 64 more]. One thread.
+extern "C" __global__ void sample_sizes(const u64* __restrict__ totals, const int n_pages, const i64 room,
+                                        const i64 per_row, const i64 budget, const i64 capacity,
+                                        i64* __restrict__ sizes)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const i64 n_drawn = (i64)totals[0], n_missed = (i64)totals[1];
+    sizes[0] = n_drawn;
+    sizes[1] = n_missed;
+    sizes[2] = 0;
+    i64 through = 0;
+    for (int p = 0; p < n_pages; ++p) {
+        through += (i64)totals[2 + p];
+        sizes[3 + p] = through;
+    }
+    const i64 needed = through + through / 64 + 64;
+    i64* passed = sizes + 3 + n_pages;
+    passed[0] = n_missed - room;
+    passed[1] = n_drawn * per_row - budget;
+    passed[2] = needed * per_row - budget;
+    passed[3] = needed - capacity;
+}

@@ -41,7 +41,7 @@ from ..data.ellpack import EllpackMatrix
 from ..data.pages import PagedMatrix, RowsAhead, SamplePage
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
 from ..kernels import (CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, mask_indices,
-                       next_frontier, rows_drawn_first, tree_record)
+                       next_frontier, rows_drawn_first, sample_sizes, tree_record)
 from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
@@ -444,7 +444,7 @@ class PagedGrower:
         xp = get_xp(gpair)
         drawn = _as_mask(drawn, self.pages.n_rows)
         # What the host needs, read once: the sample's size, the rows the guess missed, the next
-        # guess's bounds, and how far this rank passes each limit (_passed). Ranks growing
+        # guess's bounds, and how far this rank passes each limit (kernels.sample_sizes). Ranks growing
         # together take every rank's largest (one all-reduce, so each decides as the others do)
         # and read after the tree from the page is queued, while the last pass still runs: where
         # the guess missed more rows than the room, on any rank, every rank grows the tree again.
@@ -452,23 +452,19 @@ class PagedGrower:
         # its peers do not).
         likely = None if self.sampler is None else self.sampler.likely(tree_index + 1)
         ahead = ahead if ahead is not None and ahead.complete else None
-        room = 0 if ahead is None else ahead.room
-        missed = (None, xp.zeros(1, np.int64)) if ahead is None else ahead.missed(drawn)
-        sizes = [drawn.sum(dtype=np.int64, keepdims=True), missed[1],
-                 xp.zeros(1, np.int64) if likely is None else RowsAhead.sizes(self.pages, likely)]
+        sizes, missed = sample_sizes(drawn, None if ahead is None else ahead.likely, likely,
+                                     self.pages.page_ends(xp), self._limits(0 if ahead is None else ahead.room))
         peers = self.together and grower.comm.world_size > 1
-        if peers:
-            sizes.append(grower.comm.allreduce(xp.concatenate(self._passed(*sizes[:2], sizes[2][-1:], room)), "max"))
-        read = start_read([xp.concatenate(sizes)])
+        read = start_read([sizes] + ([grower.comm.allreduce(sizes[-4:], "max")] if peers else []))
         late = ahead is not None and self.together  # the tree queued before the read
         if not late:
-            values, passed = self._read(read, room, peers)
+            values, passed = self._read(read)
         grown = None
         if ahead is not None and (late or passed[0] <= 0):
-            grown = self._grow_page(ahead.sample(drawn, missed, gpair), tree_index)
+            grown = self._grow_page(ahead.sample(drawn, (missed, sizes[1:2]), gpair), tree_index)
         del ahead, missed
         if late:
-            values, passed = self._read(read, room, peers)
+            values, passed = self._read(read)
         n_drawn, bounds = values[0], values[2:]
         streamed = False  # here or, growing together, on a peer: then nothing is gathered ahead
         if grown is None or passed[0] > 0:
@@ -492,24 +488,22 @@ class PagedGrower:
         self._ahead = upcoming
         return dataclasses.replace(grown, positions=positions)
 
-    def _passed(self, n_drawn, n_missed, guessed, room: int) -> list:
-        """How far this rank passes each limit, positive where it does (ints, or (1,) arrays on
-        its device): the rows missed beyond the ``room`` (the tree is grown again), the rows
-        drawn beyond the budget (the tree then streams the pages), and the next guess's
-        ``guessed`` rows and their room beyond the budget (nothing is gathered ahead) and
-        beyond the sample page (it is made again)."""
-        needed = guessed + ahead_room(guessed)
-        per_row, budget = self.pages.layout.bytes_per_row, self.pages.budget
+    def _limits(self, room: int) -> tuple:
+        """kernels.sample_sizes's limits: the ``room`` for the rows the guess missed (beyond it
+        the tree is grown again), the bytes of a row and the budget (a sample beyond it streams
+        the pages; a next guess beyond it is not gathered), the sample page's rows (a next guess
+        beyond them makes it again)."""
         capacity = 0 if self._page is None else self._page.capacity
-        return [n_missed - room, n_drawn * per_row - budget, needed * per_row - budget, needed - capacity]
+        return room, self.pages.layout.bytes_per_row, self.pages.budget, capacity
 
-    def _read(self, read, room: int, peers: bool) -> tuple[list, list]:
-        """``grow``'s read, collected: its sizes (the rows drawn, missed, then the next guess's
-        bounds), and the limits passed (every rank's largest, read, where ``peers``)."""
-        values = read.result()[0].tolist()
-        if peers:
-            return values[:-4], values[-4:]
-        return values, self._passed(values[0], values[1], values[-1], room)
+    @staticmethod
+    def _read(read) -> tuple[list, list]:
+        """``grow``'s read, collected: the sample's sizes (the rows drawn, missed, then the next
+        guess's bounds), and how far each limit is passed: every rank's largest where the
+        ranks grow together (an all-reduce read beside), else this rank's."""
+        host = read.result()
+        values = host[0].tolist()
+        return values[:-4], (host[1].tolist() if len(host) > 1 else values[-4:])
 
     def _grow_whole(self, gpair, tree_index: int, drawn, n_drawn: int) -> GrownTree:
         """The tree grown from the ``n_drawn`` rows ``drawn`` gathered now, or from the pages
