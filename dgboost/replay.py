@@ -38,8 +38,8 @@ Out of core, where rounds read pages and are not captured, two parts of them are
 a graph of its own (``RoundGraph.run``'s ``part``), where a paged grower's trees are grown
 from the rows gathered ahead (tree/grower.py ``PagedGrower``, ``why_not_trees``), on one
 GPU or on several whose ranks are all paged, and so decide together when a tree comes
-from the page: the sampler's draw of each tree (an output's, from its pairs copied where
-the graph reads them), and the tree grown from the page. The host's work between them
+from the page: the sampler's draw of each tree (every output's, from the tree's pairs
+copied where the graph reads them), and the tree grown from the page. The host's work between them
 (the sample's sizes read, the misses gathered, the pass over the pages) runs as calls.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
@@ -289,8 +289,9 @@ class RoundGraph:
             with stream, cupy.cuda.using_allocator(pool.malloc):
                 result = queue()
         else:
-            self._replay(part)
             result = state.captured
+            del state  # no frame of a refused launch may hold the graph: see _replay's docstring
+            self._replay(part)
         caller.wait_event(stream.record())
         return result
 

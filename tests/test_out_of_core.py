@@ -419,10 +419,10 @@ def test_gpu_gathers_a_sample_from_the_pinned_pages_as_its_cpu_twin():
 
 
 def _sizes_case(seed: int, n_pages: int):
-    """(drawn, gathered, likely, page_ends) over pages of unequal rows, some empty."""
+    """(drawn, gathered, likely, page_ends) over pages of unequal rows, some empty (not the first)."""
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 400, n_pages)
-    sizes[::3] = 0
+    sizes[1::3] = 0
     n = int(sizes.sum())
     drawn, gathered, likely = rng.random(n) < 0.3, rng.random(n) < 0.35, rng.random(n) < 0.33
     return drawn, gathered, likely, np.cumsum(sizes).astype(np.int64)
@@ -607,7 +607,7 @@ def test_gpu_pass_gathers_the_next_trees_likely_rows_and_mask_indices_twin(tmp_p
     in_core = dgboost.train(params, X, y, num_boost_round=8)
     for host_memory, graphs in (("pinned", True), ("disk", True), ("pinned", False)):
         seen, whole = _count_ahead(monkeypatch)
-        before = {part: replay.counts(part) for part in ("tree", "draw 0")}
+        before = {part: replay.counts(part) for part in ("tree", "draw")}
         with dask.config.set({"dgboost.host-page-bytes": 0 if host_memory == "disk" else None,
                               "dgboost.spill-directory": str(tmp_path / "spill"), "dgboost.cuda-graphs": graphs}):
             paged = dgboost.train({**params, "max_device_matrix_bytes": 300_000}, X, y, num_boost_round=8)
@@ -616,4 +616,18 @@ def test_gpu_pass_gathers_the_next_trees_likely_rows_and_mask_indices_twin(tmp_p
         # The trees grown from the page (from the second tree on) and the draws (from the first):
         # each part's first run as calls, its second captured and replayed, as is each after
         ran = {part: tuple(now - then for now, then in zip(replay.counts(part), was)) for part, was in before.items()}
-        assert ran == ({"tree": (1, 6), "draw 0": (1, 7)} if graphs else {"tree": (0, 0), "draw 0": (0, 0)})
+        assert ran == ({"tree": (1, 6), "draw": (1, 7)} if graphs else {"tree": (0, 0), "draw": (0, 0)})
+    # Three classes: every output's draws replay as one part, each output's guess of its next tree
+    # kept apart from the others' draws (a guess written over would miss more than the room, and
+    # the tree would be grown again whole)
+    y = (np.nan_to_num(X[:, 0]) > 0.5).astype(np.float32) + (np.nan_to_num(X[:, 3]) > 0)
+    params = {**params, "objective": "multi:softprob", "num_class": 3}
+    in_core = dgboost.train(params, X, y, num_boost_round=6)
+    seen, whole = _count_ahead(monkeypatch)
+    before = {part: replay.counts(part) for part in ("tree", "draw")}
+    paged = dgboost.train({**params, "max_device_matrix_bytes": 300_000}, X, y, num_boost_round=6)
+    assert _bytes(paged, tmp_path / "paged.json") == _bytes(in_core, tmp_path / "in_core.json")
+    assert len(seen) == 15 and len(whole) == 3  # each output's first tree has no guess
+    assert all(missed <= room for _, _, missed, room in seen)
+    ran = {part: tuple(now - then for now, then in zip(replay.counts(part), was)) for part, was in before.items()}
+    assert ran == {"tree": (1, 14), "draw": (1, 17)}

@@ -332,6 +332,38 @@ def test_a_closed_graph_is_gone_though_the_refused_launchs_traceback_lives(fake_
     assert graph() is None
 
 
+def test_a_graph_refused_through_run_is_gone_after_close(fake_cupy):
+    """As above, the launch refused where training meets it, in RoundGraph.run (a part of a
+    round out of core, here): no frame of the refused run may hold the part's graph."""
+    import weakref
+
+    from dgboost import replay
+    from dgboost.collective.base import CollectiveError
+
+    class Refusing:
+        """An NCCL communicator that launches until a peer dies, then refuses."""
+
+        rank, world_size, traffic = 0, 1, SimpleNamespace(calls=0, bytes_sent=0)
+        refuse = False
+
+        def launch(self, what, launch):
+            if self.refuse:
+                raise CollectiveError("rank 1 died")
+            launch(None)
+
+    comm = Refusing()
+    rounds = replay.RoundGraph(comm)
+    for _ in range(2):  # as calls, then captured and replayed
+        rounds.run(lambda: None, part="draw")
+    graph = weakref.ref(rounds._parts["draw"].graph)
+    comm.refuse = True
+    with pytest.raises(CollectiveError) as refused:
+        rounds.run(lambda: None, part="draw")
+    rounds.close(failed=True)
+    assert refused.value.__traceback__.tb_next is not None
+    assert graph() is None
+
+
 @pytest.mark.parametrize("metric", ["auc", "aucpr"])
 def test_auc_asks_the_host_for_the_ranks_rows_in_its_first_round_only(metric):
     """A captured round replays its device collectives and none of the host's messages, so a

@@ -81,7 +81,7 @@ class RowSampler:
         self.remembers = False  # whether gradient-based draws keep a guess of the output's next tree for ``likely``
         self._guessed = {}  # output: (the tree guessed, its guess: a (n_rows,) bool mask), where remembered
         self.graph = None  # a replay.RoundGraph the draws run through (out of core: training._replayed)
-        self._graph_pairs = {}  # output: (n_rows, 2) float32, where the graph's draws of it read their pairs
+        self._graph_pairs = None  # (n_rows, 2) float32, where the graph's draws read their pairs
         # Gradient-based keys stay below 2**31 / room (room a power of two, at least 1 / subsample
         # down to 2**-30), so that the threshold mu, up to the largest key / subsample where the
         # magnitudes are alike (logistic loss's first rounds), is found below 2**31. The keys keep
@@ -99,9 +99,9 @@ class RowSampler:
         """``(gpair, drawn)`` for the tree ``tree_index`` (round * n_outputs + output):
         ``gpair`` (n_rows, 2) float32 as the tree sees it; ``drawn`` the rows drawn, a
         (n_rows,) bool mask, or None for every row. Through ``graph`` (a replay.RoundGraph,
-        out of core), each output's draws run as a part of their own, from its pairs copied
-        where the graph reads them; what they return is then written again by the output's
-        next draw."""
+        out of core), every draw runs as one part of it, from the tree's pairs copied where the
+        graph reads them; what it returns is then written again by the next draw (each output's
+        guess of its next tree is copied apart where there are several)."""
         if not self.active or (self.method == "goss" and tree_index // self.n_outputs < self.warm_up_rounds):
             return gpair, None
         xp = get_xp(gpair)
@@ -111,11 +111,16 @@ class RowSampler:
         if self.graph is None:
             pairs, drawn, guess = self._drawn(gpair, xp, tree_index)
         else:
-            if output not in self._graph_pairs:
-                self._graph_pairs[output] = xp.empty_like(gpair)
-            fixed = self._graph_pairs[output]
+            if self._graph_pairs is None:
+                self._graph_pairs = xp.empty(gpair.shape, gpair.dtype)
+            fixed = self._graph_pairs
             fixed[...] = gpair
-            pairs, drawn, guess = self.graph.run(lambda: self._drawn(fixed, xp, tree_index), part=f"draw {output}")
+            pairs, drawn, guess = self.graph.run(lambda: self._drawn(fixed, xp, tree_index), part="draw")
+            if guess is not None and self.n_outputs > 1:  # the next output's draw writes over it
+                kept = self._guessed.get(output, (None, None))[1]
+                kept = xp.empty_like(guess) if kept is None else kept
+                kept[...] = guess
+                guess = kept
         if guess is not None:
             self._guessed[output] = tree_index + self.n_outputs, guess
         return pairs, drawn
