@@ -297,10 +297,9 @@ class RowsAhead:
         reading nothing back (but for pages on disk): the rows gathered, then ``room`` rows
         for those the guess missed (``missed``: their mask and count, as kernels.sample_sizes
         gives them; the first gathered now from the pages, the others repeating the matrix's
-        last row), ``gpair`` at its
-        rows (zero for the rows not drawn and past them) and its rows drawn; returns its
-        matrix. Where more rows were missed than the room holds, some drawn rows are not in
-        it."""
+        last row), ``gpair`` at its rows (zero for the rows not drawn and past them) and its
+        rows drawn (kernels.fill_sample_page); returns its matrix. Where more rows were missed
+        than the room holds, some drawn rows are not in it."""
         page, n, end = self.page, self.n_rows, self.n_rows + self.room
         missed, n_missed = missed
         rows = mask_indices(missed, self.room, fill=self.matrix.n_rows - 1)
