@@ -14,9 +14,9 @@ What capture needs, and how it is met here:
   may be handed them. Rounds run on a stream and a cupy memory pool of their own
   (``_Lane``, one a device, held by one job at a time; a pool for each part of a
   round captured apart); the first round warms the pool, so capture reuses its
-  blocks, and after capture nothing else allocates from it. The default pool's unused blocks are given back first, so the job's
-  peak memory is what it was. The lane outlives jobs: a kernel's cached constants made in a round
-  stay valid.
+  blocks, and after capture nothing else allocates from it. The default pool's
+  unused blocks are given back first, so the job's peak memory is what it was. The
+  lane outlives jobs: a kernel's cached constants made in a round stay valid.
 - Fixed inputs. Kernel arguments are baked in. Row sampling keys its draws by the
   tree's index held on the device, which each draw advances (``RowSampler``), so a
   sampled round replays too. Rounds that differ otherwise (GOSS's first rounds,
@@ -39,8 +39,9 @@ a graph of its own (``RoundGraph.run``'s ``part``), where a paged grower's trees
 from the rows gathered ahead (tree/grower.py ``PagedGrower``, ``why_not_trees``), on one
 GPU or on several whose ranks are all paged, and so decide together when a tree comes
 from the page: the sampler's draw of each tree (every output's, from the tree's pairs
-copied where the graph reads them), and the tree grown from the page. The host's work between them
-(the sample's sizes read, the misses gathered, the pass over the pages) runs as calls.
+copied where the graph reads them), and the tree grown from the page. The host's work
+between them (the sample's sizes read, the misses gathered, the pass over the pages)
+runs as calls.
 
 A capture that fails (a synchronisation or host copy nobody expected) is dropped
 before anything ran, and the job goes on uncaptured. The ranks of a job run their

@@ -11,8 +11,8 @@ import functools
 
 from ..backend import is_cupy_array
 from . import cpu
-from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, CategorySplits, Regularisation, node_gains, node_weights,
-                  unpack)
+from .cpu import (MIN_SPLIT_GAIN, RECORD_COLUMNS, SPLIT_TABLE_COLUMNS, CategorySplits, Regularisation, ahead_room,
+                  node_gains, node_weights, unpack)
 
 
 def _dispatch(reference):
@@ -69,6 +69,7 @@ __all__ = [
     "SPLIT_TABLE_COLUMNS",
     "Regularisation",
     "add_leaf_values",
+    "ahead_room",
     "bucket_counts",
     "child_bounds",
     "choose_bucket",
@@ -76,6 +77,7 @@ __all__ = [
     "build_sparse_histograms",
     "evaluate_level_split",
     "evaluate_splits",
+    "fill_sample_page",
     "first_infinite",
     "gather_page_rows",
     "gradient_bounds",
@@ -100,6 +102,7 @@ __all__ = [
     "sample_keys",
     "sample_magnitude_max",
     "sample_rows",
+    "sample_sizes",
     "sibling_histograms",
     "tree_record",
     "unpack",

@@ -993,6 +993,13 @@ def gather_page_rows(rows, pages, starts, out, base=0):
     return out
 
 
+def ahead_room(guessed):
+    """Room for the rows a guess of ``guessed`` rows will miss (data/pages.py RowsAhead): a 64th
+    of them and 64 more (an int, or an array of ints). Misses beyond it grow the tree again
+    from the whole sample (tree/grower.py PagedGrower); sample_sizes's twins count with it."""
+    return guessed // 64 + 64
+
+
 def sample_sizes(drawn, gathered, likely, page_ends, limits):
     """What a paged grower reads of a tree's sample before growing it (tree/grower.py
     ``PagedGrower.grow``), in one array: how many rows were drawn, how many of them the
@@ -1015,8 +1022,8 @@ def sample_sizes(drawn, gathered, likely, page_ends, limits):
             ``gathered`` misses, 0 and ``likely``'s rows through each page's end (none
             without it), then how far each limit is passed (positive where it is): the
             misses beyond the room, the drawn rows' bytes beyond the budget, and the next
-            guess's rows with their room (a 64th of them and 64 more: tree/grower.py
-            ``ahead_room``) in bytes beyond the budget and in rows beyond the capacity
+            guess's rows with their room (``ahead_room``) in bytes beyond the budget and in
+            rows beyond the capacity
     missed : array of shape (n,), bool: the drawn rows ``gathered`` misses; None without it
     """
     n_drawn = int(np.count_nonzero(drawn))
@@ -1027,7 +1034,7 @@ def sample_sizes(drawn, gathered, likely, page_ends, limits):
         through = np.concatenate([[0], np.cumsum(likely, dtype=np.int64)])[np.asarray(page_ends, np.int64)]
     room, per_row, budget, capacity = (int(v) for v in limits)
     guessed = int(through[-1]) if len(through) else 0
-    needed = guessed + guessed // 64 + 64
+    needed = guessed + ahead_room(guessed)
     passed = [n_missed - room, n_drawn * per_row - budget, needed * per_row - budget, needed - capacity]
     return np.array([n_drawn, n_missed, 0, *through.tolist(), *passed], np.int64), missed
 

@@ -34,6 +34,7 @@ import types
 
 import numpy as np
 
+from .. import _hashing
 from .drivers import Driver
 
 #: ``range`` where this module runs as plain Python; numba.prange once compiled.
@@ -984,9 +985,8 @@ MVS, GOSS, UNIFORM = 0, 1, 2
 MVS_LAMBDA = 0.1
 
 #: _hashing.uniform's splitmix64 constants, as the unsigned words the loops wrap in.
-_HASH_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_HASH_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_HASH_MIX2 = np.uint64(0x94D049BB133111EB)
+_HASH_GOLDEN, _HASH_MIX1, _HASH_MIX2 = (np.uint64(word) for word in (_hashing._GOLDEN, _hashing._MIX1,
+                                                                   _hashing._MIX2))
 
 
 @compiled

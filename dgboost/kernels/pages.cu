@@ -96,7 +96,7 @@ extern "C" __global__ void sample_counts(const bool* __restrict__ drawn, const b
 
 // sizes = [drawn, missed, 0, likely's rows through each page's end, then how far each limit is
 // passed: missed - room, drawn * per_row - budget, needed * per_row - budget, needed - capacity,
-// where needed = the rows likely takes, a 64th of them and 64 more]. One thread.
+// where needed = the rows likely takes, a 64th of them and 64 more: cpu.ahead_room]. One thread.
 extern "C" __global__ void sample_sizes(const u64* __restrict__ totals, const int n_pages, const i64 room,
                                         const i64 per_row, const i64 budget, const i64 capacity,
                                         i64* __restrict__ sizes)

@@ -40,8 +40,8 @@ from ..backend import asarray, get_xp, join, start_read
 from ..data.ellpack import EllpackMatrix
 from ..data.pages import PagedMatrix, RowsAhead, SamplePage
 from ..fixed_point import HISTOGRAM_HEADROOM_BITS, power_of_two_scale
-from ..kernels import (CategorySplits, Regularisation, child_bounds, gradient_bounds, gradient_sums, mask_indices,
-                       next_frontier, rows_drawn_first, sample_sizes, tree_record)
+from ..kernels import (CategorySplits, Regularisation, ahead_room, child_bounds, gradient_bounds, gradient_sums,
+                       mask_indices, next_frontier, rows_drawn_first, sample_sizes, tree_record)
 from ..params import TrainParams
 from . import histogram, partition
 from .constraints import FeatureRules, Paths
@@ -559,10 +559,3 @@ def _as_mask(drawn, n_rows: int):
     mask = get_xp(drawn).zeros(n_rows, dtype=bool)
     mask[drawn] = True
     return mask
-
-
-def ahead_room(guessed):
-    """Room for the rows a guess of ``guessed`` rows will miss (RowsAhead): a 64th of them and
-    64 more (an int, or an array of ints). Misses beyond it grow the tree again from the whole
-    sample."""
-    return guessed // 64 + 64
