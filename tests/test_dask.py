@@ -173,6 +173,93 @@ def test_csr_chunks_train_the_model_of_the_dense_array(client, data, chunking, t
     np.testing.assert_array_equal(dgboost.dask.predict(client, got, dX).compute(), expected.predict(X))
 
 
+def _bundle_transfers(dask_worker) -> list:
+    """The keys of the job's partitions (bundles, slices of them) this worker fetched through Dask."""
+    return [str(key) for transfer in dask_worker.transfer_incoming_log for key in transfer["keys"]
+            if "make_bundle" in str(key) or "slice_bundle" in str(key)]
+
+
+@pytest.mark.parametrize("chunking", ["one-chunk", "uneven"])
+@pytest.mark.parametrize("rows", ["dense", "csr", "ranking"])
+def test_rows_a_worker_holds_for_others_go_rank_to_rank(client3, data, rows, chunking, tmp_path, caplog):
+    """The rows a rank trains on that another job worker holds come from that worker's rank
+    over the job's communicator once both have started (_shards.move_pieces: between GPUs over
+    NCCL), not as Dask's transfers of the partitions or their slices; dense, CSR, and shares cut
+    at query boundaries, whole partitions and slices of them. The model is one process's."""
+    X, y, weight = data
+    params = {"objective": "binary:logistic", "max_depth": 4, "eval_metric": "logloss"}
+    extra, local_extra = {"sample_weight": weight}, {"sample_weight": weight}
+    if rows == "ranking":
+        X, y, qid = _ranking_data()
+        params, extra, local_extra = {"objective": "rank:ndcg", "max_depth": 4}, {"qid": qid}, {"qid": qid}
+    local = dgboost.train(params, X, y, num_boost_round=4, **local_extra)
+    chunks = CHUNKINGS[chunking]
+    dX = _sparse_chunks(X, chunks) if rows == "csr" else da.from_array(X, chunks=(chunks, X.shape[1]))
+    given = {k: da.from_array(v, chunks=(chunks,)) for k, v in extra.items()}
+    client3.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        model = dgboost.dask.train(client3, dict(params, verbosity=2), dX, da.from_array(y, chunks=(chunks,)),
+                                   num_boost_round=4, **given)
+    assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
+    moved = int(re.search(r"\((\d+) rows moved\)", caplog.text).group(1))
+    assert moved > 0  # one partition of three workers, or the big one of three: cut and shared
+    assert client3.run(_bundle_transfers) == {w: [] for w in client3.scheduler_info()["workers"]}
+    assert "rows moved in" in caplog.text  # rank 0 sends or receives: every rank does here
+    # counted apart from the collectives' traffic a round: at least the X rows moved, 4 bytes a value
+    mib = float(re.search(r"before them, ([\d.]+) MiB of rows rank to rank", caplog.text).group(1))
+    assert mib * 2**20 >= moved * (4 if rows != "csr" else 0) * X.shape[1] * 0.99 and mib > 0
+
+
+def _exchanges(job, rank, addresses):
+    from dgboost.collective.host import DaskCommunicator
+
+    comm = DaskCommunicator(job, rank, addresses, 30.0)
+    try:
+        grid = np.arange(6, dtype=np.float32).reshape(2, 3)
+        sends = {0: [(2, grid), (2, np.array([-2**40], dtype=np.int64))],
+                 1: [],
+                 2: [(0, np.array([True, False])), (1, np.zeros((0, 3)))]}[rank]
+        receives = {0: [(2, (2,), np.bool_, np)],
+                    1: [(2, (0, 3), np.float64, np)],
+                    2: [(0, (2, 3), np.float32, np), (0, (1,), np.int64, np)]}[rank]
+        first = comm.exchange(sends, receives)
+        total = comm.allreduce(np.array([rank]))  # the collectives' numbering goes on unaware
+        again = comm.exchange([(0, grid * rank)] if rank == 2 else [],
+                              [(2, (2, 3), np.float32, np)] if rank == 0 else [])
+        return [a.tolist() for a in first], [a.dtype.str for a in first], total.tolist(), \
+            [a.tolist() for a in again], (comm.traffic.calls, comm.traffic.bytes_sent)
+    finally:
+        comm.close()
+
+
+def test_host_communicator_exchanges_point_to_point(client3):
+    """``exchange`` sends arrays between the ranks named alone, in order, dtype and shape kept,
+    numbered by pair so that a rank left out of it (rank 1 sends nothing) goes on in step with
+    the collectives."""
+    from dgboost.collective.host import CollectivePlugin
+
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])
+    futures = [client3.submit(_exchanges, "exchange-job", rank, workers, workers=[w], pure=False)
+               for rank, w in enumerate(workers)]
+    (first0, dtypes0, total0, again0, traffic0), (first1, dtypes1, _, again1, traffic1), \
+        (first2, dtypes2, _, again2, traffic2) = client3.gather(futures)
+    assert first0 == [[True, False]] and dtypes0 == ["|b1"] and again0 == [[[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]]
+    assert first1 == [[]] and dtypes1 == ["<f8"] and again1 == []
+    assert first2 == [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [-2**40]] and dtypes2 == ["<f4", "<i8"]
+    assert total0 == [3]
+    # the two exchanges and the all-reduce (an 8-byte number to each peer): a call each
+    assert (traffic0, traffic1, traffic2) == ((3, 24 + 8 + 16), (3, 16), (3, 2 + 0 + 16 + 24))
+
+
+def test_an_exchange_refuses_a_peer_that_is_no_other_rank():
+    from dgboost.collective.local import LocalCommunicator
+
+    with pytest.raises(ValueError, match="no peer"):
+        LocalCommunicator().exchange([(0, np.zeros(1))], [])
+    assert LocalCommunicator().exchange([], []) == []
+
+
 def test_speculative_lossguide_on_workers_whose_leaves_are_empty(client3, tmp_path, monkeypatch):
     """Lossguide one leaf a step, 16 nodes split ahead a step on every worker (the default),
     rows sorted by a feature so that many nodes hold no row of some worker: the model of one
@@ -654,7 +741,9 @@ def test_the_client_logs_the_collectives_the_same_each_time(client3, data, caplo
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="dgboost"):
             dgboost.dask.train(client3, {"max_depth": 3, "verbosity": 2}, dX, dy, num_boost_round=4)
-        lines += [r.getMessage() for r in caplog.records if "the collectives:" in r.getMessage()]
+        # the rows moved rank to rank before the rounds (if any) are told apart, after them
+        lines += [r.getMessage().split("; before them")[0] for r in caplog.records
+                  if "the collectives:" in r.getMessage()]
     assert len(lines) == 2 and lines[0] == lines[1], lines
     calls, mib, all_kib, rank_0_kib = re.search(
         r"(\d+) calls; the ranks sent ([\d.]+) MiB, ([\d.]+) KiB a round \(rank 0 ([\d.]+) KiB\)", lines[0]).groups()

@@ -421,6 +421,78 @@ def test_nccl_reduce_sums_on_its_root_alone(cuda_client):
         assert traffic == (2, (40 if rank != n - 1 else 0) + int(2 * (n - 1) / n * 40))
 
 
+def _nccl_exchange(job, rank, addresses):
+    import cupy
+
+    from dgboost.collective.host import DaskCommunicator
+    from dgboost.collective.nccl import NcclCommunicator
+
+    comm = NcclCommunicator(DaskCommunicator(job, rank, addresses, 60.0), 60.0, keep=False)
+    try:
+        n = comm.world_size
+        right, left = (rank + 1) % n, (rank - 1) % n
+        # Every rank sends its right neighbour device rows (float32, bool, an empty block) and a
+        # host array, all at once: with two ranks each sends to the other (one group, no wait).
+        rows = cupy.arange(12, dtype=cupy.float32).reshape(4, 3) + 100 * rank
+        sends = [(right, rows), (right, rows[:, 0] > 101), (right, np.array([rank, -2**40])),
+                 (right, cupy.zeros((0, 3), dtype=cupy.float64))]
+        receives = [(left, (4, 3), np.float32, cupy), (left, (4,), np.bool_, cupy), (left, (2,), np.int64, np),
+                    (left, (0, 3), np.float64, cupy)]
+        got = comm.exchange(sends, receives)
+        total = comm.allreduce(cupy.ones(1, dtype=cupy.int64))  # the collectives go on in step
+        return ([cupy.asnumpy(a).tolist() if isinstance(a, cupy.ndarray) else a.tolist() for a in got],
+                [isinstance(a, cupy.ndarray) for a in got], int(total[0]))
+    finally:
+        comm.close()
+
+
+def test_nccl_exchange_moves_device_rows_between_ranks(cuda_client):
+    """``NcclCommunicator.exchange``: device arrays by NCCL's send and receive in one group (any
+    dtype, as bytes; each rank sending while it receives), host arrays by the host comms."""
+    from dgboost.collective.host import CollectivePlugin
+
+    workers = sorted(cuda_client.scheduler_info()["workers"])
+    n = len(workers)
+    if n < 2:
+        pytest.skip("one GPU: a one-rank job needs no NCCL")
+    cuda_client.register_plugin(CollectivePlugin())
+    futures = [cuda_client.submit(_nccl_exchange, "nccl-exchange-job", rank, workers, workers=[w], pure=False)
+               for rank, w in enumerate(workers)]
+    for rank, (got, on_device, total) in enumerate(cuda_client.gather(futures)):
+        left = (rank - 1) % n
+        expected = np.arange(12, dtype=np.float32).reshape(4, 3) + 100 * left
+        assert got == [expected.tolist(), (expected[:, 0] > 101).tolist(), [left, -2**40], []]
+        assert on_device == [True, True, False, True] and total == n
+
+
+def _bundle_transfers(dask_worker) -> list:
+    return [str(key) for transfer in dask_worker.transfer_incoming_log for key in transfer["keys"]
+            if "make_bundle" in str(key) or "slice_bundle" in str(key)]
+
+
+@pytest.mark.parametrize("chunks_on", ["cupy", "numpy"])
+def test_rows_one_gpu_worker_holds_reach_the_others_over_nccl(cuda_client, data, chunks_on, tmp_path, caplog):
+    """One partition, held by one worker: the other ranks' shares of it come from its rank over
+    NCCL (device chunks) or the host comms (host chunks), no Dask transfer of the partition or
+    a slice of it; the model is one GPU's, byte for byte."""
+    import cupy
+
+    X, y, weight = data
+    n = len(cuda_client.scheduler_info()["workers"])
+    params = {"objective": "binary:logistic", "max_depth": 5, "device": "cuda", "verbosity": 2}
+    expected = dgboost.train(params, cupy.asarray(X), cupy.asarray(y), num_boost_round=4,
+                             sample_weight=cupy.asarray(weight))
+    move = cupy.asarray if chunks_on == "cupy" else (lambda a: a)
+    dX, dy, dw = (da.from_array(a, chunks=(N_ROWS,) + a.shape[1:]).map_blocks(move) for a in (X, y, weight))
+    cuda_client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=4, sample_weight=dw)
+    assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
+    assert all(keys == [] for keys in cuda_client.run(_bundle_transfers).values())
+    if n > 1:
+        assert "rows moved in" in caplog.text
+
+
 def test_gpu_jobs_queue_and_a_cancel_frees_the_gpus_for_the_next(cuda_client, data, tmp_path):
     """The job service on GPU workers: a second and a third job wait their turn while the first
     runs; the first, cancelled mid-training (its NCCL ranks aborted), ends within seconds; the

@@ -80,6 +80,14 @@ class Communicator(Protocol):
         rank's first dimension, where the caller knows them (a device gather then asks the
         host nothing, so a round replayed from a CUDA graph sends no host message)."""
 
+    def exchange(self, sends: list, receives: list) -> list:
+        """Point to point, unlike the rest: only the ranks named take part. Sends each ``(peer,
+        array)`` of ``sends`` and returns, in order, the array of each ``(peer, shape, dtype,
+        xp)`` of ``receives`` (xp, numpy or cupy: the sent array's module, where it arrives).
+        Between two ranks the arrays match in the order each side lists them, and the
+        receiver names each one's shape, dtype and module as the sender holds it. It moves
+        rows between ranks before training (dgboost.dask's shares)."""
+
     def abort(self, reason: str) -> None:
         """Tear the group down so that no rank waits forever on a failed peer."""
 

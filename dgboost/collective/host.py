@@ -158,6 +158,8 @@ class DaskCommunicator:
         self._worker = worker
         self._mailbox: CollectivePlugin = worker.plugins[PLUGIN_NAME]
         self._calls = 0
+        self._sent_to: collections.Counter = collections.Counter()  # point-to-point messages by peer
+        self._taken_from: collections.Counter = collections.Counter()
         self.traffic = Traffic()
 
     @property
@@ -213,6 +215,55 @@ class DaskCommunicator:
         parts = self._exchange(array, "allgather", senders=range(self.world_size), receivers=None)
         xp = get_xp(array)
         return [array if rank == self.rank else asarray(xp, part) for rank, part in enumerate(parts)]
+
+    def exchange(self, sends: list, receives: list) -> list:
+        """Point to point (``Communicator.exchange``): one message to each peer sent to, holding
+        its arrays in order, and one from each peer received from. These messages are numbered
+        by pair (negative numbers: the collectives' are not), so the ranks not named go on
+        unaware. One collective in the traffic count."""
+        reason = self._mailbox.aborted(self.job)
+        if reason is not None:
+            raise CollectiveError(reason)
+        outgoing: dict[int, list] = {}
+        for peer, array in sends:
+            outgoing.setdefault(self._peer(peer), []).append(to_numpy(array))
+        calls = {}
+        for peer in outgoing:
+            calls[peer] = -1 - self._sent_to[peer]
+            self._sent_to[peer] += 1
+        self.traffic.add(sum(a.nbytes for arrays in outgoing.values() for a in arrays))
+        if outgoing:
+            self._send(outgoing, calls, "exchange")
+        deadline = time.monotonic() + self.timeout
+        incoming: dict[int, collections.deque] = {}
+        receives = [(self._peer(peer), *rest) for peer, *rest in receives]
+        for peer, *_ in receives:
+            if peer in incoming:
+                continue
+            call = -1 - self._taken_from[peer]
+            self._taken_from[peer] += 1
+            arrays = self._mailbox.take(self.job, call, peer, deadline)
+            if arrays is _TIMED_OUT:
+                self._timed_out(peer, f"exchange #{-call}")
+            incoming[peer] = collections.deque(arrays)
+        out = []
+        for peer, shape, dtype, xp in receives:
+            if not incoming[peer]:
+                raise RuntimeError(f"rank {self.rank}: rank {peer} sent fewer arrays than it was asked for")
+            array = incoming[peer].popleft()
+            if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
+                raise RuntimeError(f"rank {self.rank}: rank {peer} sent a {array.dtype} array of shape "
+                                   f"{array.shape} where {np.dtype(dtype)} {tuple(shape)} was asked for")
+            if xp is np and not array.flags.writeable:  # rows to keep: not a view of the message's frame
+                array = array.copy()
+            out.append(asarray(xp, array))
+        return out
+
+    def _peer(self, peer: int) -> int:
+        if not 0 <= peer < self.world_size or peer == self.rank:
+            raise ValueError(f"peer={peer} is not another rank of this {self.world_size}-rank job "
+                             f"(this is rank {self.rank})")
+        return int(peer)
 
     def abort(self, reason: str) -> None:
         """Tell every rank (this one included) to stop waiting; best effort towards dead peers."""
@@ -282,23 +333,29 @@ class DaskCommunicator:
                 continue
             part = self._mailbox.take(self.job, call, source, deadline)
             if part is _TIMED_OUT:
-                message = (f"rank {self.rank} ({self.addresses[self.rank]}) waited {self.timeout:g} s for "
-                           f"rank {source} ({self.addresses[source]}) in {what} #{call} of dgboost job "
-                           f"{self.job}; that worker died, hung or fell behind (raise the timeout with "
-                           "dask.config.set({'dgboost.timeout': ...}) if it is only slow)")
-                self.abort(message)
-                raise CollectiveError(message)
+                self._timed_out(source, f"{what} #{call}")
             parts.append(part)
         return parts
 
-    def _send(self, sent: dict, call: int, what: str) -> None:
-        """Each target rank its array (``sent``: {target: numpy array})."""
+    def _timed_out(self, source: int, what: str):
+        message = (f"rank {self.rank} ({self.addresses[self.rank]}) waited {self.timeout:g} s for "
+                   f"rank {source} ({self.addresses[source]}) in {what} of dgboost job "
+                   f"{self.job}; that worker died, hung or fell behind (raise the timeout with "
+                   "dask.config.set({'dgboost.timeout': ...}) if it is only slow)")
+        self.abort(message)
+        raise CollectiveError(message)
+
+    def _send(self, sent: dict, call, what: str) -> None:
+        """Each target rank its array (``sent``: {target: numpy array}, or a list of them), as
+        message number ``call`` (or ``call[target]``)."""
         payloads = {target: to_serialize(part) for target, part in sent.items()}
         targets = list(sent)
+        number = call if isinstance(call, dict) else dict.fromkeys(targets, call)
 
         async def send_all():
             await asyncio.gather(*(self._worker.rpc(self.addresses[target]).dgboost_collective_deliver(
-                job=self.job, call=call, source=self.rank, data=payload) for target, payload in payloads.items()))
+                job=self.job, call=number[target], source=self.rank, data=payload)
+                for target, payload in payloads.items()))
 
         try:
             self._run(send_all(), self.timeout)
@@ -306,7 +363,8 @@ class DaskCommunicator:
             raise
         except Exception as error:  # an unreachable peer
             peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
-            message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {what} #{call} of "
+            numbered = what if isinstance(call, dict) else f"{what} #{call}"
+            message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {numbered} of "
                        f"dgboost job {self.job} to {peers}: {type(error).__name__}: {error}")
             self.abort(message)
             raise PeerUnreachable(message) from error

@@ -193,6 +193,41 @@ class NcclCommunicator:
             block.data.ptr, out.data.ptr, block.size, self._type(block), stream.ptr))
         return [out[rank, :n] for rank, n in enumerate(rows)]
 
+    def exchange(self, sends: list, receives: list) -> list:
+        """Device arrays as one group of ncclSend and ncclRecv calls (their bytes: any dtype),
+        host arrays through the host communicator."""
+        on_host = [(peer, array) for peer, array in sends if isinstance(array, np.ndarray)]
+        from_host = iter(self.host.exchange(on_host, [r for r in receives if r[3] is np])
+                         if on_host or any(r[3] is np for r in receives) else ())
+        cupy = self._cupy
+        sent = [(peer, cupy.ascontiguousarray(array)) for peer, array in sends if not isinstance(array, np.ndarray)]
+        out = [next(from_host) if xp is np else cupy.zeros(tuple(shape), dtype=dtype)  # an abort leaves zeros
+               for peer, shape, dtype, xp in receives]
+        got = [(peer, array) for (peer, _, _, xp), array in zip(receives, out) if xp is not np]
+        for peer, _ in sent + got:
+            if not 0 <= peer < self.world_size or peer == self.rank:
+                raise ValueError(f"peer={peer} is not another rank of this {self.world_size}-rank job "
+                                 f"(this is rank {self.rank})")
+        if not sent and not got:
+            return out
+        self.traffic.add(sum(array.nbytes for _, array in sent))
+        nccl, uint8 = self._nccl, self._nccl.NCCL_UINT8
+
+        def call(stream):
+            nccl.groupStart()  # every send and receive at once: two ranks may send each other rows
+            try:
+                for peer, array in sent:
+                    if array.nbytes:
+                        self._comm.send(array.data.ptr, array.nbytes, uint8, peer, stream.ptr)
+                for peer, array in got:
+                    if array.nbytes:
+                        self._comm.recv(array.data.ptr, array.nbytes, uint8, peer, stream.ptr)
+            finally:
+                nccl.groupEnd()
+
+        self._enqueue("exchange", call)
+        return out
+
     def abort(self, reason: str) -> None:
         self.host.abort(reason)
         self._fail(reason)

@@ -14,7 +14,8 @@ thread of the client, ``_service.TrainingJob``):
 2. one future per row partition (X, y, weight, margin together), its length,
    and the worker that holds it (``_placing``);
 3. near-equal shares (``_shards.plan_shards``): rows stay where they are up to
-   a worker's share, the rest are cut and moved; the log says before and after;
+   a worker's share, the rest move, from rank to rank once the ranks start
+   (``_shards.move_pieces``: GPU to GPU over NCCL); the log says before and after;
 4. the job's turn on its workers (the cluster's job table, ``_registry``), then one
    long task per worker, pinned to it, keyed ``dgboost-train-...`` (``_attempts``);
 5. the client watches: a task's error, or a worker leaving the cluster, stops

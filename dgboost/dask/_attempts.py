@@ -17,6 +17,7 @@ from ._placing import _CANCELLED, _TIMEOUTS, _alive, _Futures, _Rows, _share_eva
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
 from ._streamed import Packing
+from ._shards import Incoming
 
 logger = logging.getLogger("dgboost")
 
@@ -80,7 +81,8 @@ class _Attempts:
         with _Futures(self.client) as futures:
             self.owner._hold(futures)
             packing = Packing(job.options.init_model)  # a streamed job's, for its rows and eval sets alike
-            job_workers, shards, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout, packing)
+            job_workers, shards, sends, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout,
+                                                                  packing)
             evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, packing)
             job = dataclasses.replace(job, addresses=tuple(job_workers))
             # The pieces are cut (or packed) in the job's turn, where its workers' threads are its
@@ -98,14 +100,14 @@ class _Attempts:
                 self.last_workers = len(job_workers)
                 self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
                 self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
-                return _run_job(self.client, job, shards, runs, evals_of, futures, self.owner)
+                return _run_job(self.client, job, shards, sends, runs, evals_of, futures, self.owner)
 
     def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of, pinned: dict) -> None:
         """Every piece (training and eval) in memory before any rank starts: a rank occupies its
         worker's thread, so a slice still to be cut there would wait for the whole job.
         ``pinned``: each worker slices are cut on, those slices (``_Futures.pinned``)."""
-        pieces = [f for w in job_workers for f in shards[w]] + [f for w in job_workers for parts in evals_of[w]
-                                                                for f in parts]
+        pieces = [f for w in job_workers for f in shards[w] if not isinstance(f, Incoming)]
+        pieces += [f for w in job_workers for parts in evals_of[w] for f in parts]
         _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason, pinned)
         if any(f.status != "finished" for f in pieces):
             gone = _gone(self.client, job_workers, pinned)
@@ -198,13 +200,13 @@ class _Interrupted(Exception):
         self.noticed = noticed  # time.monotonic() when the client saw it
 
 
-def _run_job(client, job: JobSpec, shards, runs, evals_of, futures: _Futures, owner: "TrainingJob") -> Booster:
+def _run_job(client, job: JobSpec, shards, sends, runs, evals_of, futures: _Futures, owner: "TrainingJob") -> Booster:
     from ..collective.host import CollectivePlugin
 
     client.register_plugin(CollectivePlugin())
     owner._start_ranks()  # or JobCancelled, where a cancel came since the pieces were waited for
     tasks = [futures.track_one(client.submit(
-        train_rank, job, rank, shards[w], runs[w], evals_of[w], key=rank_key(job.name, rank),
+        train_rank, job, rank, shards[w], runs[w], evals_of[w], sends[w], key=rank_key(job.name, rank),
         workers=[w], allow_other_workers=False, pure=False, retries=0))
         for rank, w in enumerate(job.addresses)]
     return _watch(client, job, tasks, owner)
@@ -330,13 +332,16 @@ def _held_results(tasks) -> list:
 
 def _log_traffic(job: JobSpec, traffic: dict, others: list[dict]) -> None:
     """The collectives' calls (rank 0's) and the bytes every rank sent: the wire's share of a
-    round (rank 0, the root of the histograms' reduce, sends few of them)."""
+    round (rank 0, the root of the histograms' reduce, sends few of them); then the rows the
+    ranks sent each other before training, if any (``_shards.move_pieces``)."""
     rounds = max(1, job.options.num_boost_round)
     sent = traffic["bytes_sent"] + sum(other["bytes_sent"] for other in others)
+    moved = traffic.get("moved_bytes", 0) + sum(other.get("moved_bytes", 0) for other in others)
     ranks = "" if len(others) == len(job.addresses) - 1 else f" ({1 + len(others)} of {len(job.addresses)} ranks)"
     logger.info("dgboost.dask: the collectives: %d calls; the ranks sent %.2f MiB%s, %.1f KiB a round (rank 0 "
-                "%.1f KiB)", traffic["calls"], sent / 2**20, ranks, sent / 1024 / rounds,
-                traffic["bytes_sent"] / 1024 / rounds)
+                "%.1f KiB)%s", traffic["calls"], sent / 2**20, ranks, sent / 1024 / rounds,
+                traffic["bytes_sent"] / 1024 / rounds,
+                f"; before them, {moved / 2**20:.2f} MiB of rows rank to rank" if moved else "")
 
 
 def _stop(client, job: JobSpec, tasks, reason: str, alive) -> None:

@@ -21,7 +21,7 @@ from ..objectives import make_objective
 from ..training import EvalSet, Options, Resume, boost, device_module, to_device
 from ..tree.constraints import FeatureRules
 from ._restart import JournalSender, RoundsDone, retryable
-from ._shards import concat_bundles
+from ._shards import Incoming, concat_bundles, move_pieces
 
 logger = logging.getLogger("dgboost")
 
@@ -44,11 +44,13 @@ class JobSpec:
     resume: Resume | None = None  # a restart's standing: options.init_model holds its finished rounds
 
 
-def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
+def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list], sends: list = ()):
     """Train on this worker's rows as rank ``rank`` of ``job``.
 
-    ``shard`` holds the bundles of this rank's rows, in global order, ``runs``
-    their global row runs; ``evals[i]`` the bundles of eval set i held here (maybe none).
+    ``shard`` holds the bundles of this rank's rows, in global order (an ``Incoming`` piece
+    for each that another rank sends it), ``runs`` their global row runs; ``evals[i]`` the
+    bundles of eval set i held here (maybe none); ``sends`` the pieces this rank sends others
+    (``_shards.move_pieces``).
 
     Rank 0 returns (the Booster; seconds of each of its phases; its notes of how the job ran,
     e.g. out of core; its collectives' traffic, ``_traffic``), the other ranks their traffic.
@@ -56,7 +58,7 @@ def train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[li
     from distributed import get_worker
 
     with _profiler_paused(get_worker()):
-        return _train_rank(job, rank, shard, runs, evals)
+        return _train_rank(job, rank, shard, runs, evals, sends)
 
 
 #: Each worker's (by the Worker's id) ranks running with its profiler paused, and whether the
@@ -96,7 +98,7 @@ def _profiler_paused(worker):
                         worker.loop.add_callback(sampling.start)
 
 
-def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list]):
+def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[list], sends: list):
     from distributed import get_worker
 
     from ..collective.host import DaskCommunicator
@@ -108,9 +110,17 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
     try:
         params = job.options.params
         objective = make_objective(params)
+        xp = device_module(_worker_device(params.device))
+        comm = _device_communicator(host, xp, job)
+        clock.lap("communicator (kept)" if getattr(comm, "reused", False) else "communicator")
+        moved = None  # the traffic of the rows moved: apart from the collectives'
+        if sends or any(isinstance(piece, Incoming) for piece in shard):
+            before = _traffic(host, comm)
+            shard = move_pieces(host, comm, shard, sends)
+            moved = {k: v - before[k] for k, v in _traffic(host, comm).items()}
+            clock.lap("rows moved in")
         # Checked where each partition was made (_shards.make_bundle). An X that stays on the host
         # stays in its pieces: its matrix is read from them a chunk at a time (no joined copy).
-        xp = device_module(_worker_device(params.device))
         training = concat_bundles(shard, join_X=not _pieces_stay_apart(params, shard, xp))
         eval_sets = [_eval_set(index, name, is_training, parts, training, objective)
                      for index, ((name, is_training), parts) in enumerate(zip(job.evals, evals))]
@@ -118,8 +128,6 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
         for eval_set in eval_sets:
             eval_set.data = to_device(eval_set.data, xp, params)
         clock.lap("shard")
-        comm = _device_communicator(host, xp, job)
-        clock.lap("communicator (kept)" if getattr(comm, "reused", False) else "communicator")
         options = job.options
         if job.client_draws_progress:
             options = dataclasses.replace(options, period=0)
@@ -142,7 +150,8 @@ def _train_rank(job: JobSpec, rank: int, shard: list, runs: tuple, evals: list[l
                             callbacks=callbacks, rows=RowSpans(runs), init_model=job.options.init_model,
                             features=features, resume=job.resume, graphs=job.cuda_graphs)
         clock.lap("boosting")
-        return (booster, clock.seconds, notes.texts, _traffic(host, comm)) if rank == 0 else _traffic(host, comm)
+        traffic = _traffic(host, comm, moved)
+        return (booster, clock.seconds, notes.texts, traffic) if rank == 0 else traffic
     except CollectiveError:
         failed = True
         raise  # another rank failed first, or a wait timed out (the peers were told)
@@ -257,11 +266,14 @@ class _ClientLines:
         """Nothing to do: whole lines go out as they are written."""
 
 
-def _traffic(host, comm) -> dict:
+def _traffic(host, comm, moved: dict | None = None) -> dict:
     """The rank's collectives: {"calls", "bytes_sent"} over its communicators (NCCL's device
-    calls and the host's; none for a one-worker job)."""
+    calls and the host's; none for a one-worker job), less ``moved``, the traffic of the rows
+    it sent before training (``move_pieces``), whose bytes are "moved_bytes"."""
     counted = [host.traffic] + ([comm.traffic] if comm is not host else [])
-    return {"calls": sum(t.calls for t in counted), "bytes_sent": sum(t.bytes_sent for t in counted)}
+    moved = moved or {"calls": 0, "bytes_sent": 0}
+    return {"calls": sum(t.calls for t in counted) - moved["calls"],
+            "bytes_sent": sum(t.bytes_sent for t in counted) - moved["bytes_sent"], "moved_bytes": moved["bytes_sent"]}
 
 
 class _Phases:

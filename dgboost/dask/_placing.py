@@ -46,9 +46,12 @@ def _rows(client, futures, params, X, y, weight, base_margin, what: str, categor
 
 
 def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
-    """(the job's workers, each one's piece futures, each one's global row runs, rows moved),
-    over the workers of the cluster now. A streamed job's pieces are packed on their workers
-    (with ``packing``, the attempt's ``_streamed.Packing``); no row is held, so none moves."""
+    """(the job's workers, each one's pieces, each one's sends, each one's global row runs, rows
+    moved), over the workers of the cluster now. A piece is a future, or ``_shards.Incoming``
+    where another job worker holds its partition: that worker's rank sends it (one of its
+    sends: bundle future, start, stop, receiving rank), GPU to GPU over NCCL. A streamed job's
+    pieces are packed on their workers (with ``packing``, the attempt's
+    ``_streamed.Packing``); no row is held, so none moves."""
     lengths = [summary.n_rows for summary in rows.summaries]
     workers = sorted(_workers(client))
     if not workers:
@@ -61,15 +64,25 @@ def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
                     _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}))
         packing.take(client, futures, rows.stream, job_workers)
         shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing)
-        return job_workers, shards, {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, 0
+        return (job_workers, shards, {w: [] for w in job_workers},
+                {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, 0)
     holders = _holders(client, rows.bundles, workers, timeout)
     plan = _plan(rows.summaries, holders, workers, rows.by_query)
     moved = _log_balance(lengths, holders, plan, workers)
     job_workers = [w for w in workers if plan[w]]  # workers beyond the rows sit the job out
-    shards = {w: [_piece(client, futures, rows.bundles[p.part], p, lengths[p.part], holders[p.part])
-                  for p in plan[w]] for w in job_workers}
+    rank_of = {w: rank for rank, w in enumerate(job_workers)}
+    shards: dict[str, list] = {w: [] for w in job_workers}
+    sends: dict[str, list] = {w: [] for w in job_workers}
+    for w in job_workers:  # each holder's sends to w in w's order (move_pieces pairs them so)
+        for p in plan[w]:
+            holder = holders[p.part]
+            if holder != w and holder in rank_of:
+                shards[w].append(_shards.Incoming(rank_of[holder], p.n_rows))
+                sends[holder].append((rows.bundles[p.part], p.start, p.stop, rank_of[w]))
+            else:
+                shards[w].append(_piece(client, futures, rows.bundles[p.part], p, lengths[p.part], holder))
     runs = {w: _shards.global_runs(plan[w], lengths) for w in job_workers}
-    return job_workers, shards, runs, moved
+    return job_workers, shards, sends, runs, moved
 
 
 def _plan(summaries, holders, workers, by_query: bool) -> dict:

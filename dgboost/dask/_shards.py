@@ -4,14 +4,19 @@ Plain functions of partition lengths and holders (``plan_shards``,
 ``plan_evals``) decide; the rest checks dask collections' metadata, turns them
 into one future per partition (a *bundle*: the partition's X, y, weight and
 base_margin, validated as a ``data.Dataset`` where the partition is) and the
-plan into the futures each worker's task receives.
+plan into the futures each worker's task receives. A piece whose partition another
+rank of the job holds is sent by that rank once the ranks have started
+(``Incoming``, ``move_pieces``): GPU to GPU over NCCL, not through the hosts and
+Dask's comms.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import math
+import pickle
 
 import dask
 import numpy as np
@@ -467,3 +472,90 @@ def concat_bundles(bundles, join_X: bool = True) -> Dataset:
     group = None if qid is None else query_groups(qid, None, int(qid.shape[0]))
     return Dataset(X, label, weight, base_margin, feature_names=bundles[0][5], frame_categories=bundles[0][6],
                    group=group)
+
+
+@dataclasses.dataclass(frozen=True)
+class Incoming:
+    """A piece of a rank's shard that the rank holding its partition sends once both have
+    started (``move_pieces``), in its place in the shard's order."""
+
+    source: int  # the sending rank
+    n_rows: int
+
+
+def move_pieces(host, comm, shard: list, sends: list) -> list:
+    """``shard`` with each ``Incoming`` piece replaced by the bundle its source rank sends, while
+    this rank sends its ``sends``, each (bundle, start, stop, receiving rank). What each piece
+    holds (its arrays' shapes, dtypes and devices, its feature names and categories) goes
+    over the host communicator, one message a pair (and one of its length before it); then
+    every piece's arrays in one ``comm.exchange``: NCCL's between GPUs, so that rows moved
+    from one GPU to another cross NVLink, not the hosts and Dask's comms. Between two ranks
+    the pieces go in the receiver's shard order (``_placing._share_rows`` lists them so)."""
+    outgoing = [(dest, *_piece_arrays(bundle, start, stop)) for bundle, start, stop, dest in sends]
+    incoming = [(index, piece) for index, piece in enumerate(shard) if isinstance(piece, Incoming)]
+    headers: dict[int, list] = {}
+    for dest, header, _ in outgoing:
+        headers.setdefault(dest, []).append(header)
+    blobs = {dest: np.frombuffer(pickle.dumps(listed), dtype=np.uint8) for dest, listed in headers.items()}
+    sources = sorted({piece.source for _, piece in incoming})
+    lengths = host.exchange([(dest, np.array([blob.size], dtype=np.int64)) for dest, blob in blobs.items()],
+                            [(source, (1,), np.int64, np) for source in sources])
+    got = host.exchange(list(blobs.items()),
+                        [(source, (int(length[0]),), np.uint8, np) for source, length in zip(sources, lengths)])
+    header_of = {source: collections.deque(pickle.loads(blob.tobytes())) for source, blob in zip(sources, got)}
+    receives, rebuilt = [], []
+    for index, piece in incoming:
+        header = header_of[piece.source].popleft()
+        asked = [(piece.source, shape, dtype, _module(on_device)) for field in header[0] if field is not None
+                 for shape, dtype, on_device in field[2]]
+        receives.extend(asked)
+        rebuilt.append((index, piece, header, len(asked)))
+    arrays = iter(comm.exchange([(dest, array) for dest, _, listed in outgoing for array in listed], receives))
+    shard = list(shard)
+    for index, piece, header, n_arrays in rebuilt:
+        bundle = _bundle_of(header, [next(arrays) for _ in range(n_arrays)])
+        if bundle[0].shape[0] != piece.n_rows:
+            raise RuntimeError(f"rank {piece.source} sent {bundle[0].shape[0]} rows where {piece.n_rows} were "
+                               "planned")
+        shard[index] = bundle
+    return shard
+
+
+def _piece_arrays(bundle, start: int, stop: int):
+    """Rows [start, stop) of ``bundle``: (its header, its arrays in order). The header lists each
+    field (X, y, weight, base_margin, qid) as None, or (kind, columns, [(shape, dtype, on a
+    GPU) of each array]): a dense array is one, a CSR matrix its data, indices and indptr."""
+    *values, feature_names, categories = bundle
+    fields, arrays = [], []
+    for value in values:
+        if value is None:
+            fields.append(None)
+            continue
+        rows = value[start:stop]  # a view of a dense array's rows; CSR's slice rebases indptr
+        parts = [rows.data, rows.indices, rows.indptr] if sparse.is_sparse(rows) else [rows]
+        fields.append(("csr" if sparse.is_sparse(rows) else "dense", rows.shape[1] if rows.ndim > 1 else None,
+                       [(a.shape, a.dtype.str, get_xp(a) is not np) for a in parts]))
+        arrays.extend(parts)
+    return (fields, feature_names, categories), arrays
+
+
+def _bundle_of(header, arrays: list):
+    fields, feature_names, categories = header
+    values, arrays = [], iter(arrays)
+    for field in fields:
+        if field is None:
+            values.append(None)
+        elif field[0] == "csr":
+            data, indices, indptr = next(arrays), next(arrays), next(arrays)
+            values.append(sparse.from_arrays(data, indices, indptr, field[1]))
+        else:
+            values.append(next(arrays))
+    return (*values, feature_names, categories)
+
+
+def _module(on_device: bool):
+    if not on_device:
+        return np
+    import cupy
+
+    return cupy
