@@ -226,7 +226,7 @@ class DaskCommunicator:
             raise CollectiveError(reason)
         outgoing: dict[int, list] = {}
         for peer, array in sends:
-            outgoing.setdefault(self._peer(peer), []).append(to_numpy(array))
+            outgoing.setdefault(self.check_peer(peer), []).append(to_numpy(array))
         calls = {}
         for peer in outgoing:
             calls[peer] = -1 - self._sent_to[peer]
@@ -236,7 +236,7 @@ class DaskCommunicator:
             self._send(outgoing, calls, "exchange")
         deadline = time.monotonic() + self.timeout
         incoming: dict[int, collections.deque] = {}
-        receives = [(self._peer(peer), *rest) for peer, *rest in receives]
+        receives = [(self.check_peer(peer), *rest) for peer, *rest in receives]
         for peer, *_ in receives:
             if peer in incoming:
                 continue
@@ -259,7 +259,8 @@ class DaskCommunicator:
             out.append(asarray(xp, array))
         return out
 
-    def _peer(self, peer: int) -> int:
+    def check_peer(self, peer: int) -> int:
+        """``peer`` as an int, where it is another rank of the job; else ValueError."""
         if not 0 <= peer < self.world_size or peer == self.rank:
             raise ValueError(f"peer={peer} is not another rank of this {self.world_size}-rank job "
                              f"(this is rank {self.rank})")
