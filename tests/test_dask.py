@@ -252,6 +252,56 @@ def test_host_communicator_exchanges_point_to_point(client3):
     assert (traffic0, traffic1, traffic2) == ((3, 24 + 8 + 16), (3, 16), (3, 2 + 0 + 16 + 24))
 
 
+def _slow_sender(job, rank, addresses, timeout):
+    from dgboost.collective.host import DaskCommunicator
+    from dgboost.dask._restart import retryable
+
+    comm = DaskCommunicator(job, rank, addresses, timeout)
+    try:
+        if rank == 0:
+            comm.exchange([(1, np.ones(50_000_000, np.float32))], [])  # 200 MB in 0.01 s: too slow
+        else:
+            comm.exchange([], [(0, (50_000_000,), np.float32, np)])
+        return "done"
+    except Exception as error:  # noqa: BLE001 - what each rank raised is the test's answer
+        return type(error).__name__, retryable(error), str(error)
+    finally:
+        comm.close()
+
+
+def test_a_send_past_the_timeout_is_not_taken_for_an_unreachable_peer(client3):
+    """A peer that takes a message late is alive: the job fails with the time-out's advice, not
+    as a lost connection (PeerUnreachable), which would restart it to send the same rows again."""
+    from dgboost.collective.host import CollectivePlugin
+
+    client3.register_plugin(CollectivePlugin())
+    workers = sorted(client3.scheduler_info()["workers"])[:2]
+    futures = [client3.submit(_slow_sender, "slow-send-job", rank, workers, timeout, workers=[w], pure=False)
+               for rank, (w, timeout) in enumerate(zip(workers, (0.01, 30.0)))]
+    (kind, retry, message), (other_kind, _, other) = client3.gather(futures)
+    assert (kind, retry) == ("CollectiveError", False), message
+    assert "could not deliver exchange" in message and "dgboost.timeout" in message
+    assert other_kind == "CollectiveError" and "could not deliver" in other  # told at once, not after 30 s
+
+
+def test_an_aborted_jobs_mail_is_dropped_and_later_mail_ignored():
+    """A rank that never runs (cancelled once its job failed) never forgets its job's mailbox: the
+    abort empties it, and what arrives after is not kept (rows another rank sent, say)."""
+    from dgboost.collective.host import CollectivePlugin
+
+    class Worker:
+        handlers: dict = {}
+
+    plugin = CollectivePlugin()
+    plugin.setup(Worker())
+    plugin.deliver("job", -1, 0, np.ones(3))
+    plugin.deliver("other", 0, 1, np.ones(2))
+    plugin.abort("job", "rank 0 gave up")
+    plugin.deliver("job", -2, 0, np.ones(3))
+    assert "job" not in plugin._mail and list(plugin._mail["other"]) == [(0, 1)]
+    assert plugin.aborted("job") == "rank 0 gave up"
+
+
 def test_an_exchange_refuses_a_peer_that_is_no_other_rank():
     from dgboost.collective.local import LocalCommunicator
 

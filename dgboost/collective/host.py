@@ -71,15 +71,18 @@ class CollectivePlugin(WorkerPlugin):
     # Handlers: called on the worker's event loop, so they never block.
     def deliver(self, job: str, call: int, source: int, data=None) -> None:
         with self._changed:
-            if job not in self._forgotten:
+            if job not in self._forgotten and job not in self._aborted:  # no wait would take it
                 self._mail[job][(call, source)] = data
                 self._changed.notify_all()
 
     def abort(self, job: str, reason: str) -> None:
-        """Make every wait of ``job`` on this worker raise ``reason``; later calls too."""
+        """Make every wait of ``job`` on this worker raise ``reason``; later calls too. Its mail
+        goes: a rank that never ran (cancelled after the job failed) would never forget it, and
+        it may hold rows another rank sent it."""
         with self._changed:
             if job not in self._forgotten:
                 self._aborted.setdefault(job, reason)
+                self._mail.pop(job, None)
                 self._changed.notify_all()
                 for event in self._woken.get(job, ()):
                     event.set()
@@ -362,6 +365,14 @@ class DaskCommunicator:
             self._run(send_all(), self.timeout)
         except CollectiveError:
             raise
+        except (TimeoutError, concurrent.futures.TimeoutError) as error:  # slow, not unreachable: no retry
+            peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
+            numbered = what if isinstance(call, dict) else f"{what} #{call}"
+            message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not deliver {numbered} of dgboost job "
+                       f"{self.job} to {peers} within {self.timeout:g} s (raise the timeout with "
+                       "dask.config.set({'dgboost.timeout': ...}) if the network is only slow)")
+            self.abort(message)
+            raise CollectiveError(message) from error
         except Exception as error:  # an unreachable peer
             peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
             numbered = what if isinstance(call, dict) else f"{what} #{call}"

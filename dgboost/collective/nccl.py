@@ -280,6 +280,14 @@ class NcclCommunicator:
             self._calling = (time.monotonic(), what)
             try:
                 call(stream)
+            except Exception as error:
+                # A call that blocks the host (an exchange's first send or receive to a peer, which
+                # connects it) fails with NCCL's own error once the watchdog or a peer aborted:
+                # the group's failure is the cause, not this rank's.
+                failure = self._failure or self.host.aborted()
+                if failure is not None:
+                    raise CollectiveError(failure) from error
+                raise
             finally:
                 self._calling = None
             if stream.ptr and stream.is_capturing():  # a round's graph: watched as a whole, each replay
