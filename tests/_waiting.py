@@ -38,3 +38,10 @@ def job_status(client, id: str) -> str:
     import dgboost.dask
 
     return {j["id"]: j for j in dgboost.dask.jobs(client)}[id]["status"]
+
+
+def bundle_transfers(dask_worker) -> list:
+    """The keys of a job's partitions (bundles, slices of them) this worker fetched through Dask
+    (its transfer log): none where the ranks move rows themselves (dask/_shards.move_pieces)."""
+    return [str(key) for transfer in dask_worker.transfer_incoming_log for key in transfer["keys"]
+            if "make_bundle" in str(key) or "slice_bundle" in str(key)]

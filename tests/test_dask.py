@@ -24,7 +24,7 @@ from dgboost.callback import TrainingCallback  # noqa: E402
 from dgboost.collective import CollectiveError  # noqa: E402
 from dgboost.dask._shards import global_runs, plan_evals, plan_query_shards, plan_shards  # noqa: E402
 from _queries import uneven_queries  # noqa: E402  (tests/_queries.py)
-from _waiting import no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
+from _waiting import bundle_transfers, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 3000
 
@@ -173,12 +173,6 @@ def test_csr_chunks_train_the_model_of_the_dense_array(client, data, chunking, t
     np.testing.assert_array_equal(dgboost.dask.predict(client, got, dX).compute(), expected.predict(X))
 
 
-def _bundle_transfers(dask_worker) -> list:
-    """The keys of the job's partitions (bundles, slices of them) this worker fetched through Dask."""
-    return [str(key) for transfer in dask_worker.transfer_incoming_log for key in transfer["keys"]
-            if "make_bundle" in str(key) or "slice_bundle" in str(key)]
-
-
 @pytest.mark.parametrize("chunking", ["one-chunk", "uneven"])
 @pytest.mark.parametrize("rows", ["dense", "csr", "ranking"])
 def test_rows_a_worker_holds_for_others_go_rank_to_rank(client3, data, rows, chunking, tmp_path, caplog):
@@ -203,7 +197,7 @@ def test_rows_a_worker_holds_for_others_go_rank_to_rank(client3, data, rows, chu
     assert _model_bytes(model, tmp_path, "dask") == _model_bytes(local, tmp_path, "local")
     moved = int(re.search(r"\((\d+) rows moved\)", caplog.text).group(1))
     assert moved > 0  # one partition of three workers, or the big one of three: cut and shared
-    assert client3.run(_bundle_transfers) == {w: [] for w in client3.scheduler_info()["workers"]}
+    assert client3.run(bundle_transfers) == {w: [] for w in client3.scheduler_info()["workers"]}
     assert "rows moved in" in caplog.text  # rank 0 sends or receives: every rank does here
     # counted apart from the collectives' traffic a round: at least the X rows moved, 4 bytes a value
     mib = float(re.search(r"before them, ([\d.]+) MiB of rows rank to rank", caplog.text).group(1))

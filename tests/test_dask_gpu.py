@@ -21,7 +21,7 @@ import dgboost  # noqa: E402
 import dgboost.dask  # noqa: E402
 from dgboost.callback import TrainingCallback  # noqa: E402
 from _queries import uneven_queries  # noqa: E402  (tests/_queries.py)
-from _waiting import Slow, job_status, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
+from _waiting import bundle_transfers, Slow, job_status, no_task_left, wait_for  # noqa: E402  (tests/_waiting.py)
 
 N_ROWS = 20_000
 
@@ -465,11 +465,6 @@ def test_nccl_exchange_moves_device_rows_between_ranks(cuda_client):
         assert on_device == [True, True, False, True] and total == n
 
 
-def _bundle_transfers(dask_worker) -> list:
-    return [str(key) for transfer in dask_worker.transfer_incoming_log for key in transfer["keys"]
-            if "make_bundle" in str(key) or "slice_bundle" in str(key)]
-
-
 @pytest.mark.parametrize("chunks_on", ["cupy", "numpy"])
 def test_rows_one_gpu_worker_holds_reach_the_others_over_nccl(cuda_client, data, chunks_on, tmp_path, caplog):
     """One partition, held by one worker: the other ranks' shares of it come from its rank over
@@ -488,7 +483,7 @@ def test_rows_one_gpu_worker_holds_reach_the_others_over_nccl(cuda_client, data,
     with caplog.at_level(logging.INFO, logger="dgboost"):
         got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=4, sample_weight=dw)
     assert _bytes(got, tmp_path, "dask") == _bytes(expected, tmp_path, "one")
-    assert all(keys == [] for keys in cuda_client.run(_bundle_transfers).values())
+    assert all(keys == [] for keys in cuda_client.run(bundle_transfers).values())
     if n > 1:
         assert "rows moved in" in caplog.text
 

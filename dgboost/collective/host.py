@@ -365,17 +365,15 @@ class DaskCommunicator:
             self._run(send_all(), self.timeout)
         except CollectiveError:
             raise
-        except (TimeoutError, concurrent.futures.TimeoutError) as error:  # slow, not unreachable: no retry
+        except Exception as error:
             peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
             numbered = what if isinstance(call, dict) else f"{what} #{call}"
-            message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not deliver {numbered} of dgboost job "
-                       f"{self.job} to {peers} within {self.timeout:g} s (raise the timeout with "
-                       "dask.config.set({'dgboost.timeout': ...}) if the network is only slow)")
-            self.abort(message)
-            raise CollectiveError(message) from error
-        except Exception as error:  # an unreachable peer
-            peers = ", ".join(f"rank {t} ({self.addresses[t]})" for t in targets)
-            numbered = what if isinstance(call, dict) else f"{what} #{call}"
+            if isinstance(error, (TimeoutError, concurrent.futures.TimeoutError)):  # slow, not unreachable: no retry
+                message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not deliver {numbered} of dgboost "
+                           f"job {self.job} to {peers} within {self.timeout:g} s (raise the timeout with "
+                           "dask.config.set({'dgboost.timeout': ...}) if the network is only slow)")
+                self.abort(message)
+                raise CollectiveError(message) from error
             message = (f"rank {self.rank} ({self.addresses[self.rank]}) could not send {numbered} of "
                        f"dgboost job {self.job} to {peers}: {type(error).__name__}: {error}")
             self.abort(message)
