@@ -4,6 +4,7 @@ of the float input; bad input is still named before any rank starts, and the pag
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -331,3 +332,106 @@ def test_pinned_pages_keep_within_half_a_workers_memory_limit(client, monkeypatc
     assert pages._host_room() == 200
     monkeypatch.setattr(_settings, "worker_memory_limit", lambda: None)
     assert pages._host_room() > 200  # half the memory available
+
+
+def _model_and_cuts(monkeypatch, params, X, y, rounds, **kwargs):
+    """A model trained in one process, and the cuts its rows were binned by."""
+    from dgboost import training
+
+    agreed = []
+    agree_cuts = training.agree_cuts
+    monkeypatch.setattr(training, "agree_cuts", lambda *a, **k: agreed.append(agree_cuts(*a, **k)) or agreed[-1])
+    model = dgboost.train(params, X, y, num_boost_round=rounds, **kwargs)
+    return model, agreed[-1]
+
+
+def _sparse_rows(rows):
+    import scipy.sparse
+
+    return scipy.sparse.csr_matrix(np.where(np.isnan(rows), 0, rows))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("case", ["binary", "multiclass, margins", "sparse", "oblivious"])
+def test_a_kept_piece_continues_its_margins_from_its_bins(monkeypatch, case, device):
+    """A restart's kept piece (``continue_piece``) walks the trees grown since it was packed on
+    its bins: the margins predict makes from the float values, bit for bit, from rows binned
+    on the cuts' own values (ties at every split) and missing ones; from its packed margins,
+    or from the rows' base_margin, or the model's."""
+    from dgboost.dask._streamed import _KEPT, _keep_here, continue_piece
+    from dgboost.data.ellpack import EllpackLayout, row_stride
+    from dgboost.data.pages import pack_rows
+
+    rng = np.random.default_rng(3)
+    n_rows, params = 2000, {"max_depth": 4, "max_bin": 16}
+    X = rng.integers(0, 12, (n_rows, 6)).astype(np.float32) / 4  # 12 values a feature: a row on every cut
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 2.5).astype(np.float32)
+    margin = None
+    if case == "multiclass, margins":
+        params.update(objective="multi:softprob", num_class=3)
+        y = (np.nan_to_num(X[:, 0]) * 4 % 3).astype(np.float32)
+        margin = rng.standard_normal((n_rows, 3)).astype(np.float32)
+    if case == "oblivious":
+        params["grow_policy"] = "symmetric"
+    rows = _sparse_rows(X) if case == "sparse" else X
+    model, cuts = _model_and_cuts(monkeypatch, params, rows, y, 6, base_margin=margin)
+    assert any(len(tree.left) > 1 for tree in model.trees)
+    layout = EllpackLayout.smaller(cuts, row_stride(rows))
+    budget = 3000  # pages of 1500 bytes: several
+    k = model.n_outputs
+    xp = np
+    if device == "cuda":
+        import cupy as xp
+    for trees_before in (0, 2 * k):  # packed without init_model, or with two rounds' margins
+        packed = pack_rows(rows, cuts, xp, layout, budget)  # on a GPU: packed there, pages on the host
+        assert len(packed.pages) > 1
+        start = margin
+        if trees_before:
+            start = model[:2].predict(rows, output_margin=True, base_margin=margin).reshape(n_rows, k)
+            packed = dataclasses.replace(packed, with_model=True)
+        _keep_here((packed, y, None, start, None, None, None), "a-token")  # as keep() leaves it on a worker
+        continued = continue_piece("a-token", TrainParams(device=device), budget, model, trees_before)
+        assert "a-token" not in _KEPT
+        expected = model.predict(rows, output_margin=True, base_margin=margin).reshape(n_rows, k)
+        assert continued[0].with_model and continued[0].pages is packed.pages
+        assert continued[3].tobytes() == expected.astype(np.float32).tobytes(), trees_before
+        if start is not None:
+            assert start is not continued[3]  # the kept piece's margins are its own still
+
+
+def test_a_restart_keeps_the_pieces_the_workers_left_packed():
+    """plan_again: each worker left keeps the pieces it packed, whole, while its share allows;
+    the rows of the pieces lost (and of those not kept) go to the workers short of theirs, and
+    every row is planned once, in global order."""
+    from dgboost.dask._shards import Piece
+    from dgboost.dask._streamed import Kept, Packed, plan_again
+
+    lengths = [700, 700, 700, 700, 700, 500]  # 4000 rows; a's 1334, b's 1333 (lost), c's 1333
+    kept = Kept({"a": [Packed(Piece(0, 0, 700), 0, "t0"), Packed(Piece(1, 0, 634), 0, "t1")],
+                 "c": [Packed(Piece(3, 567, 700), 0, "t3"), Packed(Piece(4, 0, 700), 0, "t4"),
+                       Packed(Piece(5, 0, 500), 0, "t5")]}, trees=0, tokens=[])
+
+    def rows(plan):
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        return sorted(r for pieces in plan.values() for p in pieces
+                      for r in range(offsets[p.part] + p.start, offsets[p.part] + p.stop))
+
+    plan, again, moved = plan_again(lengths, kept, ["a", "c"])
+    assert rows(plan) == list(range(4000)) and moved == 1333
+    assert [sum(p.n_rows for p in plan[w]) for w in "ac"] == [2000, 2000]
+    assert {w: sorted(p.token for p in again[w].values()) for w in "ac"} == {"a": ["t0", "t1"], "c": ["t3", "t4", "t5"]}
+    assert all(plan[w][i] == packed.piece for w in "ac" for i, packed in again[w].items())
+    assert plan["a"][:2] == [Piece(0, 0, 700), Piece(1, 0, 634)]
+
+    # A worker joined meanwhile ("b2"): it takes the lost rows; the others keep theirs.
+    plan, again, moved = plan_again(lengths, kept, ["a", "b2", "c"])
+    assert rows(plan) == list(range(4000)) and moved == 1333
+    assert plan["b2"] == [Piece(1, 634, 700), Piece(2, 0, 700), Piece(3, 0, 567)]
+    assert sum(len(a) for a in again.values()) == 5
+
+    # Four workers: a share of 1000 rows cuts a's pieces, which are packed again.
+    plan, again, moved = plan_again(lengths, kept, ["a", "b2", "c", "d"])
+    assert rows(plan) == list(range(4000))
+    assert [p.token for p in again["a"].values()] == ["t0"] and [p.token for p in again["c"].values()] == ["t3", "t4"]
+    assert moved == 2000  # a and c keep 1000 rows each where they lie (the rest of t1 and t5 packed again)

@@ -111,20 +111,36 @@ def _rank_pids(cluster, client) -> list[int]:
     return [pids[address] for address in sorted(pids)]
 
 
+def _kept_here() -> int:
+    from dgboost.dask import _streamed
+
+    return len(_streamed._KEPT)
+
+
 def _collections(X, y):
     return da.from_array(X, chunks=700), da.from_array(y, chunks=700)
 
 
-def test_a_streamed_job_resumes_to_the_model_of_an_uninterrupted_run(cluster, client, data, tmp_path):
-    """Rows streamed into pages (dask/_streamed.py): the new attempt packs its pieces again on
-    the workers left, with the rounds so far as init_model, whose margins each piece makes."""
+def test_a_streamed_job_resumes_to_the_model_of_an_uninterrupted_run(cluster, client, data, tmp_path, caplog):
+    """Rows streamed into pages (dask/_streamed.py): the new attempt keeps the pieces the
+    workers left had packed, their margins continued by the rounds so far on their bins, and
+    packs the lost worker's rows again (their margins from their values)."""
+    from dgboost.dask._job import EVENT_TOPIC
+
     X, y = data
-    params = {**PARAMS, "max_device_matrix_bytes": 4000}  # 8 bytes a row: a share of 1334 rows is paged
+    # 8 bytes a row: a share of 1334 rows is paged; verbosity 2: the shares' log lines
+    params = {**PARAMS, "max_device_matrix_bytes": 4000, "verbosity": 2}
     dX, dy = _collections(X, y)
-    victim = _rank_pids(cluster, client)[1]
-    model = dgboost.dask.train(client, params, dX, dy, num_boost_round=8, callbacks=[_KillAt([3], [victim], tmp_path)])
+    victim = _rank_pids(cluster, client)[1]  # rank 1: rows [1334, 2667)
+    with caplog.at_level(logging.INFO, logger="dgboost"):
+        model = dgboost.dask.train(client, params, dX, dy, num_boost_round=8,
+                                   callbacks=[_KillAt([3], [victim], tmp_path)])
     assert os.path.exists(tmp_path / "killed-0")
     assert model.save_raw() == dgboost.train(params, X, y, num_boost_round=8).save_raw()
+    assert "(2667 rows' pages kept from the last attempt, 1333 rows moved)" in caplog.text, caplog.text
+    resumed = [msg["resumed"] for _, msg in client.get_events(EVENT_TOPIC) if "resumed" in msg]
+    assert resumed[-1]["rows_moved"] == 1333
+    assert set(client.run(_kept_here).values()) == {0}  # every kept piece taken, or dropped
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

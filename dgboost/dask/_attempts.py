@@ -16,7 +16,7 @@ from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, tr
 from ._placing import _CANCELLED, _TIMEOUTS, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
-from ._streamed import Packing
+from ._streamed import Packing, keep
 from ._shards import Incoming
 
 logger = logging.getLogger("dgboost")
@@ -47,6 +47,7 @@ class _Attempts:
         self.owner = owner
         self.journal = Journal(spec.options.init_model)
         self.last_workers = 1  # the last attempt's
+        self.kept = None  # a streamed job's pieces packed by the last attempt (_streamed.Kept), for the next
         self.progress = _ProgressFromEvents(spec) if spec.client_draws_progress else None
 
     def run(self) -> Booster:
@@ -66,6 +67,7 @@ class _Attempts:
                     self.progress = None
                 return booster
             finally:
+                self._drop_kept()
                 self.owner._bar = None  # a late event draws on no closed bar
                 if self.progress is not None:  # the job failed: stop drawing at once
                     self.progress.close()
@@ -80,27 +82,42 @@ class _Attempts:
                 self.client.wait_for_workers(1, timeout=job.timeout)
         with _Futures(self.client) as futures:
             self.owner._hold(futures)
-            packing = Packing(job.options.init_model)  # a streamed job's, for its rows and eval sets alike
-            job_workers, shards, sends, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout,
-                                                                  packing)
-            evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, packing)
-            job = dataclasses.replace(job, addresses=tuple(job_workers))
-            # The pieces are cut (or packed) in the job's turn, where its workers' threads are its
-            # own: a queued job's pieces would wait behind another job's ranks, and a wait bounded
-            # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
-            with self.owner._turn(job):
-                # A cancel meanwhile ends it; a slice cut on a worker outside the job is watched too.
-                self._await_pieces(job, job_workers, shards, evals_of, futures.pinned)
-                if resumed_at is not None:
-                    seconds = time.monotonic() - resumed_at
-                    logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
-                                   "loss", job.name, len(job_workers), moved, seconds)
-                    self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
-                        "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
-                self.last_workers = len(job_workers)
-                self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
-                self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
-                return _run_job(self.client, job, shards, sends, runs, evals_of, futures, self.owner)
+            packing = Packing(job.options.init_model, self.kept)  # a streamed job's, for its rows and eval sets
+            try:
+                return self._attempt_with(job, resumed_at, futures, packing)
+            except _Interrupted:  # a streamed job's next attempt takes again the pieces packed on the workers left
+                if packing.packed:
+                    self._drop_kept()
+                    self.kept = keep(self.client, packing, _alive(self.client, packing.packed),
+                                     min(job.timeout, _STOP_GRACE_SECONDS))
+                raise
+
+    def _drop_kept(self) -> None:
+        if self.kept is not None:
+            self.kept.drop(self.client)
+            self.kept = None
+
+    def _attempt_with(self, job: JobSpec, resumed_at: float | None, futures: _Futures, packing: Packing) -> Booster:
+        job_workers, shards, sends, runs, moved = _share_rows(self.client, futures, self.rows, job.timeout, packing)
+        evals_of = _share_evals(self.client, futures, self.evals, job_workers, job.timeout, packing)
+        job = dataclasses.replace(job, addresses=tuple(job_workers))
+        # The pieces are cut (or packed) in the job's turn, where its workers' threads are its
+        # own: a queued job's pieces would wait behind another job's ranks, and a wait bounded
+        # by dgboost.timeout would fail it. Submitted before, they start where a thread is free.
+        with self.owner._turn(job):
+            # A cancel meanwhile ends it; a slice cut on a worker outside the job is watched too.
+            self._await_pieces(job, job_workers, shards, evals_of, futures.pinned)
+            self._drop_kept()  # the last attempt's pieces, taken again or not, are spent
+            if resumed_at is not None:
+                seconds = time.monotonic() - resumed_at
+                logger.warning("dgboost.dask job %s: resuming on %d workers (%d rows moved), %.2f s after the "
+                               "loss", job.name, len(job_workers), moved, seconds)
+                self.client.log_event(EVENT_TOPIC, {"job": job.name, "resumed": {
+                    "workers": len(job_workers), "rows_moved": moved, "seconds": round(seconds, 3)}})
+            self.last_workers = len(job_workers)
+            self.journal.begin(job.name, resumed_at, ranks=len(job_workers) if peers_vouch(job) else 1)
+            self.owner._on_attempt(job_workers, sum(summary.n_rows for summary in self.rows.summaries))
+            return _run_job(self.client, job, shards, sends, runs, evals_of, futures, self.owner)
 
     def _await_pieces(self, job: JobSpec, job_workers, shards, evals_of, pinned: dict) -> None:
         """Every piece (training and eval) in memory before any rank starts: a rank occupies its

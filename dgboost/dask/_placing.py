@@ -51,21 +51,30 @@ def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
     where another job worker holds its partition: that worker's rank sends it (one of its
     sends: bundle future, start, stop, receiving rank), GPU to GPU over NCCL. A streamed job's
     pieces are packed on their workers (with ``packing``, the attempt's
-    ``_streamed.Packing``); no row is held, so none moves."""
+    ``_streamed.Packing``); no row is held, so none moves, but a restart keeps the pieces the
+    last attempt packed on the workers left (``_streamed.plan_again``; not for ranking, whose
+    shares are cut at query boundaries): the rows moved are the others."""
     lengths = [summary.n_rows for summary in rows.summaries]
     workers = sorted(_workers(client))
     if not workers:
         raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                            "or use dgboost.dask.local_cluster()")
     if rows.stream is not None:
-        plan = _plan(rows.summaries, [None] * len(lengths), workers, rows.by_query)
+        kept, moved = {}, 0
+        if packing.previous is not None and not rows.by_query:
+            plan, kept, moved = _streamed.plan_again(lengths, packing.previous, workers)
+        else:
+            plan = _plan(rows.summaries, [None] * len(lengths), workers, rows.by_query)
         job_workers = [w for w in workers if plan[w]]
-        logger.info("dgboost.dask: rows per worker, packed where read: %s",
-                    _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}))
         packing.take(client, futures, rows.stream, job_workers)
-        shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing)
+        shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing,
+                                        kept)
+        logger.info("dgboost.dask: rows per worker, packed where read: %s%s",
+                    _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}),
+                    f" ({packing.continued} rows' pages kept from the last attempt, {moved} rows moved)"
+                    if packing.previous is not None else "")
         return (job_workers, shards, {w: [] for w in job_workers},
-                {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, 0)
+                {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, moved)
     holders = _holders(client, rows.bundles, workers, timeout)
     plan = _plan(rows.summaries, holders, workers, rows.by_query)
     moved = _log_balance(lengths, holders, plan, workers)
@@ -183,6 +192,7 @@ class _Futures:
 
     def track_one(self, future):
         return self.track([future])[0]
+
 
     def __enter__(self):
         return self

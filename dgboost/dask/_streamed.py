@@ -30,9 +30,11 @@ rows' cuts, with a layout of their own), their partitions placed as a held job's
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
+import threading
 
 import dask
 import dask.sizeof
@@ -43,9 +45,11 @@ from .._dtypes import FEATURE_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE
 from ..backend import asarray, get_xp, to_numpy
 from ..data import sparse
 from ..data.ellpack import EllpackLayout, row_stride
+from ..data.inputs import margins as margins_argument
 from ..data.pages import PackedRows, device_budget, pack_rows, rows_per_page, stays_on_host
 from ..data.sketch import Sample, compute_cuts, draw_sample
 from ..training import device_module
+from ..tree.predict import bin_forest, predict_bins
 from . import _shards
 
 logger = logging.getLogger("dgboost")
@@ -219,13 +223,46 @@ def _known_lengths(X) -> list[int] | None:
     return [int(n) for n in X.chunks[0]]
 
 
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A piece of the training rows an attempt packed: its rows, the budget its pages were cut
+    for (``pack_piece``'s page_budget), and its name in its worker's keep once kept there (its
+    task's key)."""
+
+    piece: _shards.Piece
+    page_budget: int
+    token: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """The training rows' pieces an interrupted attempt packed, kept on the workers left for
+    the next attempt (``keep``; ``plan_again``): a worker takes its pieces again with their
+    pages as they are, and continues their margins (``continue_piece``) from ``trees``, the
+    trees they hold (the attempt's init_model's; 0 without one)."""
+
+    pieces: dict  # worker: [Packed, ...] in global row order
+    trees: int
+    tokens: list  # every piece ``keep`` asked the workers to keep, kept in time or not
+
+    def drop(self, client) -> None:
+        """Free those no attempt took again (best effort: a worker gone took its own)."""
+        with contextlib.suppress(Exception):
+            client.run(_drop_kept, self.tokens, on_error="ignore")
+
+
 class Packing:
     """What an attempt's pieces are packed with, taken or sent once for its rows and its eval
     sets alike: each worker's budget (so that every matrix of a rank is cut for one budget, and
-    its page buffers fit them all), the cuts and init_model, scattered to the workers."""
+    its page buffers fit them all), the cuts and init_model, scattered to the workers;
+    ``previous``: the last attempt's ``Kept`` pieces, if any; ``packed``: this attempt's
+    training pieces, each worker's (Packed, future) pairs, which ``keep`` keeps."""
 
-    def __init__(self, init_model):
+    def __init__(self, init_model, previous: Kept | None = None):
         self.init_model = init_model
+        self.previous = previous
+        self.packed: dict = {}
+        self.continued = 0  # rows of the pieces taken again from ``previous``
         self.budgets: dict | None = None
         self.cuts = self.model = None
 
@@ -238,30 +275,113 @@ class Packing:
         return self
 
 
-def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing) -> dict:
+def keep(client, packing: Packing, workers, timeout: float) -> Kept | None:
+    """The training pieces an interrupted attempt packed on ``workers`` (those left), kept
+    there apart from Dask (``_keep_here``) for the next attempt, or None where none is. Apart:
+    a Dask future would keep its graph, whose partitions' keys hold the workers the attempt
+    restricted them to, the lost one among them, and Dask keeps a known key's restrictions
+    when a new graph names it again (the next attempt's reads of those partitions would wait
+    for ever). The attempt's futures are cancelled after."""
+    from ._placing import settle
+
+    placed = {w: [(p, f) for p, f in pairs if f.status == "finished"] for w, pairs in packing.packed.items()
+              if w in workers}
+    tasks = {w: [client.submit(_keep_here, f, p.token, workers=[w], allow_other_workers=False, pure=False)
+                 for p, f in pairs] for w, pairs in placed.items()}
+    settle([t for ts in tasks.values() for t in ts], timeout)
+    pieces = {w: [p for (p, _), t in zip(placed[w], tasks[w]) if t.status == "finished"] for w in placed}
+    client.cancel([t for ts in tasks.values() for t in ts])
+    kept = Kept({w: kept for w, kept in pieces.items() if kept},
+                0 if packing.init_model is None else len(packing.init_model.trees),
+                [p.token for pairs in placed.values() for p, _ in pairs])
+    if not kept.pieces:
+        kept.drop(client)  # any kept after the wait
+        return None
+    return kept
+
+
+def plan_again(lengths, previous: Kept, workers) -> tuple[dict, dict, int]:
+    """A restart's shares over ``workers`` that keep the pieces the last attempt packed on a
+    worker still there: ``_shards.plan_shards`` over the kept pieces and the rows between them
+    as its partitions, each kept piece held by its worker. Returns (each worker's pieces in
+    global row order, each worker's kept ones by their index in its pieces, the rows that go to
+    a worker that did not pack them). The model does not depend on which rank trains which rows."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    spans = sorted((int(offsets[p.piece.part]) + p.piece.start, p, worker)
+                   for worker, pieces in previous.pieces.items() for p in pieces if worker in workers)
+    parts, at = [], 0  # (Piece, the kept Packed or None, its worker or None), covering every row in order
+    for start, packed, worker in spans + [(int(offsets[-1]), None, None)]:
+        while at < start:  # the rows before it, no one's, cut at partitions' ends
+            part = int(np.searchsorted(offsets, at, side="right")) - 1
+            stop = min(start, int(offsets[part + 1]))
+            parts.append((_shards.Piece(part, at - int(offsets[part]), stop - int(offsets[part])), None, None))
+            at = stop
+        if packed is not None:
+            parts.append((packed.piece, packed, worker))
+            at = start + packed.piece.n_rows
+    shares = _shards.plan_shards([p.n_rows for p, _, _ in parts], [w for _, _, w in parts], workers)
+    plan, kept, moved = {}, {}, 0
+    for worker in workers:
+        plan[worker], kept[worker] = [], {}
+        for share in shares[worker]:
+            piece, packed, holder = parts[share.part]
+            if holder == worker and share.n_rows == piece.n_rows:
+                kept[worker][len(plan[worker])] = packed
+            elif holder != worker:
+                moved += share.n_rows
+            plan[worker].append(_shards.Piece(piece.part, piece.start + share.start, piece.start + share.stop))
+    return plan, kept, moved
+
+
+def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing, kept: dict | None = None) -> dict:
     """Each worker's pieces packed on it (step 3 above): {worker: [future, ...]}, the pieces
     in plan order. Each partition is computed where its piece is packed (the tasks' graphs
     are restricted to that worker), unless Dask holds it already. A worker's budget (of
     ``packing``, the attempt's) travels with its pages (``PackedRows.budget``), so its pieces
-    and its rank page alike."""
+    and its rank page alike. ``kept``: the training rows' (``plan_again``'s), the pieces
+    taken again from the last attempt where their pages fit this one's budget; the training
+    rows' pieces (``kept`` given, if only empty) are noted in ``packing.packed``."""
     shards = {}
     params = stream.params
+    automatic = not params.max_device_matrix_bytes
     for worker, pieces in plan.items():
         rank_rows, budget = sum(p.n_rows for p in pieces), packing.budgets[worker]
         paged = bool(budget) and rank_rows * stream.layout.bytes_per_row > budget  # else joined in core
-        if paged:  # raises where too small for two pages, before any task
-            rows_per_page(stream.layout, budget, f"{stream.what}X", automatic=not params.max_device_matrix_bytes)
-        # The shared values' keys are this worker's own: restricted to it, a key another worker's
-        # tasks read could not be made again were it lost.
+        page_rows = rows_per_page(stream.layout, budget, f"{stream.what}X", automatic) if paged else 0  # raises
+        # where too small for two pages, before any task. The shared values' keys are this
+        # worker's own: restricted to it, a key another worker's tasks read could not be made
+        # again were it lost.
         params_key, categories_key, layout_key = _shards.shared(params, stream.categories, stream.layout)
-        tasks = [dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part], p.start,
-                                                      p.stop, budget if paged else 0, budget, stream.what, params_key,
-                                                      categories_key, stream.label_name, packing.cuts, layout_key,
-                                                      packing.model)
-                 for p in pieces]
+        tasks, cut_for = [], []
+        for index, p in enumerate(pieces):
+            again = (kept or {}).get(worker, {}).get(index)
+            if again is not None and _pages_fit(again, page_rows, stream.layout, automatic):
+                tasks.append(dask.delayed(continue_piece, pure=False)(again.token, params_key, budget, packing.model,
+                                                                      packing.previous.trees))
+                cut_for.append(again.page_budget)
+                packing.continued += p.n_rows
+                continue
+            tasks.append(dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part],
+                                                              p.start, p.stop, budget if paged else 0, budget,
+                                                              stream.what, params_key, categories_key,
+                                                              stream.label_name, packing.cuts, layout_key,
+                                                              packing.model))
+            cut_for.append(budget if paged else 0)
         shards[worker] = futures.track(client.compute(tasks, workers=[worker], allow_other_workers=False)) \
             if tasks else []
+        if kept is not None:
+            packing.packed[worker] = [(Packed(p, b, str(f.key)), f) for p, f, b in zip(pieces, shards[worker], cut_for)]
     return shards
+
+
+def _pages_fit(packed: Packed, page_rows: int, layout: EllpackLayout, automatic: bool) -> bool:
+    """Whether a kept piece's pages fit a rank paged by pages of ``page_rows`` (0: not paged,
+    its rows joined in core, where any page fits)."""
+    if not page_rows:
+        return True
+    largest = rows_per_page(layout, packed.page_budget, "X", automatic) if packed.page_budget \
+        else packed.piece.n_rows
+    return largest <= page_rows
 
 
 # ---- tasks (run on the workers) ------------------------------------------------------------------
@@ -340,6 +460,53 @@ def pack_piece(X, y, weight, base_margin, qid, part: int, n_rows: int, start: in
         base_margin = asarray(get_xp(label), _model_margins(init_model, X, base_margin, xp))
         packed = dataclasses.replace(packed, with_model=True)
     return packed, label, weight, base_margin, qid, names, frame_categories
+
+
+#: This worker's pieces kept from an interrupted attempt (``keep``): token -> pack_piece's result.
+_KEPT: dict = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _keep_here(piece, token: str) -> None:
+    with _KEPT_LOCK:
+        _KEPT[token] = piece
+
+
+def _drop_kept(tokens) -> None:
+    with _KEPT_LOCK:
+        for token in tokens:
+            _KEPT.pop(token, None)
+
+
+def continue_piece(token: str, params, budget: int, init_model, trees: int):
+    """A piece the last attempt packed (``pack_piece``'s result, kept on this worker under
+    ``token``, and taken) for an attempt that continues ``init_model``: its pages as they are, now for ``budget`` (they fit
+    it: ``_pages_fit``), its margins continued by the model's trees after the first ``trees``
+    (those its margins hold: none where it was packed without init_model), walked on its bins
+    (``predict.add_binned_margins``: those trees were grown with the cuts it was packed by). No
+    partition is read again."""
+    from ._job import _worker_device
+
+    with _KEPT_LOCK:
+        piece = _KEPT.pop(token, None)
+    if piece is None:
+        raise RuntimeError(f"the packed piece {token} kept on this worker for the job's restart is gone")
+    packed, label, weight, base_margin, qid, names, frame_categories = piece
+    packed = dataclasses.replace(packed, budget=budget)
+    if init_model is None:  # no round was finished: the pieces are as the last attempt packed them
+        return packed, label, weight, base_margin, qid, names, frame_categories
+    xp = device_module(_worker_device(params.device))
+    n_rows, n_outputs = packed.shape[0], init_model.n_outputs
+    if base_margin is None:
+        start = np.broadcast_to(init_model.base_margin, (n_rows, n_outputs))
+    else:  # init_model's margins, or the rows' own base_margin (packed without init_model)
+        start = margins_argument(base_margin, "base_margin", n_rows, n_outputs, get_xp(base_margin))
+    margins = xp.array(asarray(xp, start).reshape(n_rows, n_outputs), dtype=MARGIN_DTYPE, order="C", copy=True)
+    forest = bin_forest(init_model.trees[trees:], init_model.tree_outputs[trees:], xp)
+    for first, page in packed.matrices(xp):
+        margins[first:first + page.n_rows] = predict_bins(forest, page, margins[first:first + page.n_rows])
+    return (dataclasses.replace(packed, with_model=True), label, weight, asarray(get_xp(label), margins), qid, names,
+            frame_categories)
 
 
 #: Values of X predicted at a time for init_model's margins.

@@ -394,6 +394,16 @@ class PackedRows:
     def largest_page_bytes(self) -> int:
         return max(self.page_rows, default=0) * self.layout.bytes_per_row
 
+    def matrices(self, xp):
+        """Each page, one at a time, as (its first row, an EllpackMatrix of its rows on
+        ``xp``'s device)."""
+        host_offsets = np.asarray(self.cuts.bin_offsets)
+        offsets = asarray(xp, host_offsets)
+        first = 0
+        for page, n_rows in zip(self.pages, self.page_rows):
+            yield first, EllpackMatrix(asarray(xp, _load(page)), self.layout, offsets, host_offsets)
+            first += n_rows
+
     @staticmethod
     def join(parts: list["PackedRows"]) -> "PackedRows":
         """One rank's pieces, in order, as one."""

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from .._dtypes import CUT_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
+from .._dtypes import CUT_DTYPE, FEATURE_DTYPE, INDEX_DTYPE, LEAF_DTYPE, MARGIN_DTYPE, NODE_INDEX_DTYPE
 from ..backend import asarray, get_xp
 from .. import kernels
 from ..data.sparse import is_sparse, take_rows, to_dense
@@ -211,3 +211,50 @@ def predict_leaf_ids(forest: Forest, X):
 
 #: Cells of a sparse X densified at a time by predict_leaf_ids.
 _LEAF_BLOCK_CELLS = 1 << 22
+
+
+
+def bin_forest(trees, outputs, xp) -> Forest:
+    """Trees grown with some cuts, as they split rows packed by those cuts: each split at its
+    ``split_bin`` + 0.5, so that a row's bins read as values (``bin_values``) go where training
+    sent the row (left where its bin is at most ``split_bin``; a missing one by the default), and
+    ``predict_margins`` finds the leaf it finds from the row's float values, with the same float32
+    additions. A streamed job's restart continues a packed piece's margins so, reading no float
+    value again (dask/_streamed.continue_piece)."""
+    on_bins = []
+    for tree in trees:
+        split = tree.left >= 0
+        if np.any(split & (tree.split_bin < 0)):
+            raise ValueError("a tree with category-set splits cannot be walked on bins: predict it from values")
+        threshold = np.where(split, tree.split_bin.astype(CUT_DTYPE) + CUT_DTYPE(0.5), tree.threshold)
+        on_bins.append(dataclasses.replace(tree, threshold=threshold.astype(CUT_DTYPE)))
+    return Forest.from_trees(on_bins, outputs, xp)
+
+
+#: Rows' bins read as values at a time (float32: 128 MiB), a page's rows in blocks of them.
+_BIN_VALUES = 1 << 25
+
+
+def predict_bins(forest: Forest, matrix, margins):
+    """``predict_margins`` of a packed matrix's rows by a ``bin_forest``, a block of rows at a
+    time (each read as values by ``bin_values``): returns the new margins."""
+    step = max(1, _BIN_VALUES // max(matrix.layout.n_features, 1))
+    blocks = [predict_margins(forest, bin_values(matrix, begin, begin + step), margins[begin:begin + step])
+              for begin in range(0, matrix.n_rows, step)]
+    return get_xp(margins).concatenate(blocks) if blocks else margins.astype(MARGIN_DTYPE, copy=True)
+
+
+def bin_values(matrix, begin: int, stop: int):
+    """Rows ``[begin, stop)`` of a packed matrix as float32 values, each feature's bin
+    number within the feature, NaN where missing (a sparse row's features absent too)."""
+    xp = get_xp(matrix.packed)
+    layout = matrix.layout
+    cells = matrix.unpack(slice(begin, stop))
+    present = cells != layout.missing_symbol
+    if not layout.is_sparse:
+        return xp.where(present, cells.astype(FEATURE_DTYPE), FEATURE_DTYPE(np.nan))
+    feature = xp.searchsorted(matrix.bin_offsets, cells, side="right") - 1
+    values = xp.full((cells.shape[0], layout.n_features), np.nan, dtype=FEATURE_DTYPE)
+    rows = xp.broadcast_to(xp.arange(cells.shape[0])[:, None], cells.shape)
+    values[rows[present], feature[present]] = (cells - matrix.bin_offsets[feature])[present].astype(FEATURE_DTYPE)
+    return values
