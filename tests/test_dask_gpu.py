@@ -583,6 +583,31 @@ def test_a_lost_gpu_worker_or_connection_resumes_to_the_same_model(cuda_client, 
     assert dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=2).num_boosted_rounds() == 2
 
 
+def test_a_streamed_job_keeps_the_survivors_pieces_past_a_lost_gpu_worker(cuda_client, data, tmp_path, caplog):
+    """A streamed job (dask/_streamed.py) that loses the last GPU's worker: the workers left
+    keep the pieces they packed (pinned pages on the host), continue their margins on the GPU
+    from their bins, and pack the lost rows again; the model is one GPU's, byte for byte."""
+    import os
+
+    pids = cuda_client.run(os.getpid)
+    if len(pids) == 1:
+        pytest.skip("one GPU: no worker is left to keep its pieces")
+    X, y, _ = data
+    dX, dy = da.from_array(X, chunks=(2500, 12)), da.from_array(y, chunks=2500)
+    params = {**PARAMS["binary"], "device": "cuda", "verbosity": 2}  # verbosity 2: the shares' log lines
+    expected = dgboost.train(params, X, y, num_boost_round=12)
+    victim = pids[sorted(pids)[-1]]
+    with dask.config.set({"dgboost.stream-partitions": True}), caplog.at_level(logging.INFO, logger="dgboost"):
+        got = dgboost.dask.train(cuda_client, params, dX, dy, num_boost_round=12,
+                                 callbacks=[_FailOnce(5, tmp_path / "once", kill=victim)])
+    assert (tmp_path / "once").exists()
+    assert _bytes(got, tmp_path, "restarted") == _bytes(expected, tmp_path, "expected")
+    share = N_ROWS // len(pids)
+    assert f"({N_ROWS - share} rows' pages kept from the last attempt, {share} rows moved)" in caplog.text
+    no_task_left(cuda_client)
+    cuda_client.wait_for_workers(len(pids), timeout=120)
+
+
 class _BreakTheGpu(TrainingCallback):
     """On the coordinator after round ``at``, once: a kernel writes where nothing is allocated,
     which leaves the process's CUDA context unusable (a sticky error). The marker file holds the
