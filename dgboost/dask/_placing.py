@@ -67,8 +67,11 @@ def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
             plan = _plan(rows.summaries, [None] * len(lengths), workers, rows.by_query)
         job_workers = [w for w in workers if plan[w]]
         packing.take(client, futures, rows.stream, job_workers)
+        # A ranking job's pieces are not kept (None): its shares are cut at query boundaries.
         shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing,
-                                        kept)
+                                        None if rows.by_query else kept)
+        if packing.previous is not None:  # those not taken again go at once: their pages take memory
+            packing.previous.drop(client, packing.taken)
         logger.info("dgboost.dask: rows per worker, packed where read: %s%s",
                     _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}),
                     f" ({packing.continued} rows' pages kept from the last attempt, {moved} rows moved)"
@@ -192,7 +195,6 @@ class _Futures:
 
     def track_one(self, future):
         return self.track([future])[0]
-
 
     def __enter__(self):
         return self

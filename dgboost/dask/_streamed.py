@@ -245,10 +245,11 @@ class Kept:
     trees: int
     tokens: list  # every piece ``keep`` asked the workers to keep, kept in time or not
 
-    def drop(self, client) -> None:
-        """Free those no attempt took again (best effort: a worker gone took its own)."""
+    def drop(self, client, taken=frozenset()) -> None:
+        """Free those no attempt took again, but the ``taken`` tokens (best effort: a worker gone
+        took its own)."""
         with contextlib.suppress(Exception):
-            client.run(_drop_kept, self.tokens, on_error="ignore")
+            client.run(_drop_kept, [t for t in self.tokens if t not in taken], on_error="ignore")
 
 
 class Packing:
@@ -263,6 +264,7 @@ class Packing:
         self.previous = previous
         self.packed: dict = {}
         self.continued = 0  # rows of the pieces taken again from ``previous``
+        self.taken: set = set()  # their tokens
         self.budgets: dict | None = None
         self.cuts = self.model = None
 
@@ -275,9 +277,10 @@ class Packing:
         return self
 
 
-def keep(client, packing: Packing, workers, timeout: float) -> Kept | None:
+def keep(client, packing: Packing, workers, timeout: float) -> Kept:
     """The training pieces an interrupted attempt packed on ``workers`` (those left), kept
-    there apart from Dask (``_keep_here``) for the next attempt, or None where none is. Apart:
+    there apart from Dask (``_keep_here``) for the next attempt (those kept within ``timeout``:
+    a worker whose thread is still taken keeps none). Apart:
     a Dask future would keep its graph, whose partitions' keys hold the workers the attempt
     restricted them to, the lost one among them, and Dask keeps a known key's restrictions
     when a new graph names it again (the next attempt's reads of those partitions would wait
@@ -291,13 +294,9 @@ def keep(client, packing: Packing, workers, timeout: float) -> Kept | None:
     settle([t for ts in tasks.values() for t in ts], timeout)
     pieces = {w: [p for (p, _), t in zip(placed[w], tasks[w]) if t.status == "finished"] for w in placed}
     client.cancel([t for ts in tasks.values() for t in ts])
-    kept = Kept({w: kept for w, kept in pieces.items() if kept},
+    return Kept({w: kept for w, kept in pieces.items() if kept},
                 0 if packing.init_model is None else len(packing.init_model.trees),
-                [p.token for pairs in placed.values() for p, _ in pairs])
-    if not kept.pieces:
-        kept.drop(client)  # any kept after the wait
-        return None
-    return kept
+                [p.token for pairs in placed.values() for p, _ in pairs])  # dropped by the next attempt
 
 
 def plan_again(lengths, previous: Kept, workers) -> tuple[dict, dict, int]:
@@ -360,6 +359,7 @@ def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing, 
                                                                       packing.previous.trees))
                 cut_for.append(again.page_budget)
                 packing.continued += p.n_rows
+                packing.taken.add(again.token)
                 continue
             tasks.append(dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part],
                                                               p.start, p.stop, budget if paged else 0, budget,
@@ -379,9 +379,8 @@ def _pages_fit(packed: Packed, page_rows: int, layout: EllpackLayout, automatic:
     its rows joined in core, where any page fits)."""
     if not page_rows:
         return True
-    largest = rows_per_page(layout, packed.page_budget, "X", automatic) if packed.page_budget \
-        else packed.piece.n_rows
-    return largest <= page_rows
+    largest = rows_per_page(layout, packed.page_budget, "X", automatic) if packed.page_budget else page_rows
+    return min(largest, packed.piece.n_rows) <= page_rows
 
 
 # ---- tasks (run on the workers) ------------------------------------------------------------------
@@ -480,11 +479,11 @@ def _drop_kept(tokens) -> None:
 
 def continue_piece(token: str, params, budget: int, init_model, trees: int):
     """A piece the last attempt packed (``pack_piece``'s result, kept on this worker under
-    ``token``, and taken) for an attempt that continues ``init_model``: its pages as they are, now for ``budget`` (they fit
-    it: ``_pages_fit``), its margins continued by the model's trees after the first ``trees``
-    (those its margins hold: none where it was packed without init_model), walked on its bins
-    (``predict.add_binned_margins``: those trees were grown with the cuts it was packed by). No
-    partition is read again."""
+    ``token``, and taken) for an attempt that continues ``init_model``: its pages as they are,
+    now for ``budget`` (they fit it: ``_pages_fit``), its margins continued by the model's trees
+    after the first ``trees`` (those its margins hold: none where it was packed without
+    init_model), walked on its bins (``predict.bin_forest``, ``predict_bins``: those trees were
+    grown with the cuts it was packed by). No partition is read again."""
     from ._job import _worker_device
 
     with _KEPT_LOCK:

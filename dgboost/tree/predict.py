@@ -213,7 +213,6 @@ def predict_leaf_ids(forest: Forest, X):
 _LEAF_BLOCK_CELLS = 1 << 22
 
 
-
 def bin_forest(trees, outputs, xp) -> Forest:
     """Trees grown with some cuts, as they split rows packed by those cuts: each split at its
     ``split_bin`` + 0.5, so that a row's bins read as values (``bin_values``) go where training
@@ -237,7 +236,18 @@ _BIN_VALUES = 1 << 25
 
 def predict_bins(forest: Forest, matrix, margins):
     """``predict_margins`` of a packed matrix's rows by a ``bin_forest``, a block of rows at a
-    time (each read as values by ``bin_values``): returns the new margins."""
+    time (each read as values by ``bin_values``).
+
+    Parameters
+    ----------
+    forest : Forest, a bin_forest on the matrix's device
+    matrix : EllpackMatrix, rows packed by the cuts the forest's trees were grown with
+    margins : array of shape (n_rows, n_outputs), float32: the starting margins (not modified)
+
+    Returns
+    -------
+    array of shape (n_rows, n_outputs), float32
+    """
     step = max(1, _BIN_VALUES // max(matrix.layout.n_features, 1))
     blocks = [predict_margins(forest, bin_values(matrix, begin, begin + step), margins[begin:begin + step])
               for begin in range(0, matrix.n_rows, step)]
@@ -245,8 +255,9 @@ def predict_bins(forest: Forest, matrix, margins):
 
 
 def bin_values(matrix, begin: int, stop: int):
-    """Rows ``[begin, stop)`` of a packed matrix as float32 values, each feature's bin
-    number within the feature, NaN where missing (a sparse row's features absent too)."""
+    """Rows ``[begin, stop)`` of a packed matrix as values: array of shape (n, n_features),
+    float32, on the matrix's device, each feature's bin number within the feature, NaN where
+    missing (a sparse row's absent features too)."""
     xp = get_xp(matrix.packed)
     layout = matrix.layout
     cells = matrix.unpack(slice(begin, stop))
