@@ -143,6 +143,34 @@ def test_a_streamed_job_resumes_to_the_model_of_an_uninterrupted_run(cluster, cl
     assert set(client.run(_kept_here).values()) == {0}  # every kept piece taken, or dropped
 
 
+def test_a_kept_piece_gone_from_its_worker_restarts_again(cluster, client, data, tmp_path, monkeypatch, caplog):
+    """A worker replaced at its address between two attempts no longer holds the pieces it
+    kept (here they are dropped as soon as kept): the attempt that wants them is interrupted
+    (KeptPieceGone) and the next one packs those rows again, to the uninterrupted model."""
+    from dgboost.dask import _attempts, _streamed
+
+    keep, calls = _streamed.keep, []
+
+    def keep_then_lose(client, *args):
+        kept = keep(client, *args)
+        calls.append(kept)
+        if len(calls) == 1:
+            client.run(_streamed._drop_kept, kept.tokens)
+        return kept
+
+    monkeypatch.setattr(_attempts, "keep", keep_then_lose)
+    X, y = data
+    params = {**PARAMS, "max_device_matrix_bytes": 4000}
+    dX, dy = _collections(X, y)
+    victim = _rank_pids(cluster, client)[1]
+    with caplog.at_level(logging.WARNING, logger="dgboost"):
+        model = dgboost.dask.train(client, params, dX, dy, num_boost_round=8,
+                                   callbacks=[_KillAt([3], [victim], tmp_path)])
+    assert model.save_raw() == dgboost.train(params, X, y, num_boost_round=8).save_raw()
+    assert "no longer holds the packed piece" in caplog.text and "restart 2 of 3" in caplog.text, caplog.text
+    assert set(client.run(_kept_here).values()) == {0}
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_killed_worker_resumes_to_the_model_of_an_uninterrupted_run(cluster, client, data, seed, tmp_path, caplog):
     X, y = data

@@ -16,7 +16,7 @@ from ._job import EVENT_TOPIC, JobSpec, abort_message, peers_vouch, rank_key, tr
 from ._placing import _CANCELLED, _TIMEOUTS, _alive, _Futures, _Rows, _share_evals, _share_rows, _workers, settle
 from ._restart import JOURNAL_TOPIC, CannotResume, Journal, retryable
 from ._service import JobCancelled, TrainingJob, _listening
-from ._streamed import Packing, keep
+from ._streamed import KeptPieceGone, Packing, keep
 from ._shards import Incoming
 
 logger = logging.getLogger("dgboost")
@@ -57,7 +57,7 @@ class _Attempts:
             try:
                 while True:
                     try:
-                        booster = self._attempt(job, resumed_at)
+                        booster = self._attempt(job, resumed_at, restarts < self.max_restarts)
                         break
                     except _Interrupted as interrupted:
                         job = self._restart(interrupted, restarts)
@@ -72,7 +72,7 @@ class _Attempts:
                 if self.progress is not None:  # the job failed: stop drawing at once
                     self.progress.close()
 
-    def _attempt(self, job: JobSpec, resumed_at: float | None) -> Booster:
+    def _attempt(self, job: JobSpec, resumed_at: float | None, may_restart: bool) -> Booster:
         if self.owner._cancel_reason() is not None:
             raise JobCancelled(self.owner._cancel_reason())
         if resumed_at is not None and not _workers(self.client):  # every worker lost: wait for their nannies'
@@ -86,7 +86,7 @@ class _Attempts:
             try:
                 return self._attempt_with(job, resumed_at, futures, packing)
             except _Interrupted:  # a streamed job's next attempt takes again the pieces packed on the workers left
-                if packing.packed:
+                if packing.packed and may_restart and self.owner._cancel_reason() is None:
                     self._drop_kept()
                     self.kept = keep(self.client, packing, _alive(self.client, packing.packed),
                                      min(job.timeout, _STOP_GRACE_SECONDS))
@@ -125,7 +125,10 @@ class _Attempts:
         ``pinned``: each worker slices are cut on, those slices (``_Futures.pinned``)."""
         pieces = [f for w in job_workers for f in shards[w] if not isinstance(f, Incoming)]
         pieces += [f for w in job_workers for parts in evals_of[w] for f in parts]
-        _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason, pinned)
+        try:
+            _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason, pinned)
+        except KeptPieceGone as error:  # its worker was replaced at the same address: share again
+            raise _Interrupted(str(error), time.monotonic(), error.worker, error) from error
         if any(f.status != "finished" for f in pieces):
             gone = _gone(self.client, job_workers, pinned)
             if gone:  # a slice's worker lost while it was cut: share again

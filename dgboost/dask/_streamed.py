@@ -461,6 +461,19 @@ def pack_piece(X, y, weight, base_margin, qid, part: int, n_rows: int, start: in
     return packed, label, weight, base_margin, qid, names, frame_categories
 
 
+class KeptPieceGone(RuntimeError):
+    """A piece kept for a restart is not on its worker (the worker was replaced since, at the
+    same address): the attempt is interrupted and the next one packs those rows again."""
+
+    def __init__(self, token: str, worker: str):
+        super().__init__(f"worker {worker} no longer holds the packed piece {token} it kept for the job's restart "
+                         "(it was restarted)")
+        self.token, self.worker = token, worker
+
+    def __reduce__(self):
+        return type(self), (self.token, self.worker)
+
+
 #: This worker's pieces kept from an interrupted attempt (``keep``): token -> pack_piece's result.
 _KEPT: dict = {}
 _KEPT_LOCK = threading.Lock()
@@ -489,7 +502,9 @@ def continue_piece(token: str, params, budget: int, init_model, trees: int):
     with _KEPT_LOCK:
         piece = _KEPT.pop(token, None)
     if piece is None:
-        raise RuntimeError(f"the packed piece {token} kept on this worker for the job's restart is gone")
+        from distributed import get_worker
+
+        raise KeptPieceGone(token, get_worker().address)
     packed, label, weight, base_margin, qid, names, frame_categories = piece
     packed = dataclasses.replace(packed, budget=budget)
     if init_model is None:  # no round was finished: the pieces are as the last attempt packed them
