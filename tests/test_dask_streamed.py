@@ -435,3 +435,19 @@ def test_a_restart_keeps_the_pieces_the_workers_left_packed():
     assert rows(plan) == list(range(4000))
     assert [p.token for p in again["a"].values()] == ["t0"] and [p.token for p in again["c"].values()] == ["t3", "t4"]
     assert moved == 2000  # a and c keep 1000 rows each where they lie (the rest of t1 and t5 packed again)
+
+
+def test_a_kept_piece_is_taken_again_where_its_pages_fit_the_new_budget():
+    """_pages_fit: a kept piece's largest page (its rows, or a page for the budget it was cut
+    for) at most the new rank's page; any page where the new rank is not paged."""
+    from dgboost.dask._shards import Piece
+    from dgboost.dask._streamed import Packed, _pages_fit
+    from dgboost.data.ellpack import EllpackLayout
+
+    layout = EllpackLayout(n_features=8, bits=8, missing_symbol=255, row_stride=8)  # 8 bytes a row
+    one_page = Packed(Piece(0, 0, 700), 0, "t")
+    paged = Packed(Piece(0, 0, 3000), 16000, "t")  # pages of 1000 rows
+    assert _pages_fit(one_page, 0, layout, False) and _pages_fit(paged, 0, layout, False)
+    assert _pages_fit(one_page, 700, layout, False) and not _pages_fit(one_page, 699, layout, False)
+    assert _pages_fit(paged, 1000, layout, False) and not _pages_fit(paged, 999, layout, False)
+    assert _pages_fit(Packed(Piece(0, 0, 500), 16000, "t"), 500, layout, False)  # one page of its 500 rows

@@ -379,8 +379,10 @@ def _pages_fit(packed: Packed, page_rows: int, layout: EllpackLayout, automatic:
     its rows joined in core, where any page fits)."""
     if not page_rows:
         return True
-    largest = rows_per_page(layout, packed.page_budget, "X", automatic) if packed.page_budget else page_rows
-    return min(largest, packed.piece.n_rows) <= page_rows
+    largest = packed.piece.n_rows  # one page, unless cut into pages for a budget
+    if packed.page_budget:
+        largest = min(largest, rows_per_page(layout, packed.page_budget, "X", automatic))
+    return largest <= page_rows
 
 
 # ---- tasks (run on the workers) ------------------------------------------------------------------
