@@ -390,7 +390,7 @@ def test_a_kept_piece_continues_its_margins_from_its_bins(monkeypatch, case, dev
         if trees_before:
             start = model[:2].predict(rows, output_margin=True, base_margin=margin).reshape(n_rows, k)
             packed = dataclasses.replace(packed, with_model=True)
-        _keep_here((packed, y, None, start, None, None, None), "a-token")  # as keep() leaves it on a worker
+        _keep_here((packed, y, None, start, None, None, None), "a-token", 60.0)  # as keep() leaves it on a worker
         continued = continue_piece("a-token", TrainParams(device=device), budget, model, trees_before)
         assert "a-token" not in _KEPT
         expected = model.predict(rows, output_margin=True, base_margin=margin).reshape(n_rows, k)
@@ -451,3 +451,24 @@ def test_a_kept_piece_is_taken_again_where_its_pages_fit_the_new_budget():
     assert _pages_fit(one_page, 700, layout, False) and not _pages_fit(one_page, 699, layout, False)
     assert _pages_fit(paged, 1000, layout, False) and not _pages_fit(paged, 999, layout, False)
     assert _pages_fit(Packed(Piece(0, 0, 500), 16000, "t"), 500, layout, False)  # one page of its 500 rows
+
+
+def test_a_kept_piece_goes_at_its_time():
+    """A piece kept for a restart that no attempt takes (its client gone, say) is dropped once
+    its time has passed, by a thread that ends when none is left; one asked for then is gone."""
+    import time
+
+    from dgboost.dask import _streamed
+
+    _streamed._keep_here("a piece", "soon", 0.2)
+    _streamed._keep_here("another", "later", 60.0)
+    assert {"soon", "later"} <= set(_streamed._KEPT)
+    time.sleep(1.5)
+    assert "soon" not in _streamed._KEPT and "later" in _streamed._KEPT
+    with pytest.raises(_streamed.KeptPieceGone, match="no longer holds the packed piece soon"):
+        _streamed.continue_piece("soon", TrainParams(), 0, None, 0)
+    _streamed._drop_kept(["later"])
+    deadline = time.monotonic() + 5
+    while _streamed._SWEEPER[0] is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _streamed._SWEEPER[0] is None and not _streamed._KEPT

@@ -30,6 +30,12 @@ _POLL_SECONDS = 0.5
 _STOP_GRACE_SECONDS = 10.0
 
 
+#: Seconds at least a worker keeps a streamed job's pieces for its next attempt (_streamed.keep),
+#: which takes them at once unless the workers' threads are taken; a client gone meanwhile would
+#: never take them. An attempt later than that packs them again (KeptPieceGone).
+_KEPT_SECONDS = 600.0
+
+
 #: Seconds the client waits, when ranks failed at a peer, for the scheduler to see a worker gone.
 _LOSS_GRACE_SECONDS = 5.0
 
@@ -89,7 +95,7 @@ class _Attempts:
                 if packing.packed and may_restart and self.owner._cancel_reason() is None:
                     self._drop_kept()
                     self.kept = keep(self.client, packing, _alive(self.client, packing.packed),
-                                     min(job.timeout, _STOP_GRACE_SECONDS))
+                                     min(job.timeout, _STOP_GRACE_SECONDS), max(_KEPT_SECONDS, 2 * job.timeout))
                 raise
 
     def _drop_kept(self) -> None:

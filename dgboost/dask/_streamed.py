@@ -35,6 +35,7 @@ import dataclasses
 import logging
 import math
 import threading
+import time
 
 import dask
 import dask.sizeof
@@ -277,10 +278,10 @@ class Packing:
         return self
 
 
-def keep(client, packing: Packing, workers, timeout: float) -> Kept:
+def keep(client, packing: Packing, workers, timeout: float, seconds: float) -> Kept:
     """The training pieces an interrupted attempt packed on ``workers`` (those left), kept
-    there apart from Dask (``_keep_here``) for the next attempt (those kept within ``timeout``:
-    a worker whose thread is still taken keeps none). Apart:
+    there apart from Dask (``_keep_here``) for the next attempt, for at most ``seconds`` (those
+    kept within ``timeout``: a worker whose thread is still taken keeps none). Apart:
     a Dask future would keep its graph, whose partitions' keys hold the workers the attempt
     restricted them to, the lost one among them, and Dask keeps a known key's restrictions
     when a new graph names it again (the next attempt's reads of those partitions would wait
@@ -289,7 +290,7 @@ def keep(client, packing: Packing, workers, timeout: float) -> Kept:
 
     placed = {w: [(p, f) for p, f in pairs if f.status == "finished"] for w, pairs in packing.packed.items()
               if w in workers}
-    tasks = {w: [client.submit(_keep_here, f, p.token, workers=[w], allow_other_workers=False, pure=False)
+    tasks = {w: [client.submit(_keep_here, f, p.token, seconds, workers=[w], allow_other_workers=False, pure=False)
                  for p, f in pairs] for w, pairs in placed.items()}
     settle([t for ts in tasks.values() for t in ts], timeout)
     pieces = {w: [p for (p, _), t in zip(placed[w], tasks[w]) if t.status == "finished"] for w in placed}
@@ -465,31 +466,62 @@ def pack_piece(X, y, weight, base_margin, qid, part: int, n_rows: int, start: in
 
 class KeptPieceGone(RuntimeError):
     """A piece kept for a restart is not on its worker (the worker was replaced since, at the
-    same address): the attempt is interrupted and the next one packs those rows again."""
+    same address, or the piece waited past its time): the attempt is interrupted and the next
+    one packs those rows again."""
 
     def __init__(self, token: str, worker: str):
         super().__init__(f"worker {worker} no longer holds the packed piece {token} it kept for the job's restart "
-                         "(it was restarted)")
+                         "(restarted since, or the piece waited past its time)")
         self.token, self.worker = token, worker
 
     def __reduce__(self):
         return type(self), (self.token, self.worker)
 
 
-#: This worker's pieces kept from an interrupted attempt (``keep``): token -> pack_piece's result.
+#: This worker's pieces kept from an interrupted attempt (``keep``): token -> (pack_piece's
+#: result, the monotonic time it goes at), and the thread that drops those whose time came.
 _KEPT: dict = {}
 _KEPT_LOCK = threading.Lock()
+_SWEEPER: list = [None]
 
 
-def _keep_here(piece, token: str) -> None:
+def _keep_here(piece, token: str, seconds: float) -> None:
+    """Keep ``piece`` for the next attempt, at most ``seconds``: a client gone meanwhile would
+    never take it nor drop it (``_sweep``)."""
     with _KEPT_LOCK:
-        _KEPT[token] = piece
+        _KEPT[token] = (piece, time.monotonic() + seconds)
+        if _SWEEPER[0] is None:
+            _SWEEPER[0] = threading.Thread(target=_sweep, name="dgboost-kept-pieces", daemon=True)
+            _SWEEPER[0].start()
+
+
+def _sweep() -> None:
+    """Drop each kept piece at its time; end when none is left (the next keep starts another)."""
+    while True:
+        with _KEPT_LOCK:
+            now = time.monotonic()
+            for token in [t for t, (_, at) in _KEPT.items() if at <= now]:
+                del _KEPT[token]
+            if not _KEPT:
+                _SWEEPER[0] = None
+                return
+            wait = min(at for _, at in _KEPT.values()) - now
+        time.sleep(min(wait, 1.0))
 
 
 def _drop_kept(tokens) -> None:
     with _KEPT_LOCK:
         for token in tokens:
             _KEPT.pop(token, None)
+
+
+def _this_worker() -> str:
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # not in a worker's task
+        return "(this process)"
 
 
 def continue_piece(token: str, params, budget: int, init_model, trees: int):
@@ -502,11 +534,9 @@ def continue_piece(token: str, params, budget: int, init_model, trees: int):
     from ._job import _worker_device
 
     with _KEPT_LOCK:
-        piece = _KEPT.pop(token, None)
+        piece, _ = _KEPT.pop(token, (None, None))
     if piece is None:
-        from distributed import get_worker
-
-        raise KeptPieceGone(token, get_worker().address)
+        raise KeptPieceGone(token, _this_worker())
     packed, label, weight, base_margin, qid, names, frame_categories = piece
     packed = dataclasses.replace(packed, budget=budget)
     if init_model is None:  # no round was finished: the pieces are as the last attempt packed them
