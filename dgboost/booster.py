@@ -211,10 +211,7 @@ class Booster:
             X = known_codes(X, self.categories, "X", self.feature_names)
         xp = get_xp(X)
         begin, end = self._round_range(iteration_range)
-        if base_margin is None:
-            start = xp.broadcast_to(asarray(xp, self.base_margin), (X.shape[0], self.n_outputs))
-        else:
-            start = margins_argument(base_margin, "base_margin", X.shape[0], self.n_outputs, xp)
+        start = self.start_margins(X.shape[0], xp, base_margin)
         if pred_leaf:
             return predict_leaf_ids(self._forest(xp, begin, end), X)
         if pred_contribs:
@@ -224,6 +221,13 @@ class Booster:
         if output_margin:
             return result[:, 0] if self.n_outputs == 1 else result
         return self._objective.transform(result)
+
+    def start_margins(self, n_rows: int, xp, base_margin=None):
+        """The margins ``n_rows`` rows start from on ``xp``'s device, (n_rows, n_outputs)
+        float32: ``base_margin`` (checked) where given, else the model's (a read-only view)."""
+        if base_margin is None:
+            return xp.broadcast_to(asarray(xp, self.base_margin), (n_rows, self.n_outputs))
+        return margins_argument(base_margin, "base_margin", n_rows, self.n_outputs, xp)
 
     def tree_margins(self, X, base_margin=None):
         """The margins of rows given as the trees read them (a float32 array of every split

@@ -30,12 +30,6 @@ _POLL_SECONDS = 0.5
 _STOP_GRACE_SECONDS = 10.0
 
 
-#: Seconds at least a worker keeps a streamed job's pieces for its next attempt (_streamed.keep),
-#: which takes them at once unless the workers' threads are taken; a client gone meanwhile would
-#: never take them. An attempt later than that packs them again (KeptPieceGone).
-_KEPT_SECONDS = 600.0
-
-
 #: Seconds the client waits, when ranks failed at a peer, for the scheduler to see a worker gone.
 _LOSS_GRACE_SECONDS = 5.0
 
@@ -94,8 +88,7 @@ class _Attempts:
             except _Interrupted:  # a streamed job's next attempt takes again the pieces packed on the workers left
                 if packing.packed and may_restart and self.owner._cancel_reason() is None:
                     self._drop_kept()
-                    self.kept = keep(self.client, packing, _alive(self.client, packing.packed),
-                                     min(job.timeout, _STOP_GRACE_SECONDS), max(_KEPT_SECONDS, 2 * job.timeout))
+                    self.kept = keep(self.client, packing, _alive(self.client, packing.packed), job.timeout)
                 raise
 
     def _drop_kept(self) -> None:
@@ -134,7 +127,7 @@ class _Attempts:
         try:
             _await_done(self.client, pieces, job_workers, job.timeout, self.owner._cancel_reason, pinned)
         except KeptPieceGone as error:  # its worker was replaced at the same address: share again
-            raise _Interrupted(str(error), time.monotonic(), error.worker, error) from error
+            raise _Interrupted(str(error), time.monotonic(), cause=error) from error
         if any(f.status != "finished" for f in pieces):
             gone = _gone(self.client, job_workers, pinned)
             if gone:  # a slice's worker lost while it was cut: share again

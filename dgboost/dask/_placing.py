@@ -60,21 +60,22 @@ def _share_rows(client, futures, rows: _Rows, timeout: float, packing=None):
         raise RuntimeError("the Dask cluster has no workers: start some (dask worker, dask cuda worker) "
                            "or use dgboost.dask.local_cluster()")
     if rows.stream is not None:
-        kept, moved = {}, 0
-        if packing.previous is not None and not rows.by_query:
+        # A ranking job's pieces are not kept (None), so it has none from a last attempt: its
+        # shares are cut at query boundaries.
+        kept, moved = (None if rows.by_query else {}), 0
+        if packing.previous is not None:
             plan, kept, moved = _streamed.plan_again(lengths, packing.previous, workers)
         else:
             plan = _plan(rows.summaries, [None] * len(lengths), workers, rows.by_query)
         job_workers = [w for w in workers if plan[w]]
         packing.take(client, futures, rows.stream, job_workers)
-        # A ranking job's pieces are not kept (None): its shares are cut at query boundaries.
         shards = _streamed.pack_futures(client, futures, rows.stream, {w: plan[w] for w in job_workers}, packing,
-                                        None if rows.by_query else kept)
+                                        kept)
         if packing.previous is not None:  # those not taken again go at once: their pages take memory
             packing.previous.drop(client, packing.taken)
         logger.info("dgboost.dask: rows per worker, packed where read: %s%s",
                     _shards.describe({w: sum(p.n_rows for p in plan[w]) for w in workers}),
-                    f" ({packing.continued} rows' pages kept from the last attempt, {moved} rows moved)"
+                    f" ({sum(packing.taken.values())} rows' pages kept from the last attempt, {moved} rows moved)"
                     if packing.previous is not None else "")
         return (job_workers, shards, {w: [] for w in job_workers},
                 {w: _shards.global_runs(plan[w], lengths) for w in job_workers}, moved)

@@ -46,7 +46,6 @@ from .._dtypes import FEATURE_DTYPE, MARGIN_DTYPE, ROW_INDEX_DTYPE
 from ..backend import asarray, get_xp, to_numpy
 from ..data import sparse
 from ..data.ellpack import EllpackLayout, row_stride
-from ..data.inputs import margins as margins_argument
 from ..data.pages import PackedRows, device_budget, pack_rows, rows_per_page, stays_on_host
 from ..data.sketch import Sample, compute_cuts, draw_sample
 from ..training import device_module
@@ -264,8 +263,7 @@ class Packing:
         self.init_model = init_model
         self.previous = previous
         self.packed: dict = {}
-        self.continued = 0  # rows of the pieces taken again from ``previous``
-        self.taken: set = set()  # their tokens
+        self.taken: dict = {}  # the tokens of the pieces taken again from ``previous``: their rows
         self.budgets: dict | None = None
         self.cuts = self.model = None
 
@@ -278,10 +276,20 @@ class Packing:
         return self
 
 
-def keep(client, packing: Packing, workers, timeout: float, seconds: float) -> Kept:
+#: Seconds at most ``keep`` waits for the workers to keep their pieces (a worker whose thread is
+#: still taken, by a rank slow to stop, keeps none).
+_KEEP_WAIT_SECONDS = 10.0
+
+#: Seconds at least a worker keeps a piece for the next attempt (twice the job's timeout where
+#: longer), which takes it at once unless the workers' threads are taken; a client gone meanwhile
+#: would never take it. An attempt later than that packs it again (KeptPieceGone).
+_KEPT_SECONDS = 600.0
+
+
+def keep(client, packing: Packing, workers, timeout: float) -> Kept:
     """The training pieces an interrupted attempt packed on ``workers`` (those left), kept
-    there apart from Dask (``_keep_here``) for the next attempt, for at most ``seconds`` (those
-    kept within ``timeout``: a worker whose thread is still taken keeps none). Apart:
+    there apart from Dask (``_keep_here``) for the next attempt (``timeout``: the job's, which
+    bounds the wait and the keeping, above). Apart:
     a Dask future would keep its graph, whose partitions' keys hold the workers the attempt
     restricted them to, the lost one among them, and Dask keeps a known key's restrictions
     when a new graph names it again (the next attempt's reads of those partitions would wait
@@ -290,9 +298,10 @@ def keep(client, packing: Packing, workers, timeout: float, seconds: float) -> K
 
     placed = {w: [(p, f) for p, f in pairs if f.status == "finished"] for w, pairs in packing.packed.items()
               if w in workers}
+    seconds = max(_KEPT_SECONDS, 2 * timeout)
     tasks = {w: [client.submit(_keep_here, f, p.token, seconds, workers=[w], allow_other_workers=False, pure=False)
                  for p, f in pairs] for w, pairs in placed.items()}
-    settle([t for ts in tasks.values() for t in ts], timeout)
+    settle([t for ts in tasks.values() for t in ts], min(timeout, _KEEP_WAIT_SECONDS))
     pieces = {w: [p for (p, _), t in zip(placed[w], tasks[w]) if t.status == "finished"] for w in placed}
     client.cancel([t for ts in tasks.values() for t in ts])
     return Kept({w: kept for w, kept in pieces.items() if kept},
@@ -359,8 +368,7 @@ def pack_futures(client, futures, stream: Stream, plan: dict, packing: Packing, 
                 tasks.append(dask.delayed(continue_piece, pure=False)(again.token, params_key, budget, packing.model,
                                                                       packing.previous.trees))
                 cut_for.append(again.page_budget)
-                packing.continued += p.n_rows
-                packing.taken.add(again.token)
+                packing.taken[again.token] = p.n_rows
                 continue
             tasks.append(dask.delayed(pack_piece, pure=False)(*stream.parts[p.part], p.part, stream.lengths[p.part],
                                                               p.start, p.stop, budget if paged else 0, budget,
@@ -469,13 +477,13 @@ class KeptPieceGone(RuntimeError):
     same address, or the piece waited past its time): the attempt is interrupted and the next
     one packs those rows again."""
 
-    def __init__(self, token: str, worker: str):
-        super().__init__(f"worker {worker} no longer holds the packed piece {token} it kept for the job's restart "
+    def __init__(self, token: str):
+        super().__init__(f"its worker no longer holds the packed piece {token} it kept for the job's restart "
                          "(restarted since, or the piece waited past its time)")
-        self.token, self.worker = token, worker
+        self.token = token
 
     def __reduce__(self):
-        return type(self), (self.token, self.worker)
+        return type(self), (self.token,)
 
 
 #: This worker's pieces kept from an interrupted attempt (``keep``): token -> (pack_piece's
@@ -515,15 +523,6 @@ def _drop_kept(tokens) -> None:
             _KEPT.pop(token, None)
 
 
-def _this_worker() -> str:
-    from distributed import get_worker
-
-    try:
-        return get_worker().address
-    except ValueError:  # not in a worker's task
-        return "(this process)"
-
-
 def continue_piece(token: str, params, budget: int, init_model, trees: int):
     """A piece the last attempt packed (``pack_piece``'s result, kept on this worker under
     ``token``, and taken) for an attempt that continues ``init_model``: its pages as they are,
@@ -536,18 +535,15 @@ def continue_piece(token: str, params, budget: int, init_model, trees: int):
     with _KEPT_LOCK:
         piece, _ = _KEPT.pop(token, (None, None))
     if piece is None:
-        raise KeptPieceGone(token, _this_worker())
+        raise KeptPieceGone(token)
     packed, label, weight, base_margin, qid, names, frame_categories = piece
     packed = dataclasses.replace(packed, budget=budget)
     if init_model is None:  # no round was finished: the pieces are as the last attempt packed them
         return packed, label, weight, base_margin, qid, names, frame_categories
     xp = device_module(_worker_device(params.device))
-    n_rows, n_outputs = packed.shape[0], init_model.n_outputs
-    if base_margin is None:
-        start = np.broadcast_to(init_model.base_margin, (n_rows, n_outputs))
-    else:  # init_model's margins, or the rows' own base_margin (packed without init_model)
-        start = margins_argument(base_margin, "base_margin", n_rows, n_outputs, get_xp(base_margin))
-    margins = xp.array(asarray(xp, start).reshape(n_rows, n_outputs), dtype=MARGIN_DTYPE, order="C", copy=True)
+    # From init_model's margins, or the rows' own base_margin (packed without init_model), or the model's.
+    margins = xp.array(init_model.start_margins(packed.shape[0], xp, base_margin), dtype=MARGIN_DTYPE, order="C",
+                       copy=True)
     forest = bin_forest(init_model.trees[trees:], init_model.tree_outputs[trees:], xp)
     for first, page in packed.matrices(xp):
         margins[first:first + page.n_rows] = predict_bins(forest, page, margins[first:first + page.n_rows])
