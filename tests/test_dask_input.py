@@ -223,6 +223,34 @@ def test_sparse_chunks_other_than_csr_are_refused_on_the_client(client, data, no
         _train(client, dX, _chunked(y))
 
 
+def _unknown_width(values, chunks=250):
+    """``values`` as a dask array whose chunks do not say their columns (nor its shape)."""
+    blocks = [da.from_delayed(dask.delayed(lambda start=start: values[start:start + chunks])(),
+                              (len(values[start:start + chunks]), np.nan), values.dtype)
+              for start in range(0, len(values), chunks)]
+    return da.concatenate(blocks, allow_unknown_chunksizes=True)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["held", "streamed"])
+def test_features_the_chunks_do_not_say_are_checked_before_any_rank(client, data, quiet_workers, stream):
+    """X's features, where its chunks do not say them, are checked from its partitions on the
+    client, as known ones are from its shape: no rank starts (a rank's failure logs its task's)."""
+    X, y = data
+    with dask.config.set({"dgboost.stream-partitions": stream}):
+        with pytest.raises(ValueError, match=r"^evals\[0\] X has 3 features but the training X has 4$"):
+            _train(client, _unknown_width(X), _chunked(y), evals=[(_unknown_width(X[:, :3]), _chunked(y), "v")])
+        with pytest.raises(ValueError, match=r"^evals\[0\] X has 3 features but the training X has 4$"):
+            _train(client, _chunked(X), _chunked(y), evals=[(_unknown_width(X[:, :3]), _chunked(y), "v")])
+        mixed = da.concatenate([_unknown_width(X[:500]), _unknown_width(X[500:, :3])], allow_unknown_chunksizes=True)
+        with pytest.raises(ValueError, match=r"^X's partitions have \[3, 4\] columns: every partition needs"):
+            _train(client, mixed, _chunked(y))
+        with pytest.raises(ValueError, match="monotone_constraints has 2 values but X has 4 features"):
+            _train(client, _unknown_width(X), _chunked(y),
+                   params={"objective": "binary:logistic", "monotone_constraints": (1, -1)})
+        booster = _train(client, _unknown_width(X), _chunked(y), evals=[(_unknown_width(X), _chunked(y), "v")])
+    assert booster.num_features == 4
+
+
 def test_eval_set_columns_other_than_the_training_ones_are_refused(client, data, nothing_computed):
     X, y = data
     dX, dy = _frame(X, y)

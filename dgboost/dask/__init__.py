@@ -175,9 +175,8 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     if feature_weights is not None:
         feature_weights = np.asarray(to_numpy(feature_weights.compute() if hasattr(feature_weights, "compute")
                                               else feature_weights), dtype=np.float64)
-    if n_features is not None:  # else each rank checks, with its shard's features
-        FeatureRules.resolve(options.params, n_features, _shards.column_names(X), feature_weights)
-        resolve_categories(options.params, n_features, categories, feature_names=_shards.column_names(X))
+    if n_features is not None:  # else checked once X's partitions are read, before any rank starts
+        _check_features(options.params, n_features, X, categories, feature_weights)
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts={max_restarts!r} must be an integer >= 0 (0: no restart)")
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -202,19 +201,32 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
                         label_name)
             if sum(summary.n_rows for summary in rows.summaries) == 0:
                 raise ValueError("X has no rows: training needs at least one")
+            width = _shards.check_widths(rows.summaries, "")
+            if n_features is None:  # X's chunks did not say its features: its partitions have, before any rank
+                _check_features(options.params, width, X, categories, feature_weights)
             evals = [None if is_training else  # a streamed job's streamed too, by its rows' cuts
                      _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
                            categories, eval_qid) if rows.stream is None else
                      streamed_rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
                                    categories, eval_qid, cuts=rows.stream.cuts)
                      for index, (eval_X, eval_y, _, is_training, eval_qid) in enumerate(eval_specs)]
-            for index, eval_rows in enumerate(evals):  # rows known only once read (a filter's unknown chunks)
-                if eval_rows is not None and sum(summary.n_rows for summary in eval_rows.summaries) == 0:
+            for index, eval_rows in enumerate(evals):  # rows and features known only once read (unknown chunks)
+                if eval_rows is None:
+                    continue
+                if sum(summary.n_rows for summary in eval_rows.summaries) == 0:
                     raise ValueError(f"evals[{index}] X has no rows: training and prediction need at least one")
+                _shards.check_widths(eval_rows.summaries, f"evals[{index}] ", width)
             return _Attempts(client, spec, rows, evals, max_restarts, started, job).run()
 
     job._start(run)
     return job
+
+
+def _check_features(params, n_features: int, X, categories, feature_weights) -> None:
+    """Refuse the parameters that name X's features (monotone and interaction constraints,
+    feature weights, categorical features) where they do not fit its ``n_features``."""
+    FeatureRules.resolve(params, n_features, _shards.column_names(X), feature_weights)
+    resolve_categories(params, n_features, categories, feature_names=_shards.column_names(X))
 
 
 def _is_categorical(categories, params) -> bool:

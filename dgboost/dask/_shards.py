@@ -409,20 +409,21 @@ class Summary:
     qid_last: object = None   # where a query starts after its first (its query boundaries)
     query_starts: object = None
     weight_ends: tuple | None = None  # ranking: the weights of its first and last rows (a query's must agree)
-    n_features: int | None = None  # a streamed job's survey (_streamed.survey): X's columns,
-    row_stride: int | None = None  # and the most present values of a row (ellpack.row_stride)
+    n_features: int | None = None  # X's columns (None where the partition was rejected)
+    row_stride: int | None = None  # a streamed job's survey (_streamed.survey): a row's most present values
 
 
 def summarise(bundle) -> Summary:
     if isinstance(bundle, Rejected):
         return Summary(bundle.n_rows, bundle.error)
     X, _, weight, _, qid, *_ = bundle
+    n_rows, n_features = (int(n) for n in X.shape)
     some_weight = weight is None or bool((weight > 0).any())
     if qid is None or not qid.shape[0]:
-        return Summary(int(X.shape[0]), some_weight=some_weight)
+        return Summary(n_rows, some_weight=some_weight, n_features=n_features)
     ends = None if weight is None else (float(weight[0]), float(weight[-1]))
-    return Summary(int(X.shape[0]), some_weight=some_weight, qid_first=qid[0].item(), qid_last=qid[-1].item(),
-                   query_starts=np.flatnonzero(qid[1:] != qid[:-1]) + 1, weight_ends=ends)
+    return Summary(n_rows, some_weight=some_weight, qid_first=qid[0].item(), qid_last=qid[-1].item(),
+                   query_starts=np.flatnonzero(qid[1:] != qid[:-1]) + 1, weight_ends=ends, n_features=n_features)
 
 
 def check_summaries(summaries: list[Summary]) -> None:
@@ -437,6 +438,20 @@ def check_summaries(summaries: list[Summary]) -> None:
         offset += summary.n_rows
     if offset and not any(summary.some_weight for summary in summaries):  # no rows: the caller says so
         raise ValueError(ALL_ZERO_WEIGHTS.format(name="sample_weight"))
+
+
+def check_widths(summaries: list[Summary], what: str, training: int | None = None) -> int | None:
+    """X's features as its partitions hold them, known to the client before any rank starts
+    even where X's chunks do not say them (a dask array of unknown shape): raises where the
+    partitions differ, or differ from the training X's ``training`` features (an eval set's,
+    ``what`` naming it: "evals[0] "). None where no partition was read."""
+    widths = sorted({summary.n_features for summary in summaries if summary.n_features is not None})
+    if len(widths) > 1:
+        raise ValueError(f"{what}X's partitions have {widths} columns: every partition needs the same features")
+    width = widths[0] if widths else None
+    if training is not None and width is not None and width != training:
+        raise ValueError(f"{what}X has {width} features but the training X has {training}")
+    return width
 
 
 def slice_bundle(bundle, start: int, stop: int):

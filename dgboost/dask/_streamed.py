@@ -183,17 +183,13 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
     _shards.check_summaries(summaries)
     rows = [s.n_rows for s in summaries]
     widest = max((s.row_stride for s in summaries if s.row_stride is not None), default=1)
-    widths = {s.n_features for s in summaries if s.n_features is not None}
-    if len(widths) > 1:
-        raise ValueError(f"{what}X's partitions have {sorted(widths)} columns: every partition needs the same "
-                         "features")
+    n_features = _shards.check_widths(summaries, what)
     if lengths is not None and rows != lengths:
         raise ValueError(f"{what}X's partitions hold {_shards._short(rows)} rows where its chunks say "
                          f"{_shards._short(lengths)}: give chunks that match the data (X.compute_chunk_sizes())")
     if cuts is not None:  # an eval set: packed by the training rows' cuts
         client.cancel(surveyed)
-        if widths - {cuts.n_features}:
-            raise ValueError(f"{what}X has {widths.pop()} features but the training X has {cuts.n_features}")
+        _shards.check_widths(summaries, what, cuts.n_features)
         return _Rows([], summaries, qid is not None, Stream(parts, tuple(rows), what, params, categories, label_name,
                                                             cuts, EllpackLayout.smaller(cuts, widest)))
     if sum(rows) == 0:
@@ -206,7 +202,6 @@ def streamed_rows(client, futures, params, X, y, weight, base_margin, what: str,
             for i, part in enumerate(parts)]))
     else:
         samples = futures.track(client.map(_sample_of, surveyed, pure=False))
-    n_features = widths.pop()
     cuts = futures.track_one(client.submit(cuts_of, n_features, params.max_bin, *samples, pure=False)).result()
     client.cancel(surveyed + samples)  # the samples are spent
     layout = EllpackLayout.smaller(cuts, widest)
