@@ -242,7 +242,8 @@ def test_features_the_chunks_do_not_say_are_checked_before_any_rank(client, data
         with pytest.raises(ValueError, match=r"^evals\[0\] X has 3 features but the training X has 4$"):
             _train(client, _chunked(X), _chunked(y), evals=[(_unknown_width(X[:, :3]), _chunked(y), "v")])
         mixed = da.concatenate([_unknown_width(X[:500]), _unknown_width(X[500:, :3])], allow_unknown_chunksizes=True)
-        with pytest.raises(ValueError, match=r"^X's partitions have \[3, 4\] columns: every partition needs"):
+        with pytest.raises(ValueError, match=r"^X's partitions have \[3, 4\] columns \(partition 0 has 4, partition 2 "
+                                             r"3; empty ones count too\): every partition needs the same features$"):
             _train(client, mixed, _chunked(y))
         with pytest.raises(ValueError, match="monotone_constraints has 2 values but X has 4 features"):
             _train(client, _unknown_width(X), _chunked(y),

@@ -35,7 +35,7 @@ class JobSpec:
     timeout: float  # seconds any one collective wait may take
     options: Options
     evals: tuple[tuple[str, bool], ...]  # (name, is the training data) of each eval set
-    n_features: int | None  # known to the client for arrays; checked on every rank
+    n_features: int | None  # as X's shape says (None: unknown); the client checked its partitions' too
     client_draws_progress: bool = False  # the client draws a bar from round events: print no lines
     keep_nccl: bool = True  # GPU ranks keep their NCCL communicator for the next job (collective.nccl)
     cuda_graphs: tuple = (True, True)  # the client's _settings.cuda_graphs: where rounds may replay a CUDA graph

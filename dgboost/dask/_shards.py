@@ -443,12 +443,19 @@ def check_summaries(summaries: list[Summary]) -> None:
 def check_widths(summaries: list[Summary], what: str, training: int | None = None) -> int | None:
     """X's features as its partitions hold them, known to the client before any rank starts
     even where X's chunks do not say them (a dask array of unknown shape): raises where the
-    partitions differ, or differ from the training X's ``training`` features (an eval set's,
-    ``what`` naming it: "evals[0] "). None where no partition was read."""
-    widths = sorted({summary.n_features for summary in summaries if summary.n_features is not None})
-    if len(widths) > 1:
-        raise ValueError(f"{what}X's partitions have {widths} columns: every partition needs the same features")
-    width = widths[0] if widths else None
+    partitions differ (a partition of no rows too: a streamed job's cut sample would join its
+    columns), or differ from the training X's ``training`` features (an eval set's, ``what``
+    naming it: "evals[0] "). None where no partition was read."""
+    first: dict[int, int] = {}  # each width: the first partition of it
+    for part, summary in enumerate(summaries):
+        if summary.n_features is not None:
+            first.setdefault(summary.n_features, part)
+    if len(first) > 1:
+        (width, part), (other, other_part) = sorted(first.items(), key=lambda item: item[1])[:2]
+        raise ValueError(f"{what}X's partitions have {sorted(first)} columns (partition {part} has {width}, "
+                         f"partition {other_part} {other}; empty ones count too): every partition needs the same "
+                         "features")
+    width = next(iter(first), None)
     if training is not None and width is not None and width != training:
         raise ValueError(f"{what}X has {width} features but the training X has {training}")
     return width

@@ -393,14 +393,14 @@ def _pages_fit(packed: Packed, page_rows: int, layout: EllpackLayout, automatic:
 
 def survey(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str,
            offset: int | None, n_total: int | None):
-    """(Partition ``part``'s Summary with its features and row stride, its rows of the cut
+    """(Partition ``part``'s Summary with its row stride, its rows of the cut
     sample as bytes or None): its values are not kept."""
     bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
     summary = _shards.summarise(bundle)
     if isinstance(bundle, _shards.Rejected):
         return summary, None
     X = bundle[0]
-    summary = dataclasses.replace(summary, n_features=int(X.shape[1]), row_stride=row_stride(X))
+    summary = dataclasses.replace(summary, row_stride=row_stride(X))
     return summary, (None if offset is None else _sample_bytes(X, bundle[2], offset, n_total, params.seed))
 
 
