@@ -174,9 +174,8 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
         raise ValueError("y is required: pass the labels, one per row of X")
     params = params.with_targets(target_columns(y, params))
     options = dataclasses.replace(options, params=params)
-    if options.init_model is not None and options.init_model.n_outputs != params.n_outputs:
-        raise ValueError(f"init_model has {options.init_model.n_outputs} outputs but y has {params.n_outputs} "
-                         "targets: continue it on labels of as many columns")
+    if options.init_model is not None:
+        check_continues_outputs(options.init_model, params)
     objective = make_objective(params)
     training = checked_dataset(X, y, params, objective, weight=sample_weight, base_margin=base_margin, qid=qid,
                                group=group, label_name=BOUNDS if bounds else "y")
@@ -327,8 +326,8 @@ def _boost(params, objective, training, eval_sets, comm, num_boost_round, callba
         base_margin = objective.base_margin(training.label, training.weight, comm)
     else:
         base_margin = init_model.base_margin
-        _check_continues(init_model, coded)
-    # A model continued on an array keeps its names (checked against a frame's in _check_continues)
+        check_continues_features(init_model, coded.n_features, coded.feature_names)
+    # A model continued on an array keeps its names (checked against a frame's in check_continues_features)
     names = coded.feature_names if coded.feature_names is not None or init_model is None else init_model.feature_names
     booster = Booster(params, coded.n_features, names, base_margin, categories)
     if init_model is not None:
@@ -565,20 +564,28 @@ def _start_margins(data: Dataset, base_margin: np.ndarray, xp, init_model: Boost
     return xp.tile(asarray(xp, base_margin), (data.n_rows, 1))  # also a rank's share of no rows
 
 
-def _check_continues(init_model: Booster, training: Dataset) -> None:
-    if init_model.num_features != training.n_features:
-        raise ValueError(f"init_model was trained on {init_model.num_features} features but X has "
-                         f"{training.n_features}")
-    check_feature_names(init_model.feature_names, training.feature_names, "X (for init_model)")
+# What continuing init_model asks of the data. Each check needs only what a dask collection's
+# metadata says, so that dgboost.dask makes them on the client before any rank starts.
+
+def check_continues_outputs(init_model: Booster, params: TrainParams) -> None:
+    """``init_model``'s outputs against y's targets (``params.n_outputs``)."""
+    if init_model.n_outputs != params.n_outputs:
+        raise ValueError(f"init_model has {init_model.n_outputs} outputs but y has {params.n_outputs} "
+                         "targets: continue it on labels of as many columns")
 
 
-def _check_continues_categories(init_model: Booster | None, categories: Categories | None,
-                                params: TrainParams) -> Categories | None:
-    """``categories`` for a model continued on categorical features, which must have coded them
-    alike and by the same encoding: each feature's count at least init_model's, whose trees may
-    send its codes right (its combinations, if any, are taken again with its trees)."""
-    if init_model is None or (categories is None and init_model.categories is None):
-        return categories
+def check_continues_features(init_model: Booster, n_features: int, feature_names) -> None:
+    """``init_model``'s features against X's ``n_features`` and, where both have them, names."""
+    if init_model.num_features != n_features:
+        raise ValueError(f"init_model was trained on {init_model.num_features} features but X has {n_features}")
+    check_feature_names(init_model.feature_names, feature_names, "X (for init_model)")
+
+
+def check_continues_categories(init_model: Booster, categories: Categories | None, params: TrainParams) -> None:
+    """``init_model``'s categorical features against X's (``resolve_categories``'), which must
+    be the same features, coded alike (a frame's categories), by the same encoding."""
+    if categories is None and init_model.categories is None:
+        return
     theirs = init_model.categories
     n = None if theirs is None else theirs.n_inputs
     if theirs is None or categories is None or theirs.categorical[:n] != categories.categorical \
@@ -589,7 +596,21 @@ def _check_continues_categories(init_model: Booster | None, categories: Categori
         used = "target_statistics" if theirs.by_statistics else "partition"
         raise ValueError(f"init_model encodes its categorical features by cat_encoding={used!r}: continue it with "
                          f"cat_encoding={used!r}")
-    return categories.with_counts(max(mine, old) for mine, old in zip(categories.counts, theirs.counts[:n]))
+
+
+def _check_continues_categories(init_model: Booster | None, categories: Categories | None,
+                                params: TrainParams) -> Categories | None:
+    """``categories`` for a model continued on categorical features (``check_continues_categories``):
+    each feature's count at least init_model's, whose trees may send its codes right (its
+    combinations, if any, are taken again with its trees)."""
+    if init_model is None:
+        return categories
+    check_continues_categories(init_model, categories, params)
+    if categories is None:
+        return None
+    theirs = init_model.categories
+    return categories.with_counts(max(mine, old)
+                                  for mine, old in zip(categories.counts, theirs.counts[:theirs.n_inputs]))
 
 
 def _same_statistics(theirs: Categories, mine: Categories) -> bool:

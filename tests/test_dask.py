@@ -1165,8 +1165,11 @@ def test_ranker_estimator_and_bad_query_order(client3, tmp_path):
     local = dgboost.DGBRanker(n_estimators=4, max_depth=3).fit(X, y, qid=qid)
     np.testing.assert_array_equal(ranker.predict(dX).compute(), local.predict(X))
     shuffled = np.concatenate([qid[1000:2000], qid[:1000], qid[2000:]])
-    with pytest.raises(ValueError, match="not sorted across partitions"):
+    with pytest.raises(ValueError, match="^qid is not sorted across partitions"):
         dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=da.from_array(shuffled, chunks=1000))
+    with pytest.raises(ValueError, match=r"^eval_qid\[0\] is not sorted across partitions"):
+        dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy, qid=dq, evals=[(dX, dy, "v")],
+                           eval_qid=[da.from_array(shuffled, chunks=1000)])
     with pytest.raises(ValueError, match="pass qid"):
         dgboost.dask.train(client3, {"objective": "rank:ndcg"}, dX, dy)
 

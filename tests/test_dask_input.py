@@ -95,6 +95,14 @@ def _nan_margin(X, y):
     return {"base_margin": _chunked(margin)}
 
 
+def _bad_code(X, y):
+    X = X.copy()
+    X[:, 1] = np.arange(N_ROWS) % 5
+    X[700, 1] = 1.5
+    return {"X": _chunked(X), "params": {"objective": "binary:logistic", "feature_types": ["q", "c", "q", "q"],
+                                         "enable_categorical": True}}
+
+
 @pytest.mark.parametrize("damage, message", [
     (_nan_label, "y has a non-finite value (nan) at row 999 (partition 3, its row 249): y must be finite"),
     (_bad_class, "y has 3.0 at row 640 (partition 2, its row 140): labels must be 0 or 1"),
@@ -102,6 +110,8 @@ def _nan_margin(X, y):
     (_infinite_feature, "X has an infinite value at row 777 (partition 3, its row 27), column 2 (or one beyond "
                         "float32's range, 3.4e38): replace it"),
     (_nan_margin, "base_margin has a non-finite value ([nan]) at row 260 (partition 1, its row 10)"),
+    (_bad_code, "X has the value 1.5 in categorical column 1 at row 700 (partition 2, its row 200): category codes "
+                "are integers from 0 to"),
 ], ids=lambda v: getattr(v, "__name__", "")[1:])
 def test_bad_values_name_the_global_row_once(client, data, quiet_workers, damage, message):
     X, y = data
@@ -158,6 +168,71 @@ def test_bad_eval_set_values_name_the_eval_set_and_its_row(client, data, quiet_w
     with pytest.raises(ValueError, match=r"evals\[0\] y has 0.5 at row 420 \(partition 1, its row 120\): labels "
                                          "must be 0 or 1"):
         _train(client, _chunked(X), _chunked(y), evals=[(_chunked(X, 300), _chunked(y_valid, 300), "valid")])
+
+
+def test_bad_eval_set_category_codes_name_the_eval_set_and_its_row(client, data, quiet_workers):
+    X, _ = data
+    X = X.copy()
+    X[:, 1] = np.arange(N_ROWS) % 5
+    X_valid = X.copy()
+    X_valid[3, 1] = -2.0
+    params = {"objective": "binary:logistic", "feature_types": ["q", "c", "q", "q"], "enable_categorical": True}
+    with pytest.raises(ValueError, match=r"^evals\[0\] X has the value -2.0 in categorical column 1 at row 3 "
+                                         r"\(partition 0, its row 3\)"):
+        _train(client, _chunked(X), _chunked(data[1]), params=params, evals=[(_chunked(X_valid), _chunked(data[1]), "v")])
+
+
+def test_an_init_model_that_does_not_fit_the_data_is_refused_before_anything_is_computed(client, data,
+                                                                                         nothing_computed):
+    """What continuing a model asks of the data (its features, their names, its outputs, its
+    categorical features) is known from a collection's metadata: refused as dgboost.train
+    refuses it, before any task."""
+    X, y = data
+    params = {"objective": "binary:logistic"}
+    narrow = dgboost.train(params, X[:, :3], y, num_boost_round=2)
+    with pytest.raises(ValueError, match="^init_model was trained on 3 features but X has 4$"):
+        _train(client, _chunked(X), _chunked(y), init_model=narrow)
+    two = dgboost.train({"objective": "reg:squarederror"}, X, np.stack([y, y], 1), num_boost_round=2)
+    with pytest.raises(ValueError, match="^init_model has 2 outputs but y has 3 targets"):
+        _train(client, _chunked(X), _chunked(np.stack([y, y, y], 1)), init_model=two,
+               params={"objective": "reg:squarederror"})
+    named = dgboost.train(params, pd.DataFrame(X, columns=list("abcd")), y, num_boost_round=2)
+    other, labels = _frame(X, y)
+    with pytest.raises(ValueError, match=r"^X \(for init_model\) columns do not match the training features"):
+        _train(client, other.rename(columns={"d": "e"}), labels, init_model=named)
+    with pytest.raises(ValueError, match=r"^evals\[0\] X columns do not match the training features"):  # X: an array
+        _train(client, _chunked(X), _chunked(y), init_model=named,
+               evals=[(other.rename(columns=dict(zip("abcd", "wxyz"))), labels, "v")])
+    typed = pd.DataFrame(X, columns=list("abcd")).assign(b=pd.Categorical(np.where(X[:, 1] > 0, "up", "down")))
+    typed = dd.from_pandas(typed, npartitions=4)
+    with pytest.raises(ValueError, match="^init_model was trained with other categorical features or categories"):
+        _train(client, typed, labels, init_model=named, params={**params, "enable_categorical": True})
+
+
+def test_sparse_chunks_with_categorical_features_are_refused_before_anything_is_computed(client, data,
+                                                                                       nothing_computed):
+    sparse = pytest.importorskip("scipy.sparse")
+    X, y = data
+    dX = _chunked(X).map_blocks(sparse.csr_matrix, meta=sparse.csr_matrix((0, 0), dtype=np.float32))
+    with pytest.raises(TypeError, match="^X's chunks are sparse: categorical features take dense rows"):
+        _train(client, dX, _chunked(y), params={"objective": "binary:logistic", "feature_types": ["q", "c", "q", "q"],
+                                                "enable_categorical": True})
+
+
+def test_a_dask_classifier_refuses_labels_it_cannot_learn_before_any_rank(client, data, quiet_workers):
+    pytest.importorskip("sklearn")
+    X, y = data
+    labels = np.where(y > 0, "yes", "no").astype(object)
+    unseen = labels.copy()
+    unseen[640] = "may"
+    classifier = dgboost.dask.DaskDGBClassifier(n_estimators=2, max_depth=2)
+    with pytest.raises(ValueError, match=r"^eval_set\[0\] y has labels \['may'\] that are not among the training "
+                                         r"classes \['no', 'yes'\]"):
+        classifier.fit(_chunked(X), _chunked(labels), eval_set=[(_chunked(X), _chunked(unseen))])
+    missing = y.copy()
+    missing[999] = np.nan
+    with pytest.raises(ValueError, match="Input y contains NaN"):  # as DGBClassifier says
+        classifier.fit(_chunked(X), _chunked(missing))
 
 
 def test_a_dataframe_partition_of_the_wrong_type_names_its_partition(client, data, quiet_workers):
@@ -248,6 +323,9 @@ def test_features_the_chunks_do_not_say_are_checked_before_any_rank(client, data
         with pytest.raises(ValueError, match="monotone_constraints has 2 values but X has 4 features"):
             _train(client, _unknown_width(X), _chunked(y),
                    params={"objective": "binary:logistic", "monotone_constraints": (1, -1)})
+        narrow = dgboost.train({"objective": "binary:logistic"}, X[:, :3], y, num_boost_round=2)
+        with pytest.raises(ValueError, match="^init_model was trained on 3 features but X has 4$"):
+            _train(client, _unknown_width(X), _chunked(y), init_model=narrow)
         booster = _train(client, _unknown_width(X), _chunked(y), evals=[(_unknown_width(X), _chunked(y), "v")])
     assert booster.num_features == 4
 

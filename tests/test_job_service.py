@@ -318,6 +318,9 @@ def test_another_client_lists_and_cancels_a_job(cluster, client, data, another_c
         assert dgboost.dask.cancel(other, job.id) == "running"
         with pytest.raises(KeyError, match="no dgboost job 'nope'"):
             dgboost.dask.cancel(other, "nope")
+        for call in (dgboost.dask.cancel, dgboost.dask.job_info):
+            with pytest.raises(TypeError, match="^id=123 must be a job's id or its unique start, a non-empty string"):
+                call(other, 123)
     with pytest.raises(dgboost.dask.JobCancelled, match="cancelled by client"):
         job.result(timeout=60)
     no_task_left(client)

@@ -52,7 +52,8 @@ from ..data.categories import resolve as resolve_categories
 from ..data.inputs import check_feature_names, refuse_category_columns
 from ..data.sparse import is_sparse
 from ..tree.constraints import FeatureRules
-from ..training import BOUND_NAMES, BOUNDS, Options, aligned_list, check_bounds, check_groups, eval_entries
+from ..training import (BOUND_NAMES, BOUNDS, Options, aligned_list, check_bounds, check_continues_categories,
+                        check_continues_features, check_continues_outputs, check_groups, eval_entries)
 from . import _shards
 from ._attempts import _Attempts
 from ._job import ATTEMPT_PREFIX, JobSpec
@@ -161,13 +162,18 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         raise ValueError("y is required: pass the labels as a dask collection with X's partitions")
     _shards.check_collection(y, label_name, features=False, like=X)
     options = dataclasses.replace(options, params=options.params.with_targets(_target_columns(y, options.params)))
+    if options.init_model is not None:
+        check_continues_outputs(options.init_model, options.params)
     for what, value in (("sample_weight", sample_weight), ("base_margin", base_margin), ("qid", qid)):
         if value is not None:
             _shards.check_collection(value, what, features=False, like=X)
     check_groups(options.params, qid is not None)
     eval_specs = _check_evals(evals, X, y, categorical, aligned_list(eval_qid, evals, "eval_qid"), options.params,
-                              qid)
+                              qid, options.init_model)
     categories = _shards.column_categories(X, categorical)  # every partition codes its categories by these
+    if _is_categorical(categories, options.params) and is_sparse(X._meta):
+        raise TypeError("X's chunks are sparse: categorical features take dense rows (a dask array of dense "
+                        "chunks, or a DataFrame)")
     timeout = _timeout()
     keep_nccl = _keep_nccl()
     stream = stream_setting(_is_categorical(categories, options.params))  # read now: the job reads later
@@ -176,7 +182,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
         feature_weights = np.asarray(to_numpy(feature_weights.compute() if hasattr(feature_weights, "compute")
                                               else feature_weights), dtype=np.float64)
     if n_features is not None:  # else checked once X's partitions are read, before any rank starts
-        _check_features(options.params, n_features, X, categories, feature_weights)
+        _check_features(options, n_features, X, categories, feature_weights)
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts={max_restarts!r} must be an integer >= 0 (0: no restart)")
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -202,8 +208,10 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
             if sum(summary.n_rows for summary in rows.summaries) == 0:
                 raise ValueError("X has no rows: training needs at least one")
             width = _shards.check_widths(rows.summaries, "")
+            if rows.by_query:
+                _shards.check_query_order(rows.summaries)
             if n_features is None:  # X's chunks did not say its features: its partitions have, before any rank
-                _check_features(options.params, width, X, categories, feature_weights)
+                _check_features(options, width, X, categories, feature_weights)
             evals = [None if is_training else  # a streamed job's streamed too, by its rows' cuts
                      _rows(client, futures, options.params, eval_X, eval_y, None, None, f"evals[{index}] ",
                            categories, eval_qid) if rows.stream is None else
@@ -216,17 +224,24 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
                 if sum(summary.n_rows for summary in eval_rows.summaries) == 0:
                     raise ValueError(f"evals[{index}] X has no rows: training and prediction need at least one")
                 _shards.check_widths(eval_rows.summaries, f"evals[{index}] ", width)
+                if eval_rows.by_query:
+                    _shards.check_query_order(eval_rows.summaries, f"eval_qid[{index}]")
             return _Attempts(client, spec, rows, evals, max_restarts, started, job).run()
 
     job._start(run)
     return job
 
 
-def _check_features(params, n_features: int, X, categories, feature_weights) -> None:
+def _check_features(options: Options, n_features: int, X, categories, feature_weights) -> None:
     """Refuse the parameters that name X's features (monotone and interaction constraints,
-    feature weights, categorical features) where they do not fit its ``n_features``."""
-    FeatureRules.resolve(params, n_features, _shards.column_names(X), feature_weights)
-    resolve_categories(params, n_features, categories, feature_names=_shards.column_names(X))
+    feature weights, categorical features) and an init_model whose features differ, where they
+    do not fit its ``n_features``."""
+    params, names = options.params, _shards.column_names(X)
+    FeatureRules.resolve(params, n_features, names, feature_weights)
+    resolved = resolve_categories(params, n_features, categories, feature_names=names)
+    if options.init_model is not None:
+        check_continues_features(options.init_model, n_features, names)
+        check_continues_categories(options.init_model, resolved, params)
 
 
 def _is_categorical(categories, params) -> bool:
@@ -363,9 +378,14 @@ def _keep_nccl() -> bool:
     return value
 
 
-def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=None, qid=None) -> list[tuple]:
+def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=None, qid=None,
+                 init_model: Booster | None = None) -> list[tuple]:
     """[(X, y, name, is_training, qid)] of checked eval sets (the training set: X, y and, if
-    given, the training qid themselves)."""
+    given, the training qid themselves). A frame's columns are checked against X's names, or,
+    for an array X continuing ``init_model``, the model's (which it keeps, as dgboost.train)."""
+    names = _shards.column_names(X)
+    if names is None and init_model is not None and init_model.num_features == _shards.n_columns(X):
+        names = init_model.feature_names
     specs = []
     for (where, eval_X, eval_y, name), eval_qid in zip(eval_entries(evals), list(qids) or [None] * len(evals)):
         is_training = eval_X is X and eval_y is y and (eval_qid is None or eval_qid is qid)
@@ -379,7 +399,7 @@ def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=
             n, n_train = _shards.n_columns(eval_X), _shards.n_columns(X)
             if n is not None and n_train is not None and n != n_train:
                 raise ValueError(f"{where} X has {n} features but the training X has {n_train}")
-            check_feature_names(_shards.column_names(X), _shards.column_names(eval_X), f"{where} X")
+            check_feature_names(names, _shards.column_names(eval_X), f"{where} X")
             if _shards.is_dask_frame(eval_X) and _shards.column_categories(X, enable_categorical) is None:
                 refuse_category_columns(eval_X, f"{where} X")  # else coded by its own categories
         specs.append((eval_X, eval_y, name, is_training, eval_qid))

@@ -10,6 +10,7 @@ plus ``client`` (None: the current client when fitting), train through
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
 
 from ..sklearn import DGBClassifier, DGBRanker, DGBRegressor, _DGBModel, encode_labels, two_columns
 from ..objectives.base import _softmax
@@ -88,8 +89,18 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         import dask
 
         _shards.check_collection(y, "y", features=False, like=X, numeric=False)
-        (classes,) = dask.compute(_unique(y))
-        params = self._train_params(self._learn_classes(np.unique(np.asarray(classes))))
+        eval_set = list(eval_set or [])
+        for index, (eval_X, eval_y) in enumerate(eval_set):
+            _shards.check_collection(eval_y, f"eval_set[{index}] y", features=False, like=eval_X, numeric=False)
+        found = dask.compute(_unique(y), *(_unique(eval_y) for _, eval_y in eval_set))  # one pass over them all
+        classes = np.unique(np.asarray(found[0]))
+        check_classification_targets(classes)  # NaN, or a regression's labels: as DGBClassifier says
+        params = self._train_params(self._learn_classes(classes))
+        for index, labels in enumerate(found[1:]):
+            unknown = np.setdiff1d(np.asarray(labels), classes)
+            if unknown.size:
+                raise ValueError(f"eval_set[{index}] y has labels {unknown.tolist()[:5]} that are not among the "
+                                 f"training classes {classes.tolist()[:10]}: evaluate on the classes y has")
         self._train(X, self._codes(y), params, sample_weight, base_margin, eval_set, verbose, init_model)
         return self
 

@@ -308,6 +308,7 @@ def jobs(client=None) -> list[dict]:
 def job_info(client, id: str) -> dict:
     """One job (``id`` or its unique start), with its learning curves: ``{..., "curves": {set:
     {metric: [value a round]}}}``; KeyError when no job has that id."""
+    _check_id(id)
     client = _client(client)
     install(client)
     found = client.sync(client.scheduler.dgboost_jobs_show, id=id)
@@ -317,8 +318,15 @@ def job_info(client, id: str) -> dict:
     return found
 
 
+def _check_id(id) -> None:
+    if not isinstance(id, str) or not id:
+        raise TypeError(f"id={id!r} must be a job's id or its unique start, a non-empty string (dgboost jobs "
+                        "lists them; a TrainingJob's is job.id)")
+
+
 def cancel(client, id: str) -> str:
     """Cancel job ``id`` (or its unique start) from any client; returns its status before."""
+    _check_id(id)
     client = _client(client)
     install(client)
     before = client.sync(client.scheduler.dgboost_jobs_cancel, id=id, by=f"client {client.id}")

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..backend import get_xp, join, to_numpy
 from ..data import sparse
-from ..data.categories import frame_categories
+from ..data.categories import check_codes, frame_categories
+from ..data.categories import resolve as resolve_categories
 from ..data.inputs import (ALL_ZERO_WEIGHTS, Dataset, RowBlocks, RowError, check_columns, check_sparse_chunks, is_numeric_dtype,
                            query_groups)
 from ..data.pages import PackedRows
@@ -142,20 +143,20 @@ def plan_query_shards(lengths, query_starts, holders, workers) -> dict[str, list
     return shares
 
 
-def check_query_order(summaries) -> None:
-    """Each partition's queries follow the previous partition's (qid ascending over the whole
-    data set, so each query's rows are contiguous), and a query going on from one partition to
-    the next weighs the same in both (each partition checked its own): else a clear error
-    before any work."""
+def check_query_order(summaries, what: str = "qid") -> None:
+    """Each partition's queries follow the previous partition's (``what``, the query ids,
+    ascending over the whole data set, so each query's rows are contiguous), and a query going
+    on from one partition to the next weighs the same in both (each partition checked its own):
+    else a clear error before any rank starts."""
     last = None  # the last non-empty partition before: (its index, its summary)
     for part, summary in enumerate(summaries):
         if summary.n_rows == 0:
             continue
         if last is not None and summary.qid_first < last[1].qid_last:
-            raise ValueError(f"qid is not sorted across partitions: partition {last[0]} ends with query "
+            raise ValueError(f"{what} is not sorted across partitions: partition {last[0]} ends with query "
                              f"{last[1].qid_last!r} but partition {part} starts with {summary.qid_first!r}; each "
                              "query's rows must be contiguous and the ids ascending over the whole collection: sort "
-                             "by qid first (e.g. frame.sort_values('qid'), or set_index('qid'))")
+                             "by the query id first (e.g. frame.sort_values('qid'), or set_index('qid'))")
         if last is not None and summary.qid_first == last[1].qid_last and summary.weight_ends is not None \
                 and summary.weight_ends[0] != last[1].weight_ends[1]:
             raise ValueError(f"sample_weight differs within query {summary.qid_first!r}, which goes on from partition "
@@ -384,6 +385,7 @@ def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, ca
         data = checked_dataset(X, y, params, make_objective(params), weight=weight, base_margin=base_margin,
                                where=what, allow_empty=True, shard=True, categories=categories, qid=qid,
                                label_name=label_name)
+        _check_category_codes(data, params, what)
     except RowError as error:  # the client names the row in the whole data set
         return Rejected(error, n_rows)
     except (ValueError, TypeError) as error:
@@ -391,6 +393,19 @@ def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, ca
                         else error, n_rows)
     qid = None if qid is None else _query_ids(qid)
     return (data.X, data.label, data.weight, data.base_margin, qid, data.feature_names, data.frame_categories)
+
+
+def _check_category_codes(data: Dataset, params, what: str) -> None:
+    """The codes of the features typed "c" (not a frame's category columns, coded by their
+    categories): integers in [0, MAX_CATEGORIES) or NaN, as every rank checks them again;
+    raised here a bad row is named in the whole data set by the client."""
+    categorical = resolve_categories(params, data.n_features, data.frame_categories, feature_names=data.feature_names)
+    if categorical is None:
+        return
+    if sparse.is_sparse(data.X):
+        raise TypeError(f"{what}X is sparse: categorical features take dense rows (an array or a DataFrame)")
+    codes = np.array([c and v is None for c, v in zip(categorical.categorical, categorical.values)], dtype=bool)
+    check_codes(data.X, codes, f"{what}X", data.feature_names)
 
 
 def _query_ids(qid) -> np.ndarray:
