@@ -233,6 +233,11 @@ def test_a_dask_classifier_refuses_labels_it_cannot_learn_before_any_rank(client
     missing[999] = np.nan
     with pytest.raises(ValueError, match="Input y contains NaN"):  # as DGBClassifier says
         classifier.fit(_chunked(X), _chunked(missing))
+    # Entries that are no pair of collections are left to the checks every estimator makes.
+    with pytest.raises(TypeError, match=r"^eval_set\[0\] must be a pair \(X, y\)"):
+        classifier.fit(_chunked(X), _chunked(labels), eval_set=[(_chunked(X), _chunked(labels), "v")])
+    with pytest.raises(TypeError, match=r"^evals\[0\] X must be a 2-D dask array or dask DataFrame"):
+        classifier.fit(_chunked(X), _chunked(labels), eval_set=[(X, _chunked(labels))])
 
 
 def test_a_dataframe_partition_of_the_wrong_type_names_its_partition(client, data, quiet_workers):
@@ -323,6 +328,13 @@ def test_features_the_chunks_do_not_say_are_checked_before_any_rank(client, data
         with pytest.raises(ValueError, match="monotone_constraints has 2 values but X has 4 features"):
             _train(client, _unknown_width(X), _chunked(y),
                    params={"objective": "binary:logistic", "monotone_constraints": (1, -1)})
+        if not stream:  # categorical features are not streamed
+            typed = {"objective": "binary:logistic", "feature_types": ["q", "c", "q", "q"],
+                     "enable_categorical": True}
+            coded = np.where(np.isnan(X), X, np.abs(np.floor(X)))  # column 1's codes
+            with pytest.raises(ValueError, match=r"^evals\[0\] X has 3 features but the training X has 4$"):
+                _train(client, _chunked(coded), _chunked(y), params=typed,
+                       evals=[(_unknown_width(coded[:, :3]), _chunked(y), "v")])
         narrow = dgboost.train({"objective": "binary:logistic"}, X[:, :3], y, num_boost_round=2)
         with pytest.raises(ValueError, match="^init_model was trained on 3 features but X has 4$"):
             _train(client, _unknown_width(X), _chunked(y), init_model=narrow)

@@ -382,9 +382,10 @@ def _check_evals(evals, X, y, enable_categorical: bool = False, qids=(), params=
                  init_model: Booster | None = None) -> list[tuple]:
     """[(X, y, name, is_training, qid)] of checked eval sets (the training set: X, y and, if
     given, the training qid themselves). A frame's columns are checked against X's names, or,
-    for an array X continuing ``init_model``, the model's (which it keeps, as dgboost.train)."""
+    for an array X continuing ``init_model``, the model's (which it keeps, as dgboost.train;
+    an X whose features differ from the model's is refused once they are known)."""
     names = _shards.column_names(X)
-    if names is None and init_model is not None and init_model.num_features == _shards.n_columns(X):
+    if names is None and init_model is not None and _shards.n_columns(X) in (None, init_model.num_features):
         names = init_model.feature_names
     specs = []
     for (where, eval_X, eval_y, name), eval_qid in zip(eval_entries(evals), list(qids) or [None] * len(evals)):

@@ -89,18 +89,22 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         import dask
 
         _shards.check_collection(y, "y", features=False, like=X, numeric=False)
-        eval_set = list(eval_set or [])
-        for index, (eval_X, eval_y) in enumerate(eval_set):
-            _shards.check_collection(eval_y, f"eval_set[{index}] y", features=False, like=eval_X, numeric=False)
-        found = dask.compute(_unique(y), *(_unique(eval_y) for _, eval_y in eval_set))  # one pass over them all
+        labelled = []  # (index, y) of the eval sets given as pairs of collections; _train refuses others
+        for index, entry in enumerate(eval_set or ()):
+            if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(map(_shards.is_collection, entry)):
+                _shards.check_collection(entry[1], f"eval_set[{index}] y", features=False, like=entry[0],
+                                         numeric=False)
+                labelled.append((index, entry[1]))
+        found = dask.compute(_unique(y), *(_unique(eval_y) for _, eval_y in labelled))  # one pass over them all
         classes = np.unique(np.asarray(found[0]))
         check_classification_targets(classes)  # NaN, or a regression's labels: as DGBClassifier says
         params = self._train_params(self._learn_classes(classes))
-        for index, labels in enumerate(found[1:]):
-            unknown = np.setdiff1d(np.asarray(labels), classes)
-            if unknown.size:
-                raise ValueError(f"eval_set[{index}] y has labels {unknown.tolist()[:5]} that are not among the "
-                                 f"training classes {classes.tolist()[:10]}: evaluate on the classes y has")
+        known = set(classes.tolist())
+        for (index, _), labels in zip(labelled, found[1:]):
+            unknown = [label for label in np.asarray(labels).reshape(-1).tolist() if label not in known]
+            if unknown:
+                raise ValueError(f"eval_set[{index}] y has labels {unknown[:5]} that are not among the training "
+                                 f"classes {classes.tolist()[:10]}: evaluate on the classes y has")
         self._train(X, self._codes(y), params, sample_weight, base_margin, eval_set, verbose, init_model)
         return self
 

@@ -204,6 +204,11 @@ def is_dask_array(value) -> bool:
     return isinstance(value, da.Array)
 
 
+def is_collection(value) -> bool:
+    """A dask array, DataFrame or Series: what dgboost.dask takes for rows."""
+    return is_dask_array(value) or is_dask_frame(value)
+
+
 def is_dask_frame(value) -> bool:
     """A dask DataFrame or Series (without importing dask.dataframe, which needs pandas)."""
     from dask import is_dask_collection
@@ -399,7 +404,9 @@ def _check_category_codes(data: Dataset, params, what: str) -> None:
     """The codes of the features typed "c" (not a frame's category columns, coded by their
     categories): integers in [0, MAX_CATEGORIES) or NaN, as every rank checks them again;
     raised here a bad row is named in the whole data set by the client."""
-    categorical = resolve_categories(params, data.n_features, data.frame_categories, feature_names=data.feature_names)
+    if params.feature_types is not None and len(params.feature_types) != data.n_features:
+        return  # the client's check of X's features says it (check_widths, then the parameters')
+    categorical = resolve_categories(params, data.n_features, data.frame_categories, f"{what}X", data.feature_names)
     if categorical is None:
         return
     if sparse.is_sparse(data.X):
