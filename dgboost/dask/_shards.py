@@ -402,8 +402,8 @@ def make_bundle(X, y, weight, base_margin, qid, part: int, what: str, params, ca
 
 def _check_category_codes(data: Dataset, params, what: str) -> None:
     """The codes of the features typed "c" (not a frame's category columns, coded by their
-    categories): integers in [0, MAX_CATEGORIES) or NaN, as every rank checks them again;
-    raised here a bad row is named in the whole data set by the client."""
+    categories): integers in [0, MAX_CATEGORIES) or NaN. Every rank checks them again, but
+    found here a bad one's row is named in the whole data set by the client, before any rank."""
     if params.feature_types is not None and len(params.feature_types) != data.n_features:
         return  # the client's check of X's features says it (check_widths, then the parameters')
     categorical = resolve_categories(params, data.n_features, data.frame_categories, f"{what}X", data.feature_names)
@@ -473,7 +473,7 @@ def check_widths(summaries: list[Summary], what: str, training: int | None = Non
         if summary.n_features is not None:
             first.setdefault(summary.n_features, part)
     if len(first) > 1:
-        (width, part), (other, other_part) = sorted(first.items(), key=lambda item: item[1])[:2]
+        (width, part), (other, other_part) = list(first.items())[:2]  # in the partitions' order
         raise ValueError(f"{what}X's partitions have {sorted(first)} columns (partition {part} has {width}, "
                          f"partition {other_part} {other}; empty ones count too): every partition needs the same "
                          "features")

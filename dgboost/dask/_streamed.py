@@ -393,8 +393,8 @@ def _pages_fit(packed: Packed, page_rows: int, layout: EllpackLayout, automatic:
 
 def survey(X, y, weight, base_margin, qid, part: int, what: str, params, categories, label_name: str,
            offset: int | None, n_total: int | None):
-    """(Partition ``part``'s Summary with its row stride, its rows of the cut
-    sample as bytes or None): its values are not kept."""
+    """(Partition ``part``'s Summary with its row stride, its rows of the cut sample as bytes
+    or None): its values are not kept."""
     bundle = _shards.make_bundle(X, y, weight, base_margin, qid, part, what, params, categories, label_name)
     summary = _shards.summarise(bundle)
     if isinstance(bundle, _shards.Rejected):
