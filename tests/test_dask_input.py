@@ -233,6 +233,15 @@ def test_a_dask_classifier_refuses_labels_it_cannot_learn_before_any_rank(client
     missing[999] = np.nan
     with pytest.raises(ValueError, match="Input y contains NaN"):  # as DGBClassifier says
         classifier.fit(_chunked(X), _chunked(missing))
+    # A one-column frame of labels is that column, as scikit-learn takes an (n, 1) y; more are refused.
+    dX, labels_frame = _frame(X, y)
+    framed = labels_frame.to_frame()
+    by_frame = classifier.fit(dX, framed, eval_set=[(dX, framed)]).get_booster()
+    by_series = dgboost.dask.DaskDGBClassifier(n_estimators=2, max_depth=2).fit(
+        dX, labels_frame, eval_set=[(dX, labels_frame)]).get_booster()
+    assert by_frame.save_raw() == by_series.save_raw()
+    with pytest.raises(ValueError, match=r"^eval_set\[0\] y has 2 columns \(\['label', 'again'\]\): a classifier"):
+        classifier.fit(dX, framed, eval_set=[(dX, framed.assign(again=framed["label"]))])
     # Entries that are no pair of collections are left to the checks every estimator makes.
     with pytest.raises(TypeError, match=r"^eval_set\[0\] must be a pair \(X, y\)"):
         classifier.fit(_chunked(X), _chunked(labels), eval_set=[(_chunked(X), _chunked(labels), "v")])

@@ -89,12 +89,14 @@ class DaskDGBClassifier(_DaskModel, DGBClassifier):
         import dask
 
         _shards.check_collection(y, "y", features=False, like=X, numeric=False)
-        labelled = []  # (index, y) of the eval sets given as pairs of collections; _train refuses others
-        for index, entry in enumerate(eval_set or ()):
+        y = _one_column(y, "y")
+        labelled, eval_set = [], list(eval_set or ())  # (index, y) of the pairs of collections; _train refuses others
+        for index, entry in enumerate(eval_set):
             if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(map(_shards.is_collection, entry)):
                 _shards.check_collection(entry[1], f"eval_set[{index}] y", features=False, like=entry[0],
                                          numeric=False)
-                labelled.append((index, entry[1]))
+                eval_set[index] = (entry[0], _one_column(entry[1], f"eval_set[{index}] y"))
+                labelled.append((index, eval_set[index][1]))
         found = dask.compute(_unique(y), *(_unique(eval_y) for _, eval_y in labelled))  # one pass over them all
         classes = np.unique(np.asarray(found[0]))
         check_classification_targets(classes)  # NaN, or a regression's labels: as DGBClassifier says
@@ -166,6 +168,17 @@ def _unique(y):
 
         return da.unique(y.reshape(-1) if y.ndim > 1 else y)
     return y.drop_duplicates().values if hasattr(y, "drop_duplicates") else y.unique()
+
+
+def _one_column(y, name: str):
+    """A classifier's labels: a dask DataFrame of one column as that column (scikit-learn takes
+    an (n, 1) y as its column); one of more columns refused."""
+    if not _shards._is_frame(y):
+        return y
+    if len(y.columns) != 1:
+        raise ValueError(f"{name} has {len(y.columns)} columns ({list(y.columns)[:5]}): a classifier takes one "
+                         "column of class labels")
+    return y[y.columns[0]]
 
 
 def _encode_series(series, classes):
