@@ -224,12 +224,23 @@ def columns(frame, config: dict, where: str, need_label: bool = True):
     for name, column in (("label_column", label), ("weight_column", weight), ("qid_column", qid)):
         if column and column not in frame.columns:
             raise ValueError(f"{name}={column!r} is not a column of {where} (columns: {list(frame.columns)[:20]})")
+    roles = [(name, column) for name, column in (("label_column", label), ("weight_column", weight),
+                                                  ("qid_column", qid)) if column]
+    for index, (name, column) in enumerate(roles):
+        twin = next((other for other, named in roles[index + 1:] if named == column), None)
+        if twin is not None:
+            raise ValueError(f"{name} and {twin} both name column {column!r}: give each its own column")
     features = config.get("feature_columns")
     if features is None:
         features = [c for c in frame.columns if c not in (label, weight, qid)]
     missing = [c for c in features if c not in frame.columns]
     if missing:
         raise ValueError(f"feature_columns {missing} are not columns of {where}")
+    for name, column in roles:
+        if column in features:
+            raise ValueError(f"feature_columns holds {column!r}, which {name} names: a model must not read its "
+                             f"{name.split('_')[0]}s as a feature (drop it from feature_columns, or name another "
+                             f"{name})")
     y = frame[label] if label and label in frame.columns else None
     return (as_categories(frame[list(features)], config, where), y, (frame[weight] if weight else None),
             (frame[qid] if qid else None))
@@ -523,11 +534,29 @@ def evaluate_job(model: str, data: str, connect, config: dict) -> dict:
     weights = np.asarray(rest.pop(0), dtype=np.float32) if weight is not None else None
     group = query_groups(np.asarray(rest[0]), None, len(labels)) if rest else None
     margins = np.asarray(margins, dtype=np.float32).reshape(len(labels), -1)
-    predictions = make_objective(booster.params).eval_transform(margins)  # as training evaluates
+    objective = make_objective(booster.params)
     labels = np.asarray(labels, dtype=np.float32)
+    _check_scored(booster, objective, labels, weights)
+    predictions = objective.eval_transform(margins)  # as training evaluates
     results = {name: make_metric(name, booster.params)(labels, predictions, weights, LocalCommunicator(), group)
                for name in booster.params.metrics}
     return {"model": model, "data": data, "rows": int(len(labels)), "metrics": results}
+
+
+def _check_scored(booster, objective, labels, weights) -> None:
+    """The labels and weights a model is scored on, checked as training checks an eval set's:
+    a NaN label, one outside the objective's range or a negative weight would give metrics
+    that mean nothing."""
+    from .data.inputs import _check_finite, _check_weights
+    from .training import check_metric_labels
+
+    name = "--data's labels"
+    _check_finite(labels, name)
+    objective.check_labels(labels, name)
+    check_metric_labels(booster.params, labels, name, evaluated=True)
+    if weights is not None:
+        _check_finite(weights, "--data's weights")
+        _check_weights(weights, "--data's weights")
 
 
 def _write_json(path: str, document: dict) -> None:

@@ -128,6 +128,51 @@ valid = "{tmp_path / 'valid.parquet'}"
     assert result["metrics"]["auc"] == pytest.approx(evaluation["evals_result"]["valid"]["auc"][-1], abs=1e-12)
 
 
+def test_evaluate_refuses_labels_and_weights_that_would_make_its_metrics_meaningless(tmp_path, capsys):
+    """A NaN label, one outside the objective's range or a negative weight is refused, naming
+    its row, as training refuses an eval set's: not scored into a NaN or a wrong AUC."""
+    import dgboost
+
+    frame = _tables(tmp_path)
+    model = tmp_path / "model.json"
+    dgboost.train({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"]}, frame[list("abcd")],
+                  frame["label"], num_boost_round=3).save_model(model)
+    frame["weight"] = 1.0
+    nan_label, bad_label, negative_weight = frame.copy(), frame.copy(), frame.copy()
+    nan_label.loc[5, "label"] = float("nan")
+    bad_label.loc[8, "label"] = 7.0
+    negative_weight.loc[3, "weight"] = -1.0
+    for table, message in ((nan_label, "--data's labels has a non-finite value (nan) at row 5"),
+                           (bad_label, "--data's labels has 7.0 at row 8"),
+                           (negative_weight, "--data's weights is negative (-1.0) at row 3: weights must be >= 0")):
+        path = tmp_path / "scored.parquet"
+        table.to_parquet(path, index=False)
+        capsys.readouterr()
+        assert main(["evaluate", "--model", str(model), "--data", str(path), "--label-column", "label",
+                     "--weight-column", "weight"]) == 2
+        assert message in capsys.readouterr().err
+    # The model's features name the label: it would be scored on what it reads.
+    assert main(["evaluate", "--model", str(model), "--data", str(path), "--label-column", "a"]) == 2
+    assert "feature_columns holds 'a', which label_column names" in capsys.readouterr().err
+
+
+def test_a_label_weight_or_qid_column_read_as_a_feature_is_refused(tmp_path, capsys):
+    _tables(tmp_path)
+    config = tmp_path / "job.toml"
+    config.write_text(f"""
+train = "{tmp_path / 'train.csv'}"
+label_column = "label"
+model = "{tmp_path / 'model.json'}"
+num_boost_round = 2
+""")
+    assert main(["train", str(config), 'feature_columns=["a", "label"]']) == 2
+    assert "feature_columns holds 'label', which label_column names: a model must not read its labels as a " \
+        "feature" in capsys.readouterr().err
+    assert main(["train", str(config), "weight_column=label"]) == 2
+    assert "label_column and weight_column both name column 'label'" in capsys.readouterr().err
+    assert not (tmp_path / "model.json").exists()
+
+
 def test_categorical_columns_of_text_train_predict_and_evaluate(tmp_path, capsys):
     """categorical_columns: text columns of a CSV train as categories (the model of dgboost.train on
     the frame with those columns as categories); predict and evaluate code them by the model's."""
