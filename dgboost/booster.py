@@ -194,7 +194,14 @@ class Booster:
         with using_threads(self.params.nthread):
             return self._predict(X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs)
 
+    def _check_holds_a_model(self, what: str) -> None:
+        """Refuse to ``what`` an empty Booster (``Booster()``, nothing loaded into it)."""
+        if self.num_features == 0:
+            raise ValueError(f"this Booster holds no model to {what}: train one (dgboost.train) or load one "
+                             "(dgboost.Booster.load_model(path))")
+
     def _predict(self, X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs):
+        self._check_holds_a_model("predict with")
         frame_values = None if self.categories is None else self.categories.values[:self.categories.n_inputs]
         if is_dataframe(X):  # names (a frame's alone) before codes: a column out of place is named as such
             check_feature_names(self.feature_names, tuple(str(c) for c in X.columns), "X")
@@ -255,9 +262,9 @@ class Booster:
         if iteration_range is None:
             return 0, rounds
         try:
-            begin, end = (int(v) for v in iteration_range)
+            begin, end = (operator.index(v) for v in iteration_range)  # integers: 1.7 or "2" is no round
         except (TypeError, ValueError):
-            raise TypeError(f"iteration_range={iteration_range!r} must be a pair (begin, end)") from None
+            raise TypeError(f"iteration_range={iteration_range!r} must be a pair of integers (begin, end)") from None
         end = rounds if end == 0 else end
         if (begin, end) == (0, 0):  # all the rounds of a model of none: its base margins, as predict(X) gives
             return 0, 0
@@ -326,6 +333,7 @@ class Booster:
     # -- the model file ------------------------------------------------------------------
     def save_raw(self, format: str = "json") -> bytes:
         """The model file's bytes (what ``save_model`` writes in that format)."""
+        self._check_holds_a_model("save")
         if self.feature_names is not None and len(self.feature_names) != self.num_features:  # set by hand
             raise ValueError(f"feature_names has {len(self.feature_names)} names for the model's {self.num_features} "
                              "features: set one name a feature (or None) before saving")

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import TextIO
 
+import numpy as np
+
 from ._files import write_atomically
 from .objectives.metrics import higher_is_better
 
@@ -241,8 +243,17 @@ class EarlyStopping(TrainingCallback):
     def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
                  maximize: bool | None = None, save_best: bool = False, min_delta: float = 0.0):
         self.rounds = count("rounds", rounds, minimum=1)  # a numpy integer too, as XGBoost takes it
-        if min_delta < 0:
-            raise ValueError(f"min_delta={min_delta!r} must be >= 0")
+        if isinstance(min_delta, bool) or not isinstance(min_delta, numbers.Real) or not min_delta >= 0 \
+                or not math.isfinite(min_delta):
+            raise ValueError(f"min_delta={min_delta!r} must be a finite number >= 0 (the least change that counts "
+                             "as better)")
+        for name, value in (("maximize", maximize), ("save_best", save_best)):
+            if value is not None and not isinstance(value, (bool, np.bool_)):
+                by_metric = " (or None: as the metric says)" if name == "maximize" else ""
+                raise TypeError(f"{name}={value!r} must be True or False{by_metric}")
+        for name, value in (("metric_name", metric_name), ("data_name", data_name)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name}={value!r} must be a string (or None: the last)")
         self.metric_name = metric_name
         self.data_name = data_name
         self.maximize = maximize

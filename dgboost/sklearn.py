@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from .backend import get_xp, is_cupy_array, to_numpy
 from .booster import Booster
+from .callback import TrainingCallback
 from .objectives.base import _softmax
 from .training import train
 
@@ -199,7 +200,7 @@ class _DGBModel(BaseEstimator):
         rounds = 100 if self.n_estimators is None else self.n_estimators  # None: the training default, as XGBoost's
         return trainer(params, X, y, num_boost_round=rounds, evals=evals, sample_weight=sample_weight,
                        base_margin=base_margin, early_stopping_rounds=self.early_stopping_rounds,
-                       callbacks=None if self.callbacks is None else list(self.callbacks), verbose_eval=verbose,
+                       callbacks=_listed(self.callbacks), verbose_eval=verbose,
                        init_model=_booster_of(init_model), feature_weights=self.feature_weights,
                        **{name: value for name, value in queries.items() if value is not None})
 
@@ -317,6 +318,14 @@ class DGBRanker(_DGBModel):
     def predict(self, X, *, output_margin: bool = False, iteration_range=None):
         """Each row's score: sorting a query's rows by it, descending, ranks them."""
         return self._margins(X, output_margin, iteration_range)
+
+
+def _listed(callbacks):
+    """The estimator's ``callbacks`` as a new list (train checks what it holds; one callback
+    given alone is left as it is, for train to say so)."""
+    if callbacks is None or isinstance(callbacks, TrainingCallback):
+        return callbacks
+    return list(callbacks)
 
 
 def encode_labels(y, classes: np.ndarray) -> np.ndarray:

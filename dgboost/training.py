@@ -810,6 +810,9 @@ def _period(verbose_eval) -> int:
 
 
 def _callbacks(callbacks) -> list:
+    if isinstance(callbacks, TrainingCallback):
+        raise TypeError(f"callbacks must be a list of callbacks, got one {type(callbacks).__name__}: pass "
+                        "callbacks=[...]")
     callbacks = list(callbacks or ())
     for index, callback in enumerate(callbacks):
         if not isinstance(callback, TrainingCallback):

@@ -91,6 +91,22 @@ def test_callbacks_take_numpy_integers(task, tmp_path):
         EarlyStopping(np.float64(2.0))
 
 
+@pytest.mark.parametrize("given, error, message", [
+    ({"maximize": "no"}, TypeError, r"maximize='no' must be True or False"),  # a truthy string maximised rmse
+    ({"save_best": 1}, TypeError, r"save_best=1 must be True or False"),
+    ({"min_delta": float("nan")}, ValueError, r"min_delta=nan must be a finite number >= 0"),  # never improved
+    ({"min_delta": "0.1"}, ValueError, r"min_delta='0.1' must be a finite number >= 0"),
+    ({"min_delta": -1.0}, ValueError, r"min_delta=-1.0 must be a finite number >= 0"),
+    ({"metric_name": 3}, TypeError, r"metric_name=3 must be a string"),
+])
+def test_early_stopping_refuses_what_it_cannot_use_when_made(given, error, message):
+    from dgboost.callback import EarlyStopping
+
+    with pytest.raises(error, match=f"^{message}"):
+        EarlyStopping(2, **given)
+    EarlyStopping(2, maximize=np.bool_(True), min_delta=np.float32(0.5), metric_name="rmse")  # numpy's, as XGBoost
+
+
 def test_checkpoints_to_an_fsspec_url(task):
     fsspec = pytest.importorskip("fsspec")
     X, y = task

@@ -272,6 +272,31 @@ def test_iteration_range_uses_the_first_rounds(binary_data):
     np.testing.assert_array_equal(none.predict(X, iteration_range=(0, 0)), none.predict(X))
 
 
+def test_iteration_range_takes_integers_alone_and_an_empty_booster_is_refused(binary_data):
+    X, y = binary_data
+    booster = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=3)
+    np.testing.assert_array_equal(booster.predict(X, iteration_range=(np.int64(0), np.int64(2))),
+                                  booster.predict(X, iteration_range=(0, 2)))
+    for bad in ((0, 1.7), "02", 5, (0, 1, 2)):  # 1.7 was taken as 1, "02" as (0, 2)
+        with pytest.raises(TypeError, match=r"^iteration_range=.* must be a pair of integers \(begin, end\)$"):
+            booster.predict(X, iteration_range=bad)
+    empty = dgboost.Booster()  # a model to load into: it wrote a file its loader refused
+    with pytest.raises(ValueError, match="^this Booster holds no model to save: train one"):
+        empty.save_raw()
+    with pytest.raises(ValueError, match="^this Booster holds no model to predict with: train one"):
+        empty.predict(X)
+
+
+def test_one_callback_given_alone_is_refused_naming_the_list_it_needs(binary_data):
+    from dgboost.callback import EarlyStopping
+
+    X, y = binary_data
+    with pytest.raises(TypeError, match=r"^callbacks must be a list of callbacks, got one EarlyStopping"):
+        dgboost.train({}, X, y, num_boost_round=2, evals=[(X, y, "train")], callbacks=EarlyStopping(2))
+    with pytest.raises(TypeError, match=r"^callbacks must be a list of callbacks, got one EarlyStopping"):
+        dgboost.DGBClassifier(n_estimators=2, callbacks=EarlyStopping(2)).fit(X, y, eval_set=[(X, y)])
+
+
 def test_subsample_changes_trees_and_still_learns(binary_data):
     X, y = binary_data
     full = dgboost.train({"objective": "binary:logistic"}, X, y, num_boost_round=5)
