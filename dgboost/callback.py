@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import sys
 import time
 from typing import TextIO
@@ -117,6 +118,9 @@ class EvaluationMonitor(TrainingCallback):
         if isinstance(period, bool) or not isinstance(period, numbers.Integral) or period < 1:
             raise ValueError(f"EvaluationMonitor(period={period!r}): period must be an integer >= 1 (the rounds "
                              "between printed lines)")
+        if file is not None and not callable(getattr(file, "write", None)):
+            raise TypeError(f"EvaluationMonitor(file={file!r}): file must be a stream with write() (sys.stderr, a "
+                            "file opened for writing), not a path: open it first")
         self.period = int(period)
         self.file = file
         self._pending: str | None = None
@@ -346,7 +350,13 @@ class TrainingCheckpoint(TrainingCallback):
     never_stops = True
 
     def __init__(self, path, interval: int = 100):
-        self.path = str(path)
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"TrainingCheckpoint path={path!r} must be a file path or fsspec URL (a string or "
+                            "os.PathLike)")
+        self.path = os.fspath(path)
+        if "://" not in self.path and os.path.isdir(self.path):
+            raise ValueError(f"TrainingCheckpoint path {self.path!r} is a directory: give the file to write, e.g. "
+                             f"{os.path.join(self.path, 'model-{round}.json')!r}")
         try:  # the path is formatted at each save: a brace other than {round} fails now, not after rounds
             self.path.format(round=0)
         except (KeyError, IndexError, ValueError) as error:

@@ -80,8 +80,14 @@ class Options:
             if not params.metrics:
                 raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric "
                                  "is set and no eval_metric is given")
-        return cls(params, num_boost_round, early_stopping_rounds, tuple(_callbacks(callbacks)),
-                   _period(verbose_eval), _init_model(init_model, params))
+        callbacks, init_model = tuple(_callbacks(callbacks)), _init_model(init_model, params)
+        last = num_boost_round + (0 if init_model is None else init_model.num_boosted_rounds()) - 1
+        for index, callback in enumerate(callbacks):  # a rate a round: known short now, not at its round
+            rates = getattr(callback, "learning_rates", None) if isinstance(callback, LearningRateScheduler) else None
+            if rates is not None and not callable(rates) and len(rates) <= last:
+                raise ValueError(f"callbacks[{index}]: LearningRateScheduler has {len(rates)} rates but training "
+                                 f"runs to round {last} (rounds count from init_model's): give one rate per round")
+        return cls(params, num_boost_round, early_stopping_rounds, callbacks, _period(verbose_eval), init_model)
 
     def all_callbacks(self, progress_file=None) -> list:
         """The user's callbacks, then early stopping and progress where asked for: a bar on

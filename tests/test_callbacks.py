@@ -48,7 +48,7 @@ def test_learning_rate_schedule(task):
                              callbacks=[LearningRateScheduler(lambda r: 0.3 if r < 2 else 0.05)])
     assert decaying.trees[1].value.tolist() == constant.trees[1].value.tolist()
     assert np.abs(decaying.trees[4].value).max() < np.abs(constant.trees[4].value).max()
-    with pytest.raises(ValueError, match="round 3 asks for one"):
+    with pytest.raises(ValueError, match="has 3 rates but training runs to round 4"):  # before any round
         dgboost.train({}, X, y, num_boost_round=5, callbacks=[LearningRateScheduler([0.1, 0.1, 0.1])])
     with pytest.raises(ValueError, match="rates must be > 0"):
         dgboost.train({}, X, y, num_boost_round=2, callbacks=[LearningRateScheduler(lambda r: -1.0)])
@@ -105,6 +105,27 @@ def test_early_stopping_refuses_what_it_cannot_use_when_made(given, error, messa
     with pytest.raises(error, match=f"^{message}"):
         EarlyStopping(2, **given)
     EarlyStopping(2, maximize=np.bool_(True), min_delta=np.float32(0.5), metric_name="rmse")  # numpy's, as XGBoost
+
+
+def test_callbacks_refuse_when_made_or_before_any_round_what_would_fail_later(task, tmp_path):
+    """Each was found only at its round (a rate past the list, a write to a path's string) or
+    wrote somewhere unasked (a checkpoint at "None")."""
+    from dgboost.callback import EvaluationMonitor
+
+    X, y = task
+    with pytest.raises(ValueError, match=r"^callbacks\[0\]: LearningRateScheduler has 2 rates but training runs to "
+                                         r"round 4"):
+        dgboost.train({}, X, y, num_boost_round=5, callbacks=[LearningRateScheduler([0.1, 0.1])])
+    first = dgboost.train({}, X, y, num_boost_round=2, callbacks=[LearningRateScheduler([0.1, 0.2])])
+    with pytest.raises(ValueError, match="has 3 rates but training runs to round 3 .rounds count from init_model"):
+        dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 3)])
+    dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 4)])
+    with pytest.raises(TypeError, match="file must be a stream with write"):
+        EvaluationMonitor(file=str(tmp_path / "log.txt"))
+    with pytest.raises(TypeError, match="^TrainingCheckpoint path=None must be a file path"):
+        TrainingCheckpoint(None)
+    with pytest.raises(ValueError, match="is a directory: give the file to write"):
+        TrainingCheckpoint(tmp_path)
 
 
 def test_checkpoints_to_an_fsspec_url(task):
