@@ -357,6 +357,10 @@ class Booster:
         ``format="xgboost"``: XGBoost's JSON model format, whose predictions in
         XGBoost equal dgboost's (to float32 rounding of the intercept).
         """
+        path = _model_path(path, "save_model")
+        if os.path.isdir(path):
+            raise ValueError(f"save_model({path!r}): it is a directory; give the file to write, e.g. "
+                             f"{os.path.join(path, 'model.json')!r}")
         if format == "xgboost" and os.fspath(path).lower().endswith(".ubj"):
             raise ValueError(f"save_model({os.fspath(path)!r}, format='xgboost') writes XGBoost's JSON model, which "
                              "XGBoost reads as UBJSON by the '.ubj' name and fails on: name the file '.json'")
@@ -365,7 +369,9 @@ class Booster:
     @_ClassOrInstanceMethod
     def load_model(cls, self, path):
         """Read a model written by ``save_model``; a damaged or foreign file raises ValueError."""
-        path = os.fspath(path)
+        path = _model_path(path, "load_model")
+        if os.path.isdir(path):
+            raise ValueError(f"{path} cannot be read (is a directory): give a model file that save_model wrote")
         try:
             with open(path, encoding="utf-8") as stream:
                 text = stream.read()
@@ -469,6 +475,12 @@ class Booster:
     def __repr__(self):
         return (f"Booster(objective={self.params.objective!r}, rounds={self.num_boosted_rounds()}, "
                 f"features={self.num_features})")
+
+
+def _model_path(path, method: str) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{method}(path={path!r}): path must be a file path (a string or os.PathLike)")
+    return os.fspath(path)
 
 
 def _canonical(document: dict) -> bytes:

@@ -210,8 +210,11 @@ class _DGBModel(BaseEstimator):
     def _margins(self, X, output_margin: bool, iteration_range):
         check_is_fitted(self, "_Booster")
         X, _ = self._check(X, reset=False)
-        if self._Booster.best_iteration is not None and (iteration_range is None or iteration_range[1] == 0):
-            iteration_range = (0, self._Booster.best_iteration + 1)  # end 0 too, as XGBoost's estimators take it
+        best = self._Booster.best_iteration
+        given = isinstance(iteration_range, (tuple, list)) and len(iteration_range) == 2  # else predict says what it is
+        if best is not None and (iteration_range is None or (given and iteration_range[1] == 0)):
+            # end 0 too, as XGBoost's estimators take it; a given begin is kept (XGBoost's drop it)
+            iteration_range = (0 if iteration_range is None else iteration_range[0], best + 1)
         return self._Booster.predict(X, output_margin=output_margin, iteration_range=iteration_range)
 
 

@@ -38,6 +38,17 @@ def test_load_into_an_existing_booster_as_xgboost_spells_it(tmp_path, model, bin
     np.testing.assert_array_equal(empty.predict(X), model.predict(X))
 
 
+def test_a_path_that_is_no_file_is_refused_naming_the_method(tmp_path, model):
+    with pytest.raises(TypeError, match=r"^save_model\(path=3\): path must be a file path"):
+        model.save_model(3)
+    with pytest.raises(ValueError, match="it is a directory; give the file to write"):
+        model.save_model(tmp_path)
+    with pytest.raises(TypeError, match=r"^load_model\(path=None\): path must be a file path"):
+        dgboost.Booster.load_model(None)
+    with pytest.raises(ValueError, match="cannot be read .is a directory.: give a model file"):
+        dgboost.Booster.load_model(tmp_path)
+
+
 def test_file_is_versioned_json(tmp_path, model):
     model.save_model(tmp_path / "m.json")
     document = json.loads((tmp_path / "m.json").read_text())
