@@ -66,8 +66,9 @@ class Options:
 
     @classmethod
     def check(cls, params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval, *,
-              has_evals: bool, init_model=None) -> "Options":
-        """Validate everything but the data; raises ValueError/TypeError naming the argument."""
+              has_evals: bool, init_model=None, evals=None) -> "Options":
+        """Validate everything but the data; raises ValueError/TypeError naming the argument.
+        ``evals``: train's, whose names an EarlyStopping's ``data_name`` must be one of."""
         params = TrainParams.from_dict(params)
         _configure_logging(params.verbosity)
         num_boost_round = count("num_boost_round", num_boost_round, minimum=0)
@@ -87,6 +88,7 @@ class Options:
             if rates is not None and not callable(rates) and len(rates) <= last:
                 raise ValueError(f"callbacks[{index}]: LearningRateScheduler has {len(rates)} rates but training "
                                  f"runs to round {last} (rounds count from init_model's): give one rate per round")
+        _check_watched(callbacks, params, evals)
         return cls(params, num_boost_round, early_stopping_rounds, callbacks, _period(verbose_eval), init_model)
 
     def all_callbacks(self, progress_file=None) -> list:
@@ -171,7 +173,7 @@ def train(params, X, y, *, num_boost_round: int = 100, evals: Sequence = (), sam
     """
     options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
-                            init_model=init_model)
+                            init_model=init_model, evals=evals)
     params = options.params
     bounds = check_bounds(y, label_lower_bound, label_upper_bound, params)
     if bounds:
@@ -813,6 +815,23 @@ def _period(verbose_eval) -> int:
     if verbose_eval is None or (isinstance(verbose_eval, numbers.Integral) and verbose_eval == 0):
         return 0  # silent, as XGBoost takes them (scikit-learn's verbose=0 comes here)
     return count("verbose_eval", verbose_eval, minimum=1)
+
+
+def _check_watched(callbacks, params: TrainParams, evals) -> None:
+    """Each EarlyStopping's ``data_name`` among the eval sets and ``metric_name`` among the
+    metrics a round reports: a name mistyped is said before the first round, not after it."""
+    names = None
+    if isinstance(evals, (list, tuple)):
+        names = [entry[2] for entry in evals if isinstance(entry, (list, tuple)) and len(entry) == 3]
+    for index, callback in enumerate(callbacks):
+        if not isinstance(callback, EarlyStopping):
+            continue
+        if names is not None and callback.data_name is not None and callback.data_name not in names:
+            raise ValueError(f"callbacks[{index}]: EarlyStopping data_name={callback.data_name!r} is not an eval "
+                             f"set; the eval sets are {names}")
+        if callback.metric_name is not None and params.metrics and callback.metric_name not in params.metrics:
+            raise ValueError(f"callbacks[{index}]: EarlyStopping metric_name={callback.metric_name!r} is not "
+                             f"reported; the metrics are {list(params.metrics)}")
 
 
 def _callbacks(callbacks) -> list:

@@ -120,6 +120,14 @@ def test_callbacks_refuse_when_made_or_before_any_round_what_would_fail_later(ta
     with pytest.raises(ValueError, match="has 3 rates but training runs to round 3 .rounds count from init_model"):
         dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 3)])
     dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 4)])
+    from dgboost.callback import EarlyStopping
+
+    with pytest.raises(ValueError, match=r"^callbacks\[0\]: EarlyStopping metric_name='rmsee' is not reported; "
+                                         r"the metrics are \['rmse'\]"):
+        dgboost.train({}, X, y, num_boost_round=3, evals=[(X, y, "v")], callbacks=[EarlyStopping(2, "rmsee")])
+    with pytest.raises(ValueError, match=r"^callbacks\[0\]: EarlyStopping data_name='valid' is not an eval set"):
+        dgboost.train({}, X, y, num_boost_round=3, evals=[(X, y, "v")],
+                      callbacks=[EarlyStopping(2, data_name="valid")])
     with pytest.raises(TypeError, match="file must be a stream with write"):
         EvaluationMonitor(file=str(tmp_path / "log.txt"))
     with pytest.raises(TypeError, match="^TrainingCheckpoint path=None must be a file path"):

@@ -148,7 +148,7 @@ def submit(client, params, X, y, *, num_boost_round: int = 100, evals=(), sample
     """
     options = Options.check(params, num_boost_round, early_stopping_rounds, callbacks, verbose_eval,
                             has_evals=isinstance(evals, (list, tuple)) and len(evals) > 0,
-                            init_model=init_model)
+                            init_model=init_model, evals=evals)
     client = _client(client)
     categorical = options.params.enable_categorical
     _shards.check_collection(X, "X", features=True, enable_categorical=categorical)
