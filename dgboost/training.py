@@ -642,6 +642,9 @@ def _init_model(init_model, params: TrainParams) -> Booster | None:
     if (init_model.params.objective, init_model.n_outputs) != (params.objective, outputs):
         raise ValueError(f"init_model was trained with objective={init_model.params.objective!r} and "
                          f"{init_model.n_outputs} outputs; continue it with the same objective (and num_class)")
+    if params.base_score is not None and params.base_score != init_model.params.base_score:
+        raise ValueError(f"base_score={params.base_score!r}, but a continued model keeps init_model's intercept "
+                         f"(its base_score={init_model.params.base_score!r}): drop base_score, or train a new model")
     return init_model
 
 

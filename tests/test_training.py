@@ -287,6 +287,19 @@ def test_iteration_range_takes_integers_alone_and_an_empty_booster_is_refused(bi
         empty.predict(X)
 
 
+def test_a_base_score_other_than_the_continued_models_is_refused(binary_data):
+    """A continued model keeps init_model's intercept: another base_score was dropped, yet
+    written into the model's parameters."""
+    X, y = binary_data
+    first = dgboost.train({"objective": "binary:logistic", "base_score": 0.3}, X, y, num_boost_round=2)
+    with pytest.raises(ValueError, match=r"^base_score=0.6, but a continued model keeps init_model's intercept "
+                                         r"\(its base_score=0.3\)"):
+        dgboost.train({"objective": "binary:logistic", "base_score": 0.6}, X, y, num_boost_round=2, init_model=first)
+    same = dgboost.train({"objective": "binary:logistic", "base_score": 0.3}, X, y, num_boost_round=2,
+                         init_model=first)  # the same params dict again: as most continue a model
+    assert same.num_boosted_rounds() == 4
+
+
 def test_one_callback_given_alone_is_refused_naming_the_list_it_needs(binary_data):
     from dgboost.callback import EarlyStopping
 
