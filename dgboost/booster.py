@@ -84,6 +84,7 @@ class Booster:
     @property
     def feature_labels(self) -> tuple[str, ...]:
         """The training DataFrame's column names, else ``f0, f1, ...`` (XGBoost's names)."""
+        self._check_feature_names()
         return self.feature_names or tuple(f"f{i}" for i in range(self.num_features))
 
     @property
@@ -193,6 +194,12 @@ class Booster:
             raise ValueError("pred_leaf and pred_contribs cannot both be True: ask for one at a time")
         with using_threads(self.params.nthread):
             return self._predict(X, output_margin, iteration_range, base_margin, pred_leaf, pred_contribs)
+
+    def _check_feature_names(self) -> None:
+        """``feature_names`` as set by hand: one name a feature, or None."""
+        if self.feature_names is not None and len(self.feature_names) != self.num_features:
+            raise ValueError(f"feature_names has {len(self.feature_names)} names for the model's {self.num_features} "
+                             "features: set one name a feature (or None)")
 
     def _check_holds_a_model(self, what: str) -> None:
         """Refuse to ``what`` an empty Booster (``Booster()``, nothing loaded into it)."""
@@ -334,9 +341,7 @@ class Booster:
     def save_raw(self, format: str = "json") -> bytes:
         """The model file's bytes (what ``save_model`` writes in that format)."""
         self._check_holds_a_model("save")
-        if self.feature_names is not None and len(self.feature_names) != self.num_features:  # set by hand
-            raise ValueError(f"feature_names has {len(self.feature_names)} names for the model's {self.num_features} "
-                             "features: set one name a feature (or None) before saving")
+        self._check_feature_names()
         if format == "json":
             document = _with_checksum(self._document())
         elif format == "xgboost":

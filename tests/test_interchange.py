@@ -249,6 +249,8 @@ def test_feature_names_set_by_hand_are_checked_before_a_file_is_written(tmp_path
         with pytest.raises(ValueError, match="feature_names has 2 names for the model's 3 features"):
             model.save_model(tmp_path / "m.json", format=form)
     assert not (tmp_path / "m.json").exists()
+    with pytest.raises(ValueError, match="feature_names has 2 names for the model's 3 features"):
+        model.get_score()  # an IndexError of its own before
 
 
 def test_names_xgboost_refuses_are_refused_at_export(tmp_path, rng):
