@@ -211,10 +211,9 @@ class _DGBModel(BaseEstimator):
         check_is_fitted(self, "_Booster")
         X, _ = self._check(X, reset=False)
         best = self._Booster.best_iteration
-        given = isinstance(iteration_range, (tuple, list)) and len(iteration_range) == 2  # else predict says what it is
-        if best is not None and (iteration_range is None or (given and iteration_range[1] == 0)):
-            # end 0 too, as XGBoost's estimators take it; a given begin is kept (XGBoost's drop it)
-            iteration_range = (0 if iteration_range is None else iteration_range[0], best + 1)
+        pair = hasattr(iteration_range, "__len__") and len(iteration_range) == 2  # else predict says what it is
+        if best is not None and (iteration_range is None or (pair and iteration_range[1] == 0)):
+            iteration_range = (0, best + 1)  # end 0 too, as XGBoost's estimators take it
         return self._Booster.predict(X, output_margin=output_margin, iteration_range=iteration_range)
 
 

@@ -83,7 +83,8 @@ class Options:
                                  "is set and no eval_metric is given")
         callbacks, init_model = tuple(_callbacks(callbacks)), _init_model(init_model, params)
         last = num_boost_round + (0 if init_model is None else init_model.num_boosted_rounds()) - 1
-        for index, callback in enumerate(callbacks):  # a rate a round: known short now, not at its round
+        may_stop = early_stopping_rounds is not None or any(not c.never_stops for c in callbacks)
+        for index, callback in enumerate(() if may_stop else callbacks):  # a rate a round: short now, not at its round
             rates = getattr(callback, "learning_rates", None) if isinstance(callback, LearningRateScheduler) else None
             if rates is not None and not callable(rates) and len(rates) <= last:
                 raise ValueError(f"callbacks[{index}]: LearningRateScheduler has {len(rates)} rates but training "

@@ -120,6 +120,15 @@ def test_callbacks_refuse_when_made_or_before_any_round_what_would_fail_later(ta
     with pytest.raises(ValueError, match="has 3 rates but training runs to round 3 .rounds count from init_model"):
         dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 3)])
     dgboost.train({}, X, y, num_boost_round=2, init_model=first, callbacks=[LearningRateScheduler([0.1] * 4)])
+    # Training that may stop early is left to run: the rate of a round it reaches is checked then.
+    from dgboost.callback import TrainingCallback
+
+    class StopAfterTwo(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            return epoch >= 1
+
+    stopped = dgboost.train({}, X, y, num_boost_round=50, callbacks=[LearningRateScheduler([0.3] * 3), StopAfterTwo()])
+    assert stopped.num_boosted_rounds() == 2
     from dgboost.callback import EarlyStopping
 
     with pytest.raises(ValueError, match=r"^callbacks\[0\]: EarlyStopping metric_name='rmsee' is not reported; "
