@@ -366,8 +366,8 @@ class Booster:
         if os.path.isdir(path):
             raise ValueError(f"save_model({path!r}): it is a directory; give the file to write, e.g. "
                              f"{os.path.join(path, 'model.json')!r}")
-        if format == "xgboost" and os.fspath(path).lower().endswith(".ubj"):
-            raise ValueError(f"save_model({os.fspath(path)!r}, format='xgboost') writes XGBoost's JSON model, which "
+        if format == "xgboost" and path.lower().endswith(".ubj"):
+            raise ValueError(f"save_model({path!r}, format='xgboost') writes XGBoost's JSON model, which "
                              "XGBoost reads as UBJSON by the '.ubj' name and fails on: name the file '.json'")
         write_atomically(path, self.save_raw(format))
 

@@ -224,19 +224,19 @@ def columns(frame, config: dict, where: str, need_label: bool = True):
     for name, column in (("label_column", label), ("weight_column", weight), ("qid_column", qid)):
         if column and column not in frame.columns:
             raise ValueError(f"{name}={column!r} is not a column of {where} (columns: {list(frame.columns)[:20]})")
-    roles = [(name, column) for name, column in (("label_column", label), ("weight_column", weight),
-                                                  ("qid_column", qid)) if column]
-    for index, (name, column) in enumerate(roles):
-        twin = next((other for other, named in roles[index + 1:] if named == column), None)
-        if twin is not None:
-            raise ValueError(f"{name} and {twin} both name column {column!r}: give each its own column")
+    roles: dict = {}  # each column a role names: the role
+    for name, column in (("label_column", label), ("weight_column", weight), ("qid_column", qid)):
+        if column in roles:
+            raise ValueError(f"{roles[column]} and {name} both name column {column!r}: give each its own column")
+        if column:
+            roles[column] = name
     features = config.get("feature_columns")
     if features is None:
         features = [c for c in frame.columns if c not in (label, weight, qid)]
     missing = [c for c in features if c not in frame.columns]
     if missing:
         raise ValueError(f"feature_columns {missing} are not columns of {where}")
-    for name, column in roles:
+    for column, name in roles.items():
         if column in features:
             raise ValueError(f"feature_columns holds {column!r}, which {name} names: a model must not read its "
                              f"{name.split('_')[0]}s as a feature (drop it from feature_columns, or name another "

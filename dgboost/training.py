@@ -82,13 +82,8 @@ class Options:
                 raise ValueError("early_stopping_rounds needs a metric, but disable_default_eval_metric "
                                  "is set and no eval_metric is given")
         callbacks, init_model = tuple(_callbacks(callbacks)), _init_model(init_model, params)
-        last = num_boost_round + (0 if init_model is None else init_model.num_boosted_rounds()) - 1
-        may_stop = early_stopping_rounds is not None or any(not c.never_stops for c in callbacks)
-        for index, callback in enumerate(() if may_stop else callbacks):  # a rate a round: short now, not at its round
-            rates = getattr(callback, "learning_rates", None) if isinstance(callback, LearningRateScheduler) else None
-            if rates is not None and not callable(rates) and len(rates) <= last:
-                raise ValueError(f"callbacks[{index}]: LearningRateScheduler has {len(rates)} rates but training "
-                                 f"runs to round {last} (rounds count from init_model's): give one rate per round")
+        if early_stopping_rounds is None and all(c.never_stops for c in callbacks):  # else it may end sooner
+            _check_rates(callbacks, num_boost_round + (0 if init_model is None else init_model.num_boosted_rounds()))
         _check_watched(callbacks, params, evals)
         return cls(params, num_boost_round, early_stopping_rounds, callbacks, _period(verbose_eval), init_model)
 
@@ -819,6 +814,16 @@ def _period(verbose_eval) -> int:
     if verbose_eval is None or (isinstance(verbose_eval, numbers.Integral) and verbose_eval == 0):
         return 0  # silent, as XGBoost takes them (scikit-learn's verbose=0 comes here)
     return count("verbose_eval", verbose_eval, minimum=1)
+
+
+def _check_rates(callbacks, end: int) -> None:
+    """A LearningRateScheduler's list holds a rate for each round before ``end`` (rounds count
+    from init_model's): found short now, not at the round it runs out."""
+    for index, callback in enumerate(callbacks):
+        rates = callback.learning_rates if isinstance(callback, LearningRateScheduler) else None
+        if isinstance(rates, (list, tuple)) and len(rates) < end:
+            raise ValueError(f"callbacks[{index}]: LearningRateScheduler has {len(rates)} rates but training "
+                             f"runs to round {end - 1} (rounds count from init_model's): give one rate per round")
 
 
 def _check_watched(callbacks, params: TrainParams, evals) -> None:
